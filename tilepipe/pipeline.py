@@ -1,0 +1,458 @@
+"""Producer-consumer pipelines: N stages of full/empty mbarrier pairs, with a cursor per role.
+
+The seed's `ProducerConsumerPipeline` (Mojo, SM100 structured kernels) in Gluon 3.6.
+
+**State advance.** A Gluon aggregate cannot be mutated, so a pipeline value carries its role's
+cursor (stage index, phase bit) and every step returns a new value that the caller rebinds:
+
+    stage = pipe.acquire_producer()          # waits until the consumers freed the slot
+    ...                                      # fill slot stage.index(); signal with stage.expect_bytes(n)
+    pipe = stage.release()                   # compile error if the result is dropped
+
+The context forms rebind the variable themselves, so they read like the seed:
+
+    with pipe.consume() as stage:            # waits for the producer
+        x = bufs.index(stage.index()).load(layout)
+    # here `pipe` has advanced: __exit__ rebinds it in the caller's scope
+
+`with` in Gluon 3.6 hands its context manager no code generator, so the context finds the
+generator's `visit_With` frame and rebinds the name written before `.produce()`: a plain local
+variable is required (checked). Rebinding is an ordinary assignment to the tracer, so it is
+loop-carried and merged across `if` like `pipe = ...` (tests prove loops, branches, nesting).
+
+Why not `prev = s` copies: Triton's frontend decides which names a loop carries by comparing each
+name's IR values before and after a dry run of the body. After `prev = s` before the loop, the
+body's `prev = s` yields exactly `prev`'s pre-loop values, so `prev` is not carried and keeps the
+first slot forever (docs/hang-prev-copy.md). A wgmma consumer that must free a slot only after the
+wgmma reading it retired declares `release_lag` instead: `release()` then arrives on the slot
+`release_lag` acquisitions back, and `flush_releases()` frees the rest once the last wgmma retired.
+
+**Arrivals.** An `mbarrier.arrive` in Gluon 3.6 is one arrival per partition (one thread after a
+partition-wide bar.sync); a TMA `expect` is one arrival. So `producer_arrivals` and
+`consumer_arrivals` count roles, and `tilepipe.roles.warp_specialize` checks them against the roles
+that actually signal each barrier while tracing.
+
+**Try-acquire.** Gluon 3.6 has no `mbarrier.test_wait`/`try_wait` builtin, and inline PTX cannot
+reach a barrier: `inline_asm_elementwise` takes register tensors only and no 3.6 op turns a shared
+memory descriptor into an address. `try_wait_*` therefore answers "not ready" (always correct,
+since a try may fail spuriously), and `wait_*_if_needed(ready)` is an exact predicated wait.
+"""
+
+import hashlib
+from pathlib import Path
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+from triton.language.core import _aggregate as aggregate
+
+from tilepipe import _trace
+
+PROXIES = ("async", "generic")
+
+
+def _cx(value):
+    """Plain Python value of a possibly constexpr-wrapped argument."""
+    return value.value if isinstance(value, gl.constexpr) else value
+
+
+@aggregate
+class ProducerConsumerPipeline:
+    """A ring of `num_stages` slots guarded by full/empty mbarriers, seen through one role's cursor.
+
+    `full[i]` completes when the producer filled slot i; `empty[i]` when every consumer released it.
+    `producer_proxy` / `consumer_proxy` say how each side touches the slot ("async": TMA, wgmma,
+    tcgen05; "generic": ld/st.shared); the proxy fences the hand-offs need are derived from them.
+    """
+    barriers: gl.shared_memory_descriptor
+    index: gl.tensor
+    phase: gl.tensor
+    pending: gl.tensor
+    num_stages: gl.constexpr
+    producer_arrivals: gl.constexpr
+    consumer_arrivals: gl.constexpr
+    release_lag: gl.constexpr
+    fence_before_signal: gl.constexpr
+    fence_before_release: gl.constexpr
+    name: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, barriers, index, phase, pending, num_stages, producer_arrivals, consumer_arrivals,
+                 release_lag, fence_before_signal, fence_before_release, name):
+        self.barriers = barriers
+        self.index = index
+        self.phase = phase
+        self.pending = pending
+        self.num_stages = gl.constexpr(num_stages)
+        self.producer_arrivals = gl.constexpr(producer_arrivals)
+        self.consumer_arrivals = gl.constexpr(consumer_arrivals)
+        self.release_lag = gl.constexpr(release_lag)
+        self.fence_before_signal = gl.constexpr(fence_before_signal)
+        self.fence_before_release = gl.constexpr(fence_before_release)
+        self.name = gl.constexpr(name)
+
+    # ---- declaration --------------------------------------------------------------------------
+
+    @builtin
+    def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
+                      producer_proxy="async", consumer_proxy="async", _semantic=None):
+        """A pipeline over `barriers`, a [2 * num_stages, 1] int64 mbarrier array: full stages, then empty."""
+        num_stages, producer_arrivals, consumer_arrivals = map(_cx, (num_stages, producer_arrivals,
+                                                                     consumer_arrivals))
+        name, producer_proxy, consumer_proxy = map(_cx, (name, producer_proxy, consumer_proxy))
+        if not (isinstance(num_stages, int) and num_stages >= 1):
+            raise _trace.ProtocolError(f"pipeline '{name}': num_stages must be a positive int, got {num_stages!r}")
+        for what, count in (("producer_arrivals", producer_arrivals), ("consumer_arrivals", consumer_arrivals)):
+            if not (isinstance(count, int) and count >= 1):
+                raise _trace.ProtocolError(f"pipeline '{name}': {what} must be a positive int, got {count!r}")
+        for what, proxy in (("producer_proxy", producer_proxy), ("consumer_proxy", consumer_proxy)):
+            if proxy not in PROXIES:
+                raise _trace.ProtocolError(f"pipeline '{name}': {what} must be one of {PROXIES}, got {proxy!r}")
+        if list(barriers.shape) != [2 * num_stages, 1]:
+            raise _trace.ProtocolError(f"pipeline '{name}' needs a [{2 * num_stages}, 1] barrier array, "
+                                       f"got {list(barriers.shape)}")
+        zero = _semantic.to_tensor(0)
+        return ProducerConsumerPipeline(
+            barriers, zero, zero, zero, num_stages,
+            producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
+            consumer_proxy == "generic" and producer_proxy == "async", name)
+
+    @builtin
+    def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
+               consumer_proxy="async", _semantic=None, _generator=None):
+        """Allocate 2 x num_stages barriers from one declaration and initialise them."""
+        barriers = gl.allocate_shared_memory(gl.int64, [2 * _cx(num_stages), 1], mbarrier.MBarrierLayout(),
+                                             _semantic=_semantic)
+        pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
+                                                      name, producer_proxy, consumer_proxy, _semantic=_semantic)
+        _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
+        return pipe
+
+    @gluon.jit
+    def init_barriers(self):
+        """full[i] expects `producer_arrivals` arrivals per phase, empty[i] `consumer_arrivals`."""
+        gl.static_assert(_LIB_REV != "", "the library revision enters the cache key of every kernel")
+        for i in gl.static_range(self.num_stages):
+            mbarrier.init(self.barriers.index(i), count=self.producer_arrivals)
+            mbarrier.init(self.barriers.index(i + self.num_stages), count=self.consumer_arrivals)
+
+    @builtin
+    def with_release_lag(self, lag, _semantic=None):
+        """This consumer keeps `lag` stages in use after acquiring the next (async wgmma in flight)."""
+        lag = _cx(lag)
+        if not (isinstance(lag, int) and 0 <= lag < self.num_stages):
+            raise _trace.ProtocolError(
+                f"pipeline '{self.name.value}': a release lag of {lag} needs at least {lag + 1} stages (has "
+                f"{self.num_stages}); the producer could never refill the slots the consumer holds")
+        return _replace(self, release_lag=lag)
+
+    # ---- direct API (the seed's names; no trace-time checks) -----------------------------------
+
+    @gluon.jit
+    def wait_consumer(self):
+        """Producer side: wait until the consumers released the current slot (passes on the first lap)."""
+        mbarrier.wait(self.barriers.index(self.index + self.num_stages), self.phase ^ 1)
+
+    @gluon.jit
+    def wait_producer(self):
+        """Consumer side: wait until the producer filled the current slot."""
+        mbarrier.wait(self.barriers.index(self.index), self.phase)
+
+    @gluon.jit
+    def wait_consumer_if_needed(self, ready):
+        mbarrier.wait(self.barriers.index(self.index + self.num_stages), self.phase ^ 1, pred=ready == 0)
+
+    @gluon.jit
+    def wait_producer_if_needed(self, ready):
+        mbarrier.wait(self.barriers.index(self.index), self.phase, pred=ready == 0)
+
+    @gluon.jit
+    def try_wait_consumer(self):
+        """Always "not ready" in Gluon 3.6 (no non-blocking mbarrier test; see the module docstring)."""
+        return gl.to_tensor(False)
+
+    @gluon.jit
+    def try_wait_producer(self):
+        """Always "not ready" in Gluon 3.6 (no non-blocking mbarrier test; see the module docstring)."""
+        return gl.to_tensor(False)
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.producer_step()`.")
+    @builtin
+    def producer_step(self, _semantic=None):
+        return _advanced(self, _semantic)
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.consumer_step()`.")
+    @builtin
+    def consumer_step(self, _semantic=None):
+        return _advanced(self, _semantic)
+
+    @gluon.jit
+    def producer_mbar(self, index):
+        """The full barrier of slot `index`, which the producer's signal completes."""
+        return self.barriers.index(index)
+
+    @gluon.jit
+    def consumer_mbar(self, index):
+        """The empty barrier of slot `index`, which the consumers' releases complete."""
+        return self.barriers.index(index + self.num_stages)
+
+    @gluon.jit
+    def producer_stage(self):
+        return self.index
+
+    @gluon.jit
+    def consumer_stage(self):
+        return self.index
+
+    @gluon.jit
+    def drain(self):
+        """Producer tail: wait until the consumers released every slot, so no arrive targets an exited role."""
+        pipe = self
+        for _ in gl.static_range(self.num_stages):
+            pipe.wait_consumer()
+            pipe = pipe.producer_step()
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.flush_releases()`.")
+    @builtin
+    def flush_releases(self, _semantic=None):
+        """Lagged consumer tail: release the stages still held, once the wgmma reading them retired."""
+        lag, stages = self.release_lag, self.num_stages
+        for j in range(lag):
+            slot = self.index.__add__(stages + j, _semantic=_semantic).__sub__(self.pending, _semantic=_semantic)
+            slot = slot.__mod__(stages, _semantic=_semantic)
+            if self.fence_before_release:
+                fence_async_shared(_semantic=_semantic)
+            mbarrier.arrive(_empty(self, slot, _semantic), pred=self.pending.__gt__(j, _semantic=_semantic),
+                            _semantic=_semantic)
+        return _replace(self, pending=_semantic.to_tensor(0))
+
+    # ---- stage handles -----------------------------------------------------------------------
+
+    @builtin
+    def acquire_producer(self, ready=None, _semantic=None):
+        """Wait for a free slot (skipped if `ready`, from try_wait_consumer) and return its handle."""
+        _wait(_empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic), ready, _semantic)
+        return ProducerStage(self, _trace.open_stage("producer", self.name, _semantic))
+
+    @builtin
+    def acquire_consumer(self, ready=None, _semantic=None):
+        """Wait for a filled slot (skipped if `ready`, from try_wait_producer) and return its handle."""
+        _wait(_full(self, self.index, _semantic), self.phase, ready, _semantic)
+        return ConsumerStage(self, _trace.open_stage("consumer", self.name, _semantic))
+
+    @builtin
+    def try_acquire_producer(self, _semantic=None):
+        """The seed's try-then-wait acquire. In Gluon 3.6 the try never succeeds, so this waits like acquire."""
+        return self.acquire_producer(_semantic=_semantic)
+
+    @builtin
+    def try_acquire_consumer(self, _semantic=None):
+        """The seed's try-then-wait acquire. In Gluon 3.6 the try never succeeds, so this waits like acquire."""
+        return self.acquire_consumer(_semantic=_semantic)
+
+    # ---- context managers ---------------------------------------------------------------------
+
+    @builtin
+    def produce(self, _semantic=None):
+        """`with pipe.produce() as stage:` waits for a free slot; on exit `pipe` advances."""
+        return _StageContext(self, "produce", _semantic)
+
+    @builtin
+    def consume(self, _semantic=None):
+        """`with pipe.consume() as stage:` waits for a filled slot; on exit releases it and `pipe` advances."""
+        return _StageContext(self, "consume", _semantic)
+
+    @builtin
+    def consume_explicit(self, _semantic=None):
+        """Like consume(), but the body signals with `stage.arrive()` (e.g. under a condition)."""
+        return _StageContext(self, "consume_explicit", _semantic)
+
+
+def _library_revision() -> str:
+    """Hash of the library's sources: builtins are not hashed into Triton's cache key, this constexpr is."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+_LIB_REV = gl.constexpr(_library_revision())
+
+
+def _replace(pipe, **changes):
+    """A copy of `pipe` with some fields changed."""
+    fields = {name: getattr(pipe, name) for name, _ in pipe.type.fields}
+    fields.update(changes)
+    return ProducerConsumerPipeline(*fields.values())
+
+
+def _advanced(pipe, semantic):
+    """The cursor one stage on: index wraps at num_stages and flips the phase."""
+    if pipe.num_stages == 1:
+        return _replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
+    nxt = pipe.index.__add__(1, _semantic=semantic)
+    wrap = nxt.__eq__(pipe.num_stages, _semantic=semantic)
+    index = gl.where(wrap, 0, nxt, _semantic=semantic)
+    phase = gl.where(wrap, pipe.phase.__xor__(1, _semantic=semantic), pipe.phase, _semantic=semantic)
+    return _replace(pipe, index=index, phase=phase)
+
+
+def _release_slot(pipe, semantic):
+    """Arrive on empty for the slot this consumer frees now; returns `pipe` with `pending` updated."""
+    lag = pipe.release_lag
+    if pipe.fence_before_release:
+        fence_async_shared(_semantic=semantic)
+    if lag == 0:
+        mbarrier.arrive(_empty(pipe, pipe.index, semantic), _semantic=semantic)
+        return pipe
+    slot = pipe.index.__add__(pipe.num_stages - lag, _semantic=semantic).__mod__(pipe.num_stages, _semantic=semantic)
+    held = pipe.pending.__eq__(lag, _semantic=semantic)
+    mbarrier.arrive(_empty(pipe, slot, semantic), pred=held, _semantic=semantic)
+    pending = gl.minimum(pipe.pending.__add__(1, _semantic=semantic), lag, _semantic=semantic)
+    return _replace(pipe, pending=pending)
+
+
+def _signal(stage, barrier, semantic):
+    """Trace-time record that this role signals `barrier` ("full" or "empty") through `stage`."""
+    _trace.mark_signalled(stage.token)
+    pipe = stage.pipe
+    _trace.record_signal(pipe.name, barrier, pipe.producer_arrivals, pipe.consumer_arrivals, semantic)
+
+
+def _check_unlagged(pipe, what):
+    if pipe.release_lag:
+        raise _trace.ProtocolError(f"pipeline '{pipe.name.value}': {what}() is not available with a release lag; "
+                                   "release() picks the lagged slot")
+
+
+def _full(pipe, index, semantic):
+    """The full barrier of slot `index`: barriers[index]."""
+    return pipe.barriers.index(index, _semantic=semantic)
+
+
+def _empty(pipe, index, semantic):
+    """The empty barrier of slot `index`: barriers[num_stages + index] (the seed's layout)."""
+    return pipe.barriers.index(index.__add__(pipe.num_stages, _semantic=semantic), _semantic=semantic)
+
+
+def _wait(barrier, phase, ready, semantic):
+    """Spin until `barrier` completes the phase with parity `phase`; skipped where `ready` is set."""
+    pred = True if ready is None else ready.__eq__(0, _semantic=semantic)
+    mbarrier.wait(barrier, phase, pred=pred, _semantic=semantic)
+
+
+@aggregate
+class ProducerStage:
+    """A slot the producer holds: fill it, signal it once, then `pipe = stage.release()`."""
+    pipe: ProducerConsumerPipeline
+    token: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, pipe, token):
+        self.pipe = pipe
+        self.token = gl.constexpr(token)
+
+    @gluon.jit
+    def index(self):
+        return self.pipe.index
+
+    @builtin
+    def mbar(self, _semantic=None):
+        """The full barrier, for an operation that completes it (e.g. tcgen05_commit); counts as the signal."""
+        _signal(self, "full", _semantic)
+        return _full(self.pipe, self.pipe.index, _semantic)
+
+    @builtin
+    def expect_bytes(self, nbytes, _semantic=None):
+        """Arm the full barrier for `nbytes` of TMA traffic; this is the producer's one arrival."""
+        _signal(self, "full", _semantic)
+        mbarrier.expect(_full(self.pipe, self.pipe.index, _semantic), nbytes, _semantic=_semantic)
+
+    @builtin
+    def arrive(self, _semantic=None):
+        """Signal a slot filled with ordinary stores (fenced first when its consumer reads via the async proxy)."""
+        _signal(self, "full", _semantic)
+        if self.pipe.fence_before_signal:
+            fence_async_shared(_semantic=_semantic)
+        mbarrier.arrive(_full(self.pipe, self.pipe.index, _semantic), _semantic=_semantic)
+
+    @gluon.must_use_result("Rebind the pipeline: `pipe = stage.release()`.")
+    @builtin
+    def release(self, _semantic=None):
+        """Hand the slot to the consumers' side of the ring and return the advanced pipeline."""
+        _trace.close_stage(self.token, _semantic, needs_signal=True)
+        return _advanced(self.pipe, _semantic)
+
+
+
+@aggregate
+class ConsumerStage:
+    """A slot a consumer holds: read it, then `pipe = stage.release()` (arrive on empty and advance)."""
+    pipe: ProducerConsumerPipeline
+    token: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, pipe, token):
+        self.pipe = pipe
+        self.token = gl.constexpr(token)
+
+    @gluon.jit
+    def index(self):
+        return self.pipe.index
+
+    @builtin
+    def mbar(self, _semantic=None):
+        """The empty barrier, for a special signal (e.g. a commit); counts as this role's release signal."""
+        _check_unlagged(self.pipe, "mbar")
+        _signal(self, "empty", _semantic)
+        return _empty(self.pipe, self.pipe.index, _semantic)
+
+    @builtin
+    def arrive(self, _semantic=None):
+        """Signal the release without advancing (may sit under a condition); then release_without_signal()."""
+        _check_unlagged(self.pipe, "arrive")
+        _signal(self, "empty", _semantic)
+        _release_slot(self.pipe, _semantic)
+
+    @gluon.must_use_result("Rebind the pipeline: `pipe = stage.release()`.")
+    @builtin
+    def release(self, _semantic=None):
+        """Free the slot (with a release lag: the slot `release_lag` acquisitions back) and advance."""
+        _signal(self, "empty", _semantic)
+        _trace.close_stage(self.token, _semantic, needs_signal=True)
+        return _advanced(_release_slot(self.pipe, _semantic), _semantic)
+
+    @gluon.must_use_result("Rebind the pipeline: `pipe = stage.release_without_signal()`.")
+    @builtin
+    def release_without_signal(self, _semantic=None):
+        """Advance after this stage was signalled by `arrive()` or through `mbar()`."""
+        _trace.close_stage(self.token, _semantic, needs_signal=True)
+        return _advanced(self.pipe, _semantic)
+
+
+
+
+class _StageContext:
+    """`with pipe.produce() / consume() / consume_explicit() as stage:` (wait on enter; release on exit)."""
+
+    def __init__(self, pipe: ProducerConsumerPipeline, kind: str, semantic) -> None:
+        self.generator, self.target = _trace.with_statement_target(kind)
+        self.pipe, self.kind, self.semantic = pipe, kind, semantic
+        self.stage = None
+
+    def __enter__(self):
+        sem = self.semantic
+        if self.kind == "produce":
+            self.stage = self.pipe.acquire_producer(_semantic=sem)
+        else:
+            self.stage = self.pipe.acquire_consumer(_semantic=sem)
+        return self.stage
+
+    def __exit__(self, *exc) -> None:
+        sem = self.semantic
+        if self.kind == "consume_explicit":
+            advanced = self.stage.release_without_signal(_semantic=sem)
+        else:
+            advanced = self.stage.release(_semantic=sem)
+        self.generator.set_value(self.target, advanced)
