@@ -209,12 +209,24 @@ def _worker(run_dir: Path) -> None:
                 try:
                     record: dict[str, Any] = {"report": _compile_one(spec, run_dir)}
                 except Exception as exc:  # every failure becomes that spec's CompileError
-                    record = {"error": "".join(traceback.format_exception_only(exc)).strip()}
+                    record = {"error": _error_text(exc)}
             output = log.read_text(errors="replace").strip()
             if "error" in record and output:
                 record["error"] += f"\n--- compiler output ---\n{_clip(output)}"
             results.write(json.dumps(record) + "\n")
             results.flush()
+
+
+def _error_text(exc: BaseException) -> str:
+    """The error and, when Triton wrapped it per call site, its root cause (which holds the real message)."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    root, seen = exc, {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root = nxt
+        seen.add(id(root))
+    if root is not exc:
+        text += "\n--- root cause ---\n" + "".join(traceback.format_exception_only(root)).strip()
+    return text
 
 
 @contextmanager

@@ -144,7 +144,7 @@ class ProducerConsumerPipeline:
         if not (isinstance(lag, int) and 0 <= lag < self.num_stages):
             raise _trace.ProtocolError(
                 f"pipeline '{self.name.value}': a release lag of {lag} needs at least {lag + 1} stages (has "
-                f"{self.num_stages}); the producer could never refill the slots the consumer holds")
+                f"{self.num_stages.value}); the producer could never refill the slots the consumer holds")
         return _replace(self, release_lag=lag)
 
     # ---- direct API (the seed's names; no trace-time checks) -----------------------------------
@@ -217,7 +217,7 @@ class ProducerConsumerPipeline:
     @builtin
     def flush_releases(self, _semantic=None):
         """Lagged consumer tail: release the stages still held, once the wgmma reading them retired."""
-        lag, stages = self.release_lag, self.num_stages
+        lag, stages = _cx(self.release_lag), _cx(self.num_stages)
         for j in range(lag):
             slot = self.index.__add__(stages + j, _semantic=_semantic).__sub__(self.pending, _semantic=_semantic)
             slot = slot.__mod__(stages, _semantic=_semantic)
@@ -289,7 +289,7 @@ def _replace(pipe, **changes):
 
 def _advanced(pipe, semantic):
     """The cursor one stage on: index wraps at num_stages and flips the phase."""
-    if pipe.num_stages == 1:
+    if _cx(pipe.num_stages) == 1:
         return _replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
     nxt = pipe.index.__add__(1, _semantic=semantic)
     wrap = nxt.__eq__(pipe.num_stages, _semantic=semantic)
@@ -300,13 +300,13 @@ def _advanced(pipe, semantic):
 
 def _release_slot(pipe, semantic):
     """Arrive on empty for the slot this consumer frees now; returns `pipe` with `pending` updated."""
-    lag = pipe.release_lag
-    if pipe.fence_before_release:
+    lag, stages = _cx(pipe.release_lag), _cx(pipe.num_stages)
+    if _cx(pipe.fence_before_release):
         fence_async_shared(_semantic=semantic)
     if lag == 0:
         mbarrier.arrive(_empty(pipe, pipe.index, semantic), _semantic=semantic)
         return pipe
-    slot = pipe.index.__add__(pipe.num_stages - lag, _semantic=semantic).__mod__(pipe.num_stages, _semantic=semantic)
+    slot = pipe.index.__add__(stages - lag, _semantic=semantic).__mod__(stages, _semantic=semantic)
     held = pipe.pending.__eq__(lag, _semantic=semantic)
     mbarrier.arrive(_empty(pipe, slot, semantic), pred=held, _semantic=semantic)
     pending = gl.minimum(pipe.pending.__add__(1, _semantic=semantic), lag, _semantic=semantic)
@@ -439,6 +439,7 @@ class _StageContext:
     def __init__(self, pipe: ProducerConsumerPipeline, kind: str, semantic) -> None:
         self.generator, self.target = _trace.with_statement_target(kind)
         self.pipe, self.kind, self.semantic = pipe, kind, semantic
+        self.location = semantic.builder.get_loc()  # the `with` line: the release is reported and emitted there
         self.stage = None
 
     def __enter__(self):
@@ -451,8 +452,11 @@ class _StageContext:
 
     def __exit__(self, *exc) -> None:
         sem = self.semantic
+        body_end = sem.builder.get_loc()
+        sem.builder.set_loc(self.location)
         if self.kind == "consume_explicit":
             advanced = self.stage.release_without_signal(_semantic=sem)
         else:
             advanced = self.stage.release(_semantic=sem)
+        sem.builder.set_loc(body_end)
         self.generator.set_value(self.target, advanced)

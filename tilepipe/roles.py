@@ -29,8 +29,22 @@ def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=Non
     try:
         results = gl.warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=_semantic,
                                      _generator=_generator)
+    except Exception as error:
+        cause = _protocol_error(error)
+        if cause is None:
+            raise
+        raise _trace.ProtocolError(str(cause)) from None  # the message, above Triton's per-call wrapping
     finally:
         del _generator.call_JitFunction
         _trace.end_session(session)
     _trace.check_session(session)
     return results
+
+
+def _protocol_error(error: BaseException | None) -> _trace.ProtocolError | None:
+    """The ProtocolError inside a chain of Triton CompilationErrors, if any."""
+    while error is not None:
+        if isinstance(error, _trace.ProtocolError):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
