@@ -4,32 +4,12 @@ import re
 from pathlib import Path
 
 import pytest
-from triton.experimental.gluon import language as gl
 
 from tests.kernels import misuse_kernels
-from tests.kernels.pipeline_kernels import STYLES
-from tilepipe.compile import CompileError, KernelSpec, compile_kernels, tdesc_signature
+from tilepipe.compile import CompileError, KernelSpec, compile_kernels
+from tilepipe.kernels.pipeline_demo import STYLES, stress_spec, wgmma_spec
 
-STRESS_SIG = {"out_ptr": "*i32", "n_items": "i32", "NUM_STAGES": "constexpr", "NUM_CONSUMERS": "constexpr",
-              "STYLE": "constexpr", "ROWS": "constexpr", "COLS": "constexpr"}
 STAGES = (1, 2, 4, 8)
-
-
-def stress_spec(style: str, stages: int, consumers: int, target: str) -> KernelSpec:
-    return KernelSpec("tests.kernels.pipeline_kernels:stress_kernel", STRESS_SIG,
-                      {"NUM_STAGES": stages, "NUM_CONSUMERS": consumers, "STYLE": STYLES[style], "ROWS": 4,
-                       "COLS": 32}, target=target)
-
-
-def wgmma_spec(stages: int) -> KernelSpec:
-    def desc(shape):
-        return tdesc_signature("fp16", shape, gl.NVMMASharedLayout.get_default_for(shape, gl.float16))
-
-    return KernelSpec("tests.kernels.pipeline_kernels:wgmma_kernel",
-                      {"a_desc": desc([128, 64]), "b_desc": desc([64, 64]), "out_ptr": "*fp32", "n_tiles": "i32",
-                       "k_tiles": "i32", "NUM_STAGES": "constexpr"}, {"NUM_STAGES": stages})
-
-
 STRESS_CASES = [(style, stages, consumers, target) for target in ("sm_90a", "sm_100a") for style in STYLES
                 for stages in STAGES for consumers in (1, 2)]
 

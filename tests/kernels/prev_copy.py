@@ -21,3 +21,24 @@ def prev_copy(out_ptr, n, FIXED: gl.constexpr):
         prev = x
         x = x + 1
     gl.store(out_ptr, prev)
+
+
+def run() -> dict:
+    """On a GPU: the unfixed kernel stores 0 where Python semantics (and the fixed kernel) give n - 1."""
+    import torch
+
+    n = 5
+    got = {}
+    for fixed in (False, True):
+        out = torch.full((1, ), -7, dtype=torch.int32, device="cuda")
+        prev_copy[(1, )](out, n, fixed)
+        got["fixed" if fixed else "unfixed"] = int(out.item())
+    return {"case": "prev = x copy in a loop", "ok": got == {"unfixed": 0, "fixed": n - 1}, **got}
+
+
+if __name__ == "__main__":
+    import json
+
+    result = run()
+    print(json.dumps(result))
+    raise SystemExit(0 if result["ok"] else 1)

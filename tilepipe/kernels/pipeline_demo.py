@@ -1,7 +1,12 @@
-"""Kernels that exercise tilepipe.pipeline: a stress ring in every API style, a TMA -> wgmma consumer.
+"""Pipeline self-check kernels: a stress ring in every API style, and a TMA -> async wgmma consumer.
 
-Compiled on the CPU by tests/test_pipeline.py; run on a GPU by tests/gpu/pipeline_cases.py.
+Compiled on the CPU by tests/test_pipeline.py and `python -m tilepipe report`; run on a GPU (each case in
+its own process, under a timeout) by tests/gpu/test_pipeline_gpu.py and `python -m tilepipe demo`:
+`python -m tilepipe.kernels.pipeline_demo stress STYLE STAGES CONSUMERS ITEMS` or `... wgmma STAGES TILES K_TILES`.
 """
+
+import json
+import sys
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -151,3 +156,76 @@ def wgmma_kernel(a_desc, b_desc, out_ptr, n_tiles, k_tiles, NUM_STAGES: gl.const
     pipe = ProducerConsumerPipeline.create(NUM_STAGES, name="operands")
     warp_specialize([(wgmma_consumer, (pipe, a_bufs, b_bufs, out_ptr, n_tiles, k_tiles)),
                      (wgmma_loader, (pipe, a_bufs, b_bufs, a_desc, b_desc, n_tiles, k_tiles))], [1], [48])
+
+
+# ---- host side ---------------------------------------------------------------------------------
+
+ROWS, COLS = 4, 32
+STRESS_SIGNATURE = {"out_ptr": "*i32", "n_items": "i32", "NUM_STAGES": "constexpr", "NUM_CONSUMERS": "constexpr",
+                    "STYLE": "constexpr", "ROWS": "constexpr", "COLS": "constexpr"}
+
+
+def stress_spec(style: str, stages: int, consumers: int, target: str = "sm_90a"):
+    """The stress kernel as a tilepipe.compile KernelSpec."""
+    from tilepipe.compile import KernelSpec
+
+    return KernelSpec(f"{__name__}:stress_kernel", STRESS_SIGNATURE,
+                      {"NUM_STAGES": stages, "NUM_CONSUMERS": consumers, "STYLE": STYLES[style], "ROWS": ROWS,
+                       "COLS": COLS}, target=target)
+
+
+def wgmma_spec(stages: int):
+    """The TMA -> wgmma kernel (sm_90a only: wgmma does not exist on sm_100a) as a KernelSpec."""
+    from tilepipe.compile import KernelSpec, tdesc_signature
+
+    def desc(shape):
+        return tdesc_signature("fp16", shape, gl.NVMMASharedLayout.get_default_for(shape, gl.float16))
+
+    return KernelSpec(f"{__name__}:wgmma_kernel",
+                      {"a_desc": desc([128, 64]), "b_desc": desc([64, 64]), "out_ptr": "*fp32", "n_tiles": "i32",
+                       "k_tiles": "i32", "NUM_STAGES": "constexpr"}, {"NUM_STAGES": stages})
+
+
+def run_stress(style: str, stages: int, consumers: int, n_items: int) -> dict:
+    """Move n_items through the ring; every consumer must see every item exactly, in order."""
+    import torch
+
+    out = torch.full((consumers, n_items), -1, dtype=torch.int32, device="cuda")  # -1: no item sums to it
+    stress_kernel[(1, )](out, n_items, stages, consumers, STYLES[style], ROWS, COLS, num_warps=4)
+    torch.cuda.synchronize()
+    size = ROWS * COLS
+    expected = torch.arange(n_items, device="cuda", dtype=torch.int64) * size * size + size * (size - 1) // 2
+    wrong = int((out.to(torch.int64) != expected[None, :]).sum())
+    return {"case": f"stress {style} stages={stages} consumers={consumers} items={n_items}", "ok": wrong == 0,
+            "wrong_items": wrong}
+
+
+def run_wgmma(stages: int, n_tiles: int, k_tiles: int) -> dict:
+    """n_tiles x k_tiles ring items into an async wgmma consumer; compare with a float64 reference."""
+    import torch
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    BM, BN, BK = 128, 64, 64
+    a = torch.randn(n_tiles * BM, k_tiles * BK, device="cuda", dtype=torch.float16)
+    b = torch.randn(BN, k_tiles * BK, device="cuda", dtype=torch.float16)
+    out = torch.full((n_tiles * BM, BN), float("nan"), device="cuda")
+
+    def desc(t, shape):
+        return TensorDescriptor.from_tensor(t, shape, gl.NVMMASharedLayout.get_default_for(shape, gl.float16))
+
+    wgmma_kernel[(1, )](desc(a, [BM, BK]), desc(b, [BN, BK]), out, n_tiles, k_tiles, stages, num_warps=4)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().T
+    err = float((out.double() - ref).norm() / ref.norm())
+    return {"case": f"wgmma lag=1 stages={stages} items={n_tiles * k_tiles}", "ok": err < 5e-4, "rel_err": err}
+
+
+def main(argv: list[str]) -> int:
+    kind, *args = argv
+    result = run_stress(args[0], *map(int, args[1:])) if kind == "stress" else run_wgmma(*map(int, args))
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One device call: GPU tests (each case in its own process under a timeout), then `python -m tilepipe demo`,
+# whose table is printed last. Full logs go to $OUT (or ./gpu-logs when run by hand).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-gpu-logs}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+{ nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
+python3 -m pytest -q -m gpu tests/gpu --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
+tests=$?
+python3 -m tilepipe demo > "$out/demo.log" 2>&1
+demo=$?
+tail -n 3 "$out/env.txt" | head -n 2
+tail -n 15 "$out/pytest.log"
+cat "$out/demo.log"
+echo "gpu tests exit=$tests, demo exit=$demo"
+[ "$tests" -eq 0 ] && [ "$demo" -eq 0 ]

@@ -1,0 +1,38 @@
+"""GPU: pipeline stress in every API style, a wgmma consumer, and the prev-copy root cause; each in its own process."""
+
+import pytest
+
+from tilepipe.debug import run_all_guarded
+from tilepipe.kernels.pipeline_demo import STYLES
+
+ITEMS = 8192
+STRESS = [("stress", style, str(stages), str(consumers), str(ITEMS)) for style in STYLES for stages in (1, 2, 4, 8)
+          for consumers in (1, 2)]
+WGMMA = [("wgmma", str(stages), "8", "1024") for stages in (2, 4, 8)]  # 8 tiles x 1024 k-steps = 8192 items
+CASES = STRESS + WGMMA
+TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def runs():
+    commands = [["-m", "tilepipe.kernels.pipeline_demo", *case] for case in CASES]
+    commands.append(["-m", "tests.kernels.prev_copy"])
+    results = run_all_guarded(commands, TIMEOUT_S, parallel=8)
+    return dict(zip(CASES + [("prev_copy", )], results))
+
+
+def _check(run):
+    assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
+    assert run.result is not None and run.result["ok"], run.output[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=" ".join)
+def test_pipeline_case(runs, case):
+    _check(runs[case])
+
+
+@pytest.mark.gpu
+def test_prev_copy_root_cause(runs):
+    """The unfixed kernel really stores the pre-loop value on the GPU: the cause of the `prev = s` hangs."""
+    _check(runs[("prev_copy", )])

@@ -1,0 +1,67 @@
+"""`python -m tilepipe [demo|report]`: on a GPU, run the kernels against references; without one, a compile report."""
+
+import argparse
+import sys
+
+from tilepipe.compile import CompileError, compile_kernels
+from tilepipe.debug import run_all_guarded
+from tilepipe.kernels import pipeline_demo
+
+DEMO_TIMEOUT_S = 120
+
+
+def report() -> int:
+    """Compile every shipped kernel for sm_90a and sm_100a (wgmma kernels: sm_90a only) and print what they hold."""
+    specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
+             for style in pipeline_demo.STYLES]
+    specs += [pipeline_demo.wgmma_spec(4)]
+    rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
+    failed = 0
+    for spec, rep in zip(specs, compile_kernels(specs)):
+        name = f"{spec.fn.split(':')[1]} {spec.constexprs}"
+        if isinstance(rep, CompileError):
+            failed += 1
+            rows.append((name, spec.target, "FAILED", "", "", "", "", str(rep).splitlines()[0][:60]))
+            continue
+        mma = rep.count("wgmma.mma_async") + rep.count("tcgen05.mma")
+        rows.append((name, spec.target, str(rep.shared), str(rep.registers), str(rep.spill_stores + rep.spill_loads),
+                     str(rep.count("mbarrier.init")), str(mma), str(rep.count("cp.async.bulk.tensor"))))
+    _table(rows)
+    return 1 if failed else 0
+
+
+def demo() -> int:
+    """Run the pipeline self-checks on the GPU, each in its own process under a timeout."""
+    cases = [("stress", style, "4", "2", "8192") for style in pipeline_demo.STYLES] + [("wgmma", "4", "8", "1024")]
+    runs = run_all_guarded([["-m", "tilepipe.kernels.pipeline_demo", *case] for case in cases], DEMO_TIMEOUT_S)
+    rows = [("case", "status", "seconds", "detail")]
+    for run in runs:
+        detail = run.result or {"output": run.output.strip().splitlines()[-1:] if run.output.strip() else ""}
+        rows.append((" ".join(run.args[2:]), run.status, f"{run.seconds:.1f}",
+                     ", ".join(f"{k}={v}" for k, v in detail.items() if k not in ("case", "ok"))))
+    _table(rows)
+    return 0 if all(run.status == "ok" and run.result and run.result["ok"] for run in runs) else 1
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tilepipe", description=__doc__)
+    parser.add_argument("command", nargs="?", choices=("demo", "report"), default="demo",
+                        help="demo (default): run on the GPU, or report when there is none; report: compile only")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        import torch
+
+        if torch.cuda.is_available():
+            return demo()
+        print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
+    return report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Kernels written with tilepipe: each module is roles + storage + pipelines."""
