@@ -28,19 +28,22 @@ def test_stress_kernel_barriers(stress_reports, case):
     assert report.count("mbarrier.init") == 2 * stages  # one full/empty pair per stage, from one declaration
     assert report.count("mbarrier.try_wait.parity") >= 2
     # one producer arrive on full, one consumer arrive on empty per consumer role, whatever the API style
-    assert report.count("mbarrier.arrive") == 1 + consumers
+    # ("mixed" signals from both sides of an `if`; LLVM may or may not merge the two sites)
+    arrives = report.count("mbarrier.arrive")
+    assert arrives == 1 + consumers if style != "mixed" else 1 + consumers <= arrives <= 2 * (1 + consumers)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
 
 
 def test_api_styles_emit_the_same_protocol(stress_reports):
     """Handles and contexts compile to the same barrier operations as the direct API."""
+    pure = ("direct", "handles", "contexts")
     for target in ("sm_90a", "sm_100a"):
         for stages in STAGES:
             for consumers in (1, 2):
                 counts = {style: tuple(stress_reports[(style, stages, consumers, target)].count(p)
                                        for p in ("mbarrier.init", "mbarrier.try_wait.parity", "mbarrier.arrive"))
-                          for style in STYLES}
+                          for style in pure}
                 assert len(set(counts.values())) == 1, (target, stages, consumers, counts)
 
 
@@ -107,3 +110,11 @@ def test_prev_copy_is_not_loop_carried():
     assert "scf.for" not in broken.ttgir  # prev not carried: the loop computes nothing that is stored
     assert "scf.for" in fixed.ttgir and not re.search(r"tt\.store %\w+, %c0_i32", fixed.ttgir)
     assert store.search(fixed.ttgir)
+
+
+def test_gluon_36_cannot_reach_a_barrier_from_inline_ptx():
+    """The reason try_wait_* answer "not ready": an mbarrier cannot be an inline-PTX operand in Gluon 3.6."""
+    error = compile_kernels([KernelSpec("tests.kernels.try_wait_probe:try_wait_via_inline_ptx",
+                                        {"out_ptr": "*i32"})])[0]
+    assert isinstance(error, CompileError)
+    assert "shared_memory_descriptor" in str(error) or "to tensor" in str(error), str(error)[-2000:]

@@ -33,6 +33,27 @@ def source_line(semantic) -> str:
     return f"{found[-1][0]}:{found[-1][1]}" if found else loc
 
 
+class StageToken:
+    """A stage handle's trace-time identity, carried as a constexpr field of the handle.
+
+    Tokens compare equal to each other so that a name bound to stage handles on both sides of a runtime `if` still
+    merges (Triton merges every name both branches assign); their text differs, so Triton's per-type specialization
+    of jit helpers that take a stage keeps them apart.
+    """
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StageToken)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"stage{self.number}"
+
+
 @dataclass
 class StageRecord:
     """One acquired stage handle: where it was acquired, what it did, whether it was released."""
@@ -90,28 +111,28 @@ def record_signal(pipeline: str, barrier: str, producer_arrivals: int, consumer_
         session.signals.setdefault((pipeline, barrier), {}).setdefault(session.role, source_line(semantic))
 
 
-def open_stage(side: str, pipeline: str, semantic) -> int:
+def open_stage(side: str, pipeline: str, semantic) -> StageToken:
     """Register a freshly acquired stage handle; returns its token."""
     token = next(_tokens)
     session = _session()
     if session is not None:
         session.stages[token] = StageRecord(token, side, _plain(pipeline), source_line(semantic),
                                             semantic.builder.get_insertion_block(), session.role)
-    return token
+    return StageToken(token)
 
 
-def _record(token: int) -> StageRecord | None:
+def _record(token: StageToken) -> StageRecord | None:
     session = _session()
-    return session.stages.get(_plain(token)) if session is not None else None
+    return session.stages.get(_plain(token).number) if session is not None else None
 
 
-def mark_signalled(token: int) -> None:
+def mark_signalled(token: StageToken) -> None:
     record = _record(token)
     if record is not None:
         record.signalled = True
 
 
-def close_stage(token: int, semantic, *, needs_signal: bool) -> None:
+def close_stage(token: StageToken, semantic, *, needs_signal: bool) -> None:
     """Release a stage handle exactly once, in the block that acquired it, after it signalled."""
     record = _record(token)
     if record is None:

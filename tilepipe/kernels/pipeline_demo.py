@@ -18,7 +18,8 @@ from tilepipe.roles import warp_specialize
 DIRECT = gl.constexpr(0)
 HANDLES = gl.constexpr(1)
 CONTEXTS = gl.constexpr(2)
-STYLES = {"direct": 0, "handles": 1, "contexts": 2}
+MIXED = gl.constexpr(3)  # contexts and handles on the two sides of a runtime `if`: rebinding merges through scf.if
+STYLES = {"direct": 0, "handles": 1, "contexts": 2, "mixed": 3}
 
 
 @gluon.jit
@@ -50,10 +51,20 @@ def stress_producer(pipe: ProducerConsumerPipeline, bufs, n_items, STYLE: gl.con
             bufs.index(stage.index()).store(item_values(i, ROWS, COLS, layout))
             stage.arrive()
             pipe = stage.release()
-        else:
+        elif STYLE == CONTEXTS:
             with pipe.produce() as stage:
                 bufs.index(stage.index()).store(item_values(i, ROWS, COLS, layout))
                 stage.arrive()
+        else:
+            if i % 3 == 0:
+                with pipe.produce() as stage:
+                    bufs.index(stage.index()).store(item_values(i, ROWS, COLS, layout))
+                    stage.arrive()
+            else:
+                stage = pipe.acquire_producer()
+                bufs.index(stage.index()).store(item_values(i, ROWS, COLS, layout))
+                stage.arrive()
+                pipe = stage.release()
     pipe.drain()
 
 
@@ -77,6 +88,14 @@ def stress_consumer(pipe: ProducerConsumerPipeline, bufs, out_ptr, n_items, CONS
                 stage = pipe.try_acquire_consumer()
             total = gl.sum(gl.sum(bufs.index(stage.index()).load(layout), 1), 0)
             pipe = stage.release()
+        elif STYLE == MIXED:
+            if i % 2 == 1:
+                stage = pipe.acquire_consumer()
+                total = gl.sum(gl.sum(bufs.index(stage.index()).load(layout), 1), 0)
+                pipe = stage.release()
+            else:
+                with pipe.consume() as stage:
+                    total = gl.sum(gl.sum(bufs.index(stage.index()).load(layout), 1), 0)
         else:
             if CONSUMER == 0:
                 with pipe.consume() as stage:
