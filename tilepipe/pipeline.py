@@ -342,11 +342,8 @@ def _wait(barrier, phase, ready, semantic):
     mbarrier.wait(barrier, phase, pred=pred, _semantic=semantic)
 
 
-@aggregate
-class ProducerStage:
-    """A slot the producer holds: fill it, signal it once, then `pipe = stage.release()`."""
-    pipe: ProducerConsumerPipeline
-    token: gl.constexpr
+class _Stage:
+    """What both stage handles hold: the pipeline (with the role's cursor) and the trace-time token."""
 
     @gluon.constexpr_function
     def __init__(self, pipe, token):
@@ -356,6 +353,13 @@ class ProducerStage:
     @gluon.jit
     def index(self):
         return self.pipe.index
+
+
+@aggregate
+class ProducerStage(_Stage):
+    """A slot the producer holds: fill it, signal it once, then `pipe = stage.release()`."""
+    pipe: ProducerConsumerPipeline
+    token: gl.constexpr
 
     @builtin
     def mbar(self, _semantic=None):
@@ -385,21 +389,11 @@ class ProducerStage:
         return _advanced(self.pipe, _semantic)
 
 
-
 @aggregate
-class ConsumerStage:
+class ConsumerStage(_Stage):
     """A slot a consumer holds: read it, then `pipe = stage.release()` (arrive on empty and advance)."""
     pipe: ProducerConsumerPipeline
     token: gl.constexpr
-
-    @gluon.constexpr_function
-    def __init__(self, pipe, token):
-        self.pipe = pipe
-        self.token = gl.constexpr(token)
-
-    @gluon.jit
-    def index(self):
-        return self.pipe.index
 
     @builtin
     def mbar(self, _semantic=None):
