@@ -112,9 +112,9 @@ class ProducerConsumerPipeline:
         if list(barriers.shape) != [2 * num_stages, 1]:
             raise _trace.ProtocolError(f"pipeline '{name}' needs a [{2 * num_stages}, 1] barrier array, "
                                        f"got {list(barriers.shape)}")
-        zero = _semantic.to_tensor(0)
+        index, phase, pending = (_semantic.to_tensor(0) for _ in range(3))  # own values: see hang-prev-copy.md
         return ProducerConsumerPipeline(
-            barriers, zero, zero, zero, num_stages,
+            barriers, index, phase, pending, num_stages,
             producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
             consumer_proxy == "generic" and producer_proxy == "async", name)
 
