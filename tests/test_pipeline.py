@@ -7,7 +7,7 @@ import pytest
 
 from tests.kernels import misuse_kernels
 from tilepipe.compile import CompileError, KernelSpec, compile_kernels
-from tilepipe.kernels.pipeline_demo import STYLES, stress_spec, wgmma_spec
+from tilepipe.kernels.pipeline_demo import STYLES, stress_spec, wgmma_plan, wgmma_spec
 
 STAGES = (1, 2, 4, 8)
 STRESS_CASES = [(style, stages, consumers, target) for target in ("sm_90a", "sm_100a") for style in STYLES
@@ -58,7 +58,9 @@ def test_wgmma_consumer_with_release_lag():
         assert report.spill_stores == 0
         # the loader's expect_tx, the lagged release in the main loop, one predicated release in flush_releases
         assert report.count("mbarrier.arrive") == 3
-        assert report.shared >= stages * (128 * 64 + 64 * 64) * 2
+        # the plan's bytes, plus the small scratch warp_specialize uses to pass captures and warp indices
+        planned = wgmma_plan.fn(stages, [128, 64], [64, 64], "fp16").total_bytes
+        assert 0 <= report.shared - planned < 256, (report.shared, planned)
 
 
 def _marked_line(bug: str) -> str:

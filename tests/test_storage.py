@@ -7,7 +7,7 @@ import pytest
 from tests.kernels.storage_kernels import KINDS, SM100_ONLY, plan
 from tilepipe.compile import CompileError, KernelSpec, compile_kernels
 from tilepipe.storage import (ClcPipelineStorage, InputPipelineStorage, OutputTileStorage, Part, SmemBudgetError,
-                              SmemPlan, StandardTileStorage, largest_stages)
+                              SmemLayouts, SmemPlan, StandardTileStorage, device_limit, largest_stages)
 
 STAGES = (2, 4)
 
@@ -103,3 +103,20 @@ def test_compiled_kernel_uses_the_planned_shared_memory(compiled, case):
     assert report.shared == the_plan.total_bytes
     barriers = sum(u.count for u in the_plan.barrier_map() if u.arrivals)  # raw barriers are left to the kernel
     assert report.count("mbarrier.init") == barriers
+
+
+def test_smem_layouts_match_the_storage_parts():
+    layouts = SmemLayouts(128, 256, 64, "bf16", "fp32")
+    tiles = StandardTileStorage("bf16", "bf16", (128, 64), (256, 64), 2).parts()
+    assert (layouts.a, layouts.b) == (tiles[0].layout, tiles[1].layout)
+    assert layouts.a.swizzle_byte_width == 128 and layouts.c == OutputTileStorage("fp32", (128, 256), 1).parts()[0].layout
+
+
+def test_limit_comes_from_the_target_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the limit is the device's")
+    assert device_limit("sm_90a") == device_limit("sm_100a") == 227 * 1024
+    assert matmul_plan(2).limit_bytes == 227 * 1024
+    assert SmemPlan("sm_90a", 4096).limit_bytes == 4096

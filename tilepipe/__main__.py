@@ -27,6 +27,8 @@ def report() -> int:
         rows.append((name, spec.target, str(rep.shared), str(rep.registers), str(rep.spill_stores + rep.spill_loads),
                      str(rep.count("mbarrier.init")), str(mma), str(rep.count("cp.async.bulk.tensor"))))
     _table(rows)
+    print("\nshared-memory plan of wgmma_kernel (4 stages, fp16 128x64 A and 64x64 B tiles):\n")
+    print(pipeline_demo.wgmma_plan.fn(4, [128, 64], [64, 64], "fp16"))
     return 1 if failed else 0
 
 

@@ -18,9 +18,11 @@ every part live at once it packs them as tightly as the plan does, which the CPU
 comparing `SmemPlan.total_bytes` with the compiled kernel's shared-memory size.
 """
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -45,7 +47,7 @@ class SmemBudgetError(ValueError):
 
 def dtype_of(name) -> gl.dtype:
     """The Gluon dtype for a name ("fp16", "bf16", ...) or a Gluon dtype."""
-    if isinstance(name, gl.dtype):
+    if isinstance(name, gl.dtype) and name in DTYPES.values():
         return name
     if name not in DTYPES:
         raise TypeError(f"unsupported shared-memory dtype {name!r}; expected one of {sorted(DTYPES)}")
@@ -62,7 +64,8 @@ class Part:
     kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "barrier" (mbarriers), "words" (plain int32)
 
     def __post_init__(self) -> None:
-        dtype_of(self.dtype)
+        dtype = dtype_of(self.dtype)
+        object.__setattr__(self, "dtype", next(name for name, value in DTYPES.items() if value == dtype))
         if self.kind not in ("tile", "barrier", "words"):
             raise ValueError(f"{self.name}: unknown part kind {self.kind!r}")
         if not (isinstance(self.stages, int) and self.stages >= 1):
@@ -135,24 +138,6 @@ class StandardTiles:
         self.b_tiles = b_tiles
 
 
-@dataclass(frozen=True)
-class StandardTileStorage(Storage):
-    """A (BM x BK) and B (BN x BK, or BK x BN) tiles per stage, swizzled for TMA and wgmma/tcgen05."""
-    a_dtype: str
-    b_dtype: str
-    a_tile: tuple[int, int]
-    b_tile: tuple[int, int]
-    stages: int
-
-    def parts(self) -> list[Part]:
-        return [Part("a", self.a_dtype, self.a_tile, self.stages), Part("b", self.b_dtype, self.b_tile, self.stages)]
-
-    @builtin
-    def allocate(self, _semantic=None):
-        a, b = (part.allocate(_semantic) for part in self.parts())
-        return StandardTiles(a, b)
-
-
 @aggregate
 class BlockScaledTiles:
     """A, B and their block scale factors per stage (device side of BlockScaledTileStorage)."""
@@ -167,28 +152,6 @@ class BlockScaledTiles:
         self.b_tiles = b_tiles
         self.sfa_tiles = sfa_tiles
         self.sfb_tiles = sfb_tiles
-
-
-@dataclass(frozen=True)
-class BlockScaledTileStorage(Storage):
-    """MX/NV block-scaled operands: A, B and scale-factor tiles SFA, SFB per stage."""
-    a_dtype: str
-    b_dtype: str
-    sf_dtype: str
-    a_tile: tuple[int, int]
-    b_tile: tuple[int, int]
-    sfa_tile: tuple[int, int]
-    sfb_tile: tuple[int, int]
-    stages: int
-
-    def parts(self) -> list[Part]:
-        return [Part("a", self.a_dtype, self.a_tile, self.stages), Part("b", self.b_dtype, self.b_tile, self.stages),
-                Part("sfa", self.sf_dtype, self.sfa_tile, self.stages),
-                Part("sfb", self.sf_dtype, self.sfb_tile, self.stages)]
-
-    @builtin
-    def allocate(self, _semantic=None):
-        return BlockScaledTiles(*(part.allocate(_semantic) for part in self.parts()))
 
 
 @aggregate
@@ -206,32 +169,48 @@ class BlockwiseFP8Tiles:
 
 
 @dataclass(frozen=True)
-class BlockwiseFP8TileStorage(Storage):
-    """DeepSeek-style blockwise FP8: A, B and a (1 x BM) fp32 row of A-scales per stage (B-scales stay in GMEM)."""
+class StandardTileStorage(Storage):
+    """A (BM x BK) and B (BN x BK, or BK x BN) tiles per stage, swizzled for TMA and wgmma/tcgen05."""
     a_dtype: str
     b_dtype: str
     a_tile: tuple[int, int]
     b_tile: tuple[int, int]
     stages: int
+    device: ClassVar[type] = StandardTiles
 
     def parts(self) -> list[Part]:
-        return [Part("a", self.a_dtype, self.a_tile, self.stages), Part("b", self.b_dtype, self.b_tile, self.stages),
-                Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages)]
+        return [Part("a", self.a_dtype, self.a_tile, self.stages), Part("b", self.b_dtype, self.b_tile, self.stages)]
 
     @builtin
     def allocate(self, _semantic=None):
-        return BlockwiseFP8Tiles(*(part.allocate(_semantic) for part in self.parts()))
+        """The tile arrays, in the order of parts(), as this storage's device aggregate."""
+        return self.device(*(part.allocate(_semantic) for part in self.parts()))
 
 
 @dataclass(frozen=True)
-class OutputTileStorage(Storage):
-    """C tiles staged for the store role (sm_90a: the output pipeline's stages)."""
-    c_dtype: str
-    c_tile: tuple[int, int]
-    stages: int
+class BlockScaledTileStorage(StandardTileStorage):
+    """MX/NV block-scaled operands: A and B plus scale-factor tiles SFA, SFB per stage."""
+    sf_dtype: str
+    sfa_tile: tuple[int, int]
+    sfb_tile: tuple[int, int]
+    device: ClassVar[type] = BlockScaledTiles
 
     def parts(self) -> list[Part]:
-        return [Part("c", self.c_dtype, self.c_tile, self.stages)]
+        return super().parts() + [Part("sfa", self.sf_dtype, self.sfa_tile, self.stages),
+                                  Part("sfb", self.sf_dtype, self.sfb_tile, self.stages)]
+
+
+@dataclass(frozen=True)
+class BlockwiseFP8TileStorage(StandardTileStorage):
+    """DeepSeek-style blockwise FP8: A, B and a (1 x BM) fp32 row of A-scales per stage (B-scales stay in GMEM)."""
+    device: ClassVar[type] = BlockwiseFP8Tiles
+
+    def parts(self) -> list[Part]:
+        return super().parts() + [Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages)]
+
+
+class _SingleArrayStorage(Storage):
+    """A storage of one shared-memory array; allocate() returns its descriptor."""
 
     @builtin
     def allocate(self, _semantic=None):
@@ -239,18 +218,27 @@ class OutputTileStorage(Storage):
 
 
 @dataclass(frozen=True)
-class SourceTileStorage(Storage):
-    """Source C tiles for residual epilogues, filled by the epilogue-load role."""
+class _TileArrayStorage(_SingleArrayStorage):
+    """`stages` tiles of one dtype, named `part_name` in plans."""
     dtype: str
     tile: tuple[int, int]
     stages: int
+    part_name: ClassVar[str] = "tiles"
 
     def parts(self) -> list[Part]:
-        return [Part("src", self.dtype, self.tile, self.stages)]
+        return [Part(self.part_name, self.dtype, self.tile, self.stages)]
 
-    @builtin
-    def allocate(self, _semantic=None):
-        return self.parts()[0].allocate(_semantic)
+
+@dataclass(frozen=True)
+class OutputTileStorage(_TileArrayStorage):
+    """C tiles staged for the store role (sm_90a: the output pipeline's stages)."""
+    part_name: ClassVar[str] = "c"
+
+
+@dataclass(frozen=True)
+class SourceTileStorage(_TileArrayStorage):
+    """Source C tiles for residual epilogues, filled by the epilogue-load role."""
+    part_name: ClassVar[str] = "src"
 
 
 # ---- pipeline (barrier) storages --------------------------------------------------------------
@@ -437,7 +425,7 @@ class TmemDeallocStorage(Storage):
 
 
 @dataclass(frozen=True)
-class RawBarrierStorage(Storage):
+class RawBarrierStorage(_SingleArrayStorage):
     """Escape hatch: `count` mbarriers the kernel initialises and drives itself."""
     count: int
     name: str = "raw"
@@ -447,10 +435,6 @@ class RawBarrierStorage(Storage):
 
     def barriers(self) -> list[BarrierUse]:
         return [BarrierUse(self.name, self.count, 0, "?", "?")]
-
-    @builtin
-    def allocate(self, _semantic=None):
-        return self.parts()[0].allocate(_semantic)
 
 
 # ---- bundles -----------------------------------------------------------------------------------
@@ -502,7 +486,10 @@ class SmemPipelineBundleNoClc(SmemPipelineBundle):
 
 @dataclass(frozen=True)
 class SmemLayouts:
-    """The matmul family's shared layouts for a tile shape: K-major A and B, and the C tile."""
+    """The matmul family's shared layouts (K-major A and B, the C tile), from the same rule as storage parts.
+
+    Host code builds TMA descriptors with these, so they always match what the kernel's storage allocates.
+    """
     block_m: int
     block_n: int
     block_k: int
@@ -511,15 +498,15 @@ class SmemLayouts:
 
     @property
     def a(self):
-        return gl.NVMMASharedLayout.get_default_for([self.block_m, self.block_k], dtype_of(self.dtype))
+        return Part("a", self.dtype, (self.block_m, self.block_k), 1).layout
 
     @property
     def b(self):
-        return gl.NVMMASharedLayout.get_default_for([self.block_n, self.block_k], dtype_of(self.dtype))
+        return Part("b", self.dtype, (self.block_n, self.block_k), 1).layout
 
     @property
     def c(self):
-        return gl.NVMMASharedLayout.get_default_for([self.block_m, self.block_n], dtype_of(self.c_dtype))
+        return Part("c", self.c_dtype, (self.block_m, self.block_n), 1).layout
 
 
 # ---- the plan ----------------------------------------------------------------------------------
@@ -587,7 +574,7 @@ class SmemPlan:
 
     @property
     def limit_bytes(self) -> int:
-        return self.limit if self.limit is not None else SMEM_LIMIT_BYTES[self.target]
+        return self.limit if self.limit is not None else device_limit(self.target)
 
     @property
     def fits(self) -> bool:
@@ -601,8 +588,9 @@ class SmemPlan:
         return self
 
     def barrier_map(self) -> list[BarrierUse]:
-        return [BarrierUse(f"{name}.{use.name}" if use.name != name else name, use.count, use.arrivals, use.producer,
-                           use.consumer) for name, storage in self.storages for use in storage.barriers()]
+        return [BarrierUse(use.name if use.name.split(".")[0] == name else f"{name}.{use.name}", use.count,
+                           use.arrivals, use.producer, use.consumer)
+                for name, storage in self.storages for use in storage.barriers()]
 
     def table(self) -> str:
         rows = [("part", "shape", "dtype", "stages", "bytes", "offset", "align")]
@@ -628,12 +616,16 @@ def largest_stages(build: Callable[[int], SmemPlan], max_stages: int = 32, multi
     return best
 
 
+@functools.cache
 def device_limit(target: str) -> int:
-    """The per-block shared-memory limit: the current GPU's opt-in limit when there is one, else the target's."""
+    """The per-block shared-memory limit: the current GPU's opt-in limit when it is of `target`'s
+    architecture, else the target's documented limit."""
     import torch
 
     if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
+        major, minor = torch.cuda.get_device_capability()
+        if f"sm_{major}{minor}a" == target:
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
     return SMEM_LIMIT_BYTES[target]
 
 

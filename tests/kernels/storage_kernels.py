@@ -39,8 +39,9 @@ def plan(kind, stages, target="sm_90a"):
                                                         ClcPipelineStorage(2, ("load", "mma", "epilogue"))),
                            raw=RawBarrierStorage(3))
     if kind == "block_scaled":
-        return SmemPlan(target, tiles=BlockScaledTileStorage("fp8e4nv", "fp8e4nv", "uint8", (128, 128), (256, 128),
-                                                                (128, 4), (256, 4), stages),
+        return SmemPlan(target, tiles=BlockScaledTileStorage("fp8e4nv", "fp8e4nv", (128, 128), (256, 128), stages,
+                                                                sf_dtype="uint8", sfa_tile=(128, 4),
+                                                                sfb_tile=(256, 4)),
                            pipelines=pipelines)
     if kind == "blockwise_fp8":
         return SmemPlan(target, tiles=BlockwiseFP8TileStorage("fp8e4nv", "fp8e4nv", (128, 128), (128, 128), stages),

@@ -14,6 +14,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from tilepipe.pipeline import ProducerConsumerPipeline
 from tilepipe.roles import warp_specialize
+from tilepipe.storage import InputPipelineStorage, SmemLayouts, SmemPlan, StandardTileStorage
 
 DIRECT = gl.constexpr(0)
 HANDLES = gl.constexpr(1)
@@ -168,13 +169,20 @@ def wgmma_consumer(pipe: ProducerConsumerPipeline, a_bufs, b_bufs, out_ptr, n_ti
         gl.store(out_ptr + (t * BM + rows)[:, None] * BN + cols[None, :], acc)
 
 
+@gluon.constexpr_function
+def wgmma_plan(stages, a_tile, b_tile, dtype):
+    """Shared memory of wgmma_kernel: operand stages and the barriers that guard them, declared once."""
+    return SmemPlan("sm_90a", tiles=StandardTileStorage(dtype, dtype, tuple(a_tile), tuple(b_tile), stages),
+                    operands=InputPipelineStorage(stages, name="operands"))
+
+
 @gluon.jit
 def wgmma_kernel(a_desc, b_desc, out_ptr, n_tiles, k_tiles, NUM_STAGES: gl.constexpr):
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
-    pipe = ProducerConsumerPipeline.create(NUM_STAGES, name="operands")
-    warp_specialize([(wgmma_consumer, (pipe, a_bufs, b_bufs, out_ptr, n_tiles, k_tiles)),
-                     (wgmma_loader, (pipe, a_bufs, b_bufs, a_desc, b_desc, n_tiles, k_tiles))], [1], [48])
+    PLAN: gl.constexpr = wgmma_plan(NUM_STAGES, a_desc.block_type.shape, b_desc.block_type.shape, a_desc.dtype)
+    tiles, pipe = PLAN.allocate()
+    warp_specialize([(wgmma_consumer, (pipe, tiles.a_tiles, tiles.b_tiles, out_ptr, n_tiles, k_tiles)),
+                     (wgmma_loader, (pipe, tiles.a_tiles, tiles.b_tiles, a_desc, b_desc, n_tiles, k_tiles))],
+                    [1], [48])
 
 
 # ---- host side ---------------------------------------------------------------------------------
@@ -197,11 +205,10 @@ def wgmma_spec(stages: int):
     """The TMA -> wgmma kernel (sm_90a only: wgmma does not exist on sm_100a) as a KernelSpec."""
     from tilepipe.compile import KernelSpec, tdesc_signature
 
-    def desc(shape):
-        return tdesc_signature("fp16", shape, gl.NVMMASharedLayout.get_default_for(shape, gl.float16))
-
+    layouts = SmemLayouts(128, 64, 64, "fp16", "fp32")
     return KernelSpec(f"{__name__}:wgmma_kernel",
-                      {"a_desc": desc([128, 64]), "b_desc": desc([64, 64]), "out_ptr": "*fp32", "n_tiles": "i32",
+                      {"a_desc": tdesc_signature("fp16", [128, 64], layouts.a),
+                       "b_desc": tdesc_signature("fp16", [64, 64], layouts.b), "out_ptr": "*fp32", "n_tiles": "i32",
                        "k_tiles": "i32", "NUM_STAGES": "constexpr"}, {"NUM_STAGES": stages})
 
 
@@ -229,10 +236,10 @@ def run_wgmma(stages: int, n_tiles: int, k_tiles: int) -> dict:
     b = torch.randn(BN, k_tiles * BK, device="cuda", dtype=torch.float16)
     out = torch.full((n_tiles * BM, BN), float("nan"), device="cuda")
 
-    def desc(t, shape):
-        return TensorDescriptor.from_tensor(t, shape, gl.NVMMASharedLayout.get_default_for(shape, gl.float16))
-
-    wgmma_kernel[(1, )](desc(a, [BM, BK]), desc(b, [BN, BK]), out, n_tiles, k_tiles, stages, num_warps=4)
+    layouts = SmemLayouts(BM, BN, BK, "fp16", "fp32")  # the layouts the kernel's tile storage allocates
+    a_desc = TensorDescriptor.from_tensor(a, [BM, BK], layouts.a)
+    b_desc = TensorDescriptor.from_tensor(b, [BN, BK], layouts.b)
+    wgmma_kernel[(1, )](a_desc, b_desc, out, n_tiles, k_tiles, stages, num_warps=4)
     torch.cuda.synchronize()
     ref = a.double() @ b.double().T
     err = float((out.double() - ref).norm() / ref.norm())
