@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call: GPU tests (each case in its own process under a timeout), then `python -m tilepipe demo`,
-# whose table is printed last. Full logs go to $OUT (or ./gpu-logs when run by hand).
+# One device call: GPU tests (each case in its own process under a timeout), `python -m tilepipe demo`, then
+# `python -m tilepipe bench`, whose table is printed last. Full logs go to $OUT (or ./gpu-logs when run by hand).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-logs}"
@@ -11,8 +11,12 @@ python3 -m pytest -q -m gpu tests/gpu --junitxml="$out/junit.xml" > "$out/pytest
 tests=$?
 python3 -m tilepipe demo > "$out/demo.log" 2>&1
 demo=$?
+timeout 400 python3 -m tilepipe bench --name "${BENCH_NAME:-matmul-bf16}" > "$out/bench.log" 2>&1
+bench=$?
+cp bench/results/*.json "$out/" 2>/dev/null
 tail -n 3 "$out/env.txt" | head -n 2
-tail -n 15 "$out/pytest.log"
+grep -E "passed|failed|error" "$out/pytest.log" | tail -n 5
 cat "$out/demo.log"
-echo "gpu tests exit=$tests, demo exit=$demo"
-[ "$tests" -eq 0 ] && [ "$demo" -eq 0 ]
+cat "$out/bench.log"
+echo "gpu tests exit=$tests, demo exit=$demo, bench exit=$bench"
+[ "$tests" -eq 0 ] && [ "$demo" -eq 0 ] && [ "$bench" -eq 0 ]

@@ -1,3 +1,7 @@
 """tilepipe: warp-specialized GPU kernels as roles joined by producer-consumer tile pipelines (Gluon, triton 3.6.0)."""
 
 __version__ = "0.1.0"
+
+from tilepipe.ops import matmul  # noqa: E402  (the torch-facing API)
+
+__all__ = ["matmul"]

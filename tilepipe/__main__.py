@@ -53,9 +53,17 @@ def _table(rows: list[tuple[str, ...]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilepipe", description=__doc__)
-    parser.add_argument("command", nargs="?", choices=("demo", "report"), default="demo",
-                        help="demo (default): run on the GPU, or report when there is none; report: compile only")
+    parser.add_argument("command", nargs="?", choices=("demo", "report", "bench"), default="demo",
+                        help="demo (default): run on the GPU, or report when there is none; report: compile only; "
+                             "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json")
+    parser.add_argument("--name", default="matmul-bf16", help="bench: the results file name")
+    parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        from tilepipe import bench
+
+        bench.run(args.name, pairs=args.pairs)
+        return 0
     if args.command == "demo":
         import torch
 

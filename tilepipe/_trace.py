@@ -11,6 +11,7 @@ import ast
 import itertools
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -186,3 +187,27 @@ def with_statement_target(kind: str) -> tuple[object, str]:
         raise ProtocolError(f"`with ...{kind}()` needs the pipeline in a plain local variable "
                             f"(`pipe = ...; with pipe.{kind}() as stage:`) so it can advance it on exit")
     return frame.f_locals["self"], call.func.value.id
+
+
+class StageContext:
+    """`with OWNER.kind() as stage:` for any pipeline-like aggregate: acquire on enter; on exit release, and rebind
+    the caller's OWNER variable to the advanced value that `release(stage)` returns."""
+
+    def __init__(self, kind: str, acquire: Callable[[], object], release: Callable[[object], object],
+                 semantic) -> None:
+        self.generator, self.target = with_statement_target(kind)
+        self.acquire, self.release, self.semantic = acquire, release, semantic
+        self.location = semantic.builder.get_loc()  # the `with` line: the release is reported and emitted there
+        self.stage = None
+
+    def __enter__(self):
+        self.stage = self.acquire()
+        return self.stage
+
+    def __exit__(self, *exc) -> None:
+        builder = self.semantic.builder
+        body_end = builder.get_loc()
+        builder.set_loc(self.location)
+        advanced = self.release(self.stage)
+        builder.set_loc(body_end)
+        self.generator.set_value(self.target, advanced)

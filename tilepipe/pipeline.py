@@ -256,17 +256,20 @@ class ProducerConsumerPipeline:
     @builtin
     def produce(self, _semantic=None):
         """`with pipe.produce() as stage:` waits for a free slot; on exit `pipe` advances."""
-        return _StageContext(self, "produce", _semantic)
+        return _trace.StageContext("produce", lambda: self.acquire_producer(_semantic=_semantic),
+                                   lambda stage: stage.release(_semantic=_semantic), _semantic)
 
     @builtin
     def consume(self, _semantic=None):
         """`with pipe.consume() as stage:` waits for a filled slot; on exit releases it and `pipe` advances."""
-        return _StageContext(self, "consume", _semantic)
+        return _trace.StageContext("consume", lambda: self.acquire_consumer(_semantic=_semantic),
+                                   lambda stage: stage.release(_semantic=_semantic), _semantic)
 
     @builtin
     def consume_explicit(self, _semantic=None):
         """Like consume(), but the body signals with `stage.arrive()` (e.g. under a condition)."""
-        return _StageContext(self, "consume_explicit", _semantic)
+        return _trace.StageContext("consume_explicit", lambda: self.acquire_consumer(_semantic=_semantic),
+                                   lambda stage: stage.release_without_signal(_semantic=_semantic), _semantic)
 
 
 def _library_revision() -> str:
@@ -423,34 +426,3 @@ class ConsumerStage(_Stage):
         """Advance after this stage was signalled by `arrive()` or through `mbar()`."""
         _trace.close_stage(self.token, _semantic, needs_signal=True)
         return _advanced(self.pipe, _semantic)
-
-
-
-
-class _StageContext:
-    """`with pipe.produce() / consume() / consume_explicit() as stage:` (wait on enter; release on exit)."""
-
-    def __init__(self, pipe: ProducerConsumerPipeline, kind: str, semantic) -> None:
-        self.generator, self.target = _trace.with_statement_target(kind)
-        self.pipe, self.kind, self.semantic = pipe, kind, semantic
-        self.location = semantic.builder.get_loc()  # the `with` line: the release is reported and emitted there
-        self.stage = None
-
-    def __enter__(self):
-        sem = self.semantic
-        if self.kind == "produce":
-            self.stage = self.pipe.acquire_producer(_semantic=sem)
-        else:
-            self.stage = self.pipe.acquire_consumer(_semantic=sem)
-        return self.stage
-
-    def __exit__(self, *exc) -> None:
-        sem = self.semantic
-        body_end = sem.builder.get_loc()
-        sem.builder.set_loc(self.location)
-        if self.kind == "consume_explicit":
-            advanced = self.stage.release_without_signal(_semantic=sem)
-        else:
-            advanced = self.stage.release(_semantic=sem)
-        sem.builder.set_loc(body_end)
-        self.generator.set_value(self.target, advanced)

@@ -1,0 +1,43 @@
+"""GPU correctness of tilepipe.matmul for one (dtype, out_dtype, B layout), over ragged shapes; prints JSON.
+
+`python -m tests.gpu.matmul_cases bf16 fp32 kmajor`: every shape is compared with a float64 reference on
+fresh random inputs, with the output poisoned with NaN first.
+"""
+
+import json
+import sys
+
+import torch
+
+import tilepipe
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}  # relative Frobenius error
+SHAPES = [(1, 256, 64), (7, 8, 8), (129, 200, 63), (128, 256, 64), (300, 513, 1000), (1000, 1, 64), (64, 1000, 4096),
+          (2048, 2048, 256), (1, 1, 1), (133, 131, 7), (4096, 264, 520), (257, 4096, 128)]
+
+
+def run(dtype: str, out_dtype: str, layout: str) -> dict:
+    torch.manual_seed(0)
+    failures = []
+    worst = 0.0
+    for M, N, K in SHAPES:
+        a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+        b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
+             else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+        got = tilepipe.matmul(a, b, out=out)
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        err = float((got.double() - ref).norm() / ref.norm()) if ref.norm() > 0 else float(got.double().norm())
+        worst = max(worst, err)
+        if not (got is out and torch.isfinite(got).all() and err < TOLERANCE[DTYPES[out_dtype]]):
+            failures.append({"shape": [M, N, K], "rel_err": err})
+    return {"case": f"matmul {dtype}->{out_dtype} b={layout}", "ok": not failures, "worst_rel_err": worst,
+            "failures": failures}
+
+
+if __name__ == "__main__":
+    result = run(*sys.argv[1:4])
+    print(json.dumps(result))
+    sys.exit(0 if result["ok"] else 1)

@@ -1,0 +1,165 @@
+"""Torch-facing functions: validate tensors, choose a configuration, build TMA descriptors, launch."""
+
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+
+from tilepipe.storage import Part
+
+_GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+INPUT_DTYPES = (torch.bfloat16, torch.float16)
+OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+TMA_ALIGN_BYTES = 16
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps)."""
+    block_m: int
+    block_n: int
+    block_k: int
+    stages: int
+    c_stages: int = 1
+    group_m: int = 8
+    num_warps: int = 8
+
+
+def choose_config(out_dtype: torch.dtype) -> MatmulConfig:
+    """128x256x64 with 3 stages for 16-bit C; fp32 C tiles are twice as large, so 128x128x64 with 4 stages."""
+    if out_dtype == torch.float32:
+        return MatmulConfig(128, 128, 64, stages=4)
+    return MatmulConfig(128, 256, 64, stages=3)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
+           out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """C = a @ b on a Hopper GPU: a is (M, K); b is (K, N), row-major or a transposed (N, K) K-major tensor.
+
+    Inputs are bf16 or fp16 (both the same); the output is bf16, fp16 or fp32 (default: the input dtype),
+    written into `out` when given. Raises TypeError / ValueError naming the argument for bad input.
+    TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
+    multiple of 8 for 16-bit data, a strided view) is staged through an aligned copy, which costs one extra
+    pass over that tensor but is never wrong.
+    """
+    _check_operands(a, b)
+    out_dtype = _check_out_dtype(out_dtype, out, a.dtype)
+    M, K = a.shape
+    N = b.shape[1]
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    else:
+        _check_out(out, (M, N), a.device)
+        for name, t in (("a", a), ("b", b)):
+            if _overlaps(out, t):
+                raise ValueError(f"out must not share memory with {name}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
+    b_view = _tma_ready(b.t() if b_kmajor else b)
+    target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
+    _launch(_tma_ready(a), b_view, target, b_kmajor, choose_config(out_dtype))
+    if target is not out:
+        out.copy_(target)
+    return out
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool, cfg: MatmulConfig) -> None:
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tilepipe.kernels.matmul import matmul_kernel
+
+    M, K = a.shape
+    N = out.shape[1]
+    dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
+    b_block = [cfg.block_n, cfg.block_k] if b_kmajor else [cfg.block_k, cfg.block_n]
+
+    def desc(t: torch.Tensor, block: list[int], dt: str) -> TensorDescriptor:
+        return TensorDescriptor.from_tensor(t, block, Part("tile", dt, tuple(block), 1).layout)
+
+    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    grid = (min(tiles, _sm_count(a.device.index if a.device.index is not None else torch.cuda.current_device())), )
+    matmul_kernel[grid](desc(a, [cfg.block_m, cfg.block_k], dtype), desc(b, b_block, dtype),
+                        desc(out, [cfg.block_m, cfg.block_n], c_dtype), M, N, K, cfg.stages, cfg.c_stages,
+                        cfg.group_m, b_kmajor, num_warps=cfg.num_warps)
+
+
+@cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in INPUT_DTYPES:
+            raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
+
+
+def _check_out_dtype(out_dtype: torch.dtype | None, out: torch.Tensor | None, default: torch.dtype) -> torch.dtype:
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise TypeError(f"out has dtype {out.dtype} but out_dtype is {out_dtype}")
+        out_dtype = out.dtype
+    out_dtype = out_dtype or default
+    if out_dtype not in OUTPUT_DTYPES:
+        raise TypeError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
+    return out_dtype
+
+
+def _check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) -> None:
+    if tuple(out.shape) != shape:
+        raise ValueError(f"out must have shape {shape}, got {tuple(out.shape)}")
+    if out.device != device:
+        raise ValueError(f"out must be on {device}, got {out.device}")
+
+
+def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the memory spans of two tensors intersect."""
+    if x.numel() == 0 or y.numel() == 0 or x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr():
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
+
+
+def _tma_addressable(t: torch.Tensor) -> bool:
+    """Unit inner stride, 16-byte aligned row stride and base address: what a TMA descriptor needs."""
+    size = t.element_size()
+    return (t.stride(1) == 1 and (t.stride(0) * size) % TMA_ALIGN_BYTES == 0
+            and t.data_ptr() % TMA_ALIGN_BYTES == 0)
+
+
+def _aligned_empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialised (rows, cols) view whose rows start at 16-byte aligned offsets."""
+    rows, cols = shape
+    per_row = TMA_ALIGN_BYTES // torch.empty((), dtype=dtype).element_size()
+    return torch.empty((rows, -(-cols // per_row) * per_row), dtype=dtype, device=device)[:, :cols]
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """`t` itself when TMA can address it, else an aligned copy."""
+    if _tma_addressable(t):
+        return t
+    staged = _aligned_empty(t.shape, t.dtype, t.device)
+    staged.copy_(t)
+    return staged
