@@ -25,11 +25,25 @@ class MatmulConfig:
     num_warps: int = 8
 
 
-def choose_config(out_dtype: torch.dtype) -> MatmulConfig:
-    """128x256x64 with 3 stages for 16-bit C; fp32 C tiles are twice as large, so 128x128x64 with 4 stages."""
-    if out_dtype == torch.float32:
-        return MatmulConfig(128, 128, 64, stages=4)
-    return MatmulConfig(128, 256, 64, stages=3)
+LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
+LARGE_FP32 = MatmulConfig(128, 128, 64, stages=4)  # fp32 C tiles are twice as large
+MEDIUM = MatmulConfig(128, 128, 64, stages=4)
+SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
+MIN_WAVE_EFFICIENCY = 0.75
+
+
+def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+    """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
+
+    Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
+    """
+    candidates = [LARGE_FP32 if out_dtype == torch.float32 else LARGE_16BIT, MEDIUM, SMALL]
+
+    def efficiency(cfg: MatmulConfig) -> float:
+        tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+        return tiles / (-(-tiles // sms) * sms)
+
+    return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -60,30 +74,54 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
     b_view = _tma_ready(b.t() if b_kmajor else b)
     target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
-    _launch(_tma_ready(a), b_view, target, b_kmajor, choose_config(out_dtype))
+    _launch(_tma_ready(a), b_view, target, b_kmajor, choose_config(M, N, out_dtype, _sm_count(_device_index(a))))
     if target is not out:
         out.copy_(target)
     return out
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool, cfg: MatmulConfig) -> None:
+    """Launch the GEMM; after the first call per configuration, straight through the cached compiled kernel."""
+    from triton import knobs
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    from tilepipe.kernels.matmul import matmul_kernel
 
     M, K = a.shape
     N = out.shape[1]
     dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
-    b_block = [cfg.block_n, cfg.block_k] if b_kmajor else [cfg.block_k, cfg.block_n]
+    a_block = (cfg.block_m, cfg.block_k)
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    c_block = (cfg.block_m, cfg.block_n)
+    args = (TensorDescriptor(a, a.shape, a.stride(), a_block, _layout(a_block, dtype)),
+            TensorDescriptor(b, b.shape, b.stride(), b_block, _layout(b_block, dtype)),
+            TensorDescriptor(out, out.shape, out.stride(), c_block, _layout(c_block, c_dtype)), M, N, K, cfg.stages,
+            cfg.c_stages, cfg.group_m, b_kmajor)
+    device = _device_index(a)
+    grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
+    key = (cfg, dtype, c_dtype, b_kmajor, device)
+    kernel = _KERNELS.get(key)
+    if kernel is None:  # compile (or find in Triton's cache) through the JIT, then keep the binary
+        from tilepipe.kernels.matmul import matmul_kernel
 
-    def desc(t: torch.Tensor, block: list[int], dt: str) -> TensorDescriptor:
-        return TensorDescriptor.from_tensor(t, block, Part("tile", dt, tuple(block), 1).layout)
+        _KERNELS[key] = matmul_kernel[grid](*args, num_warps=cfg.num_warps)
+        return
+    stream = torch.cuda.current_stream(device).cuda_stream
+    kernel.run(*grid, stream, kernel.function, kernel.packed_metadata, kernel.launch_metadata(grid, stream, *args),
+               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
 
-    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
-    grid = (min(tiles, _sm_count(a.device.index if a.device.index is not None else torch.cuda.current_device())), )
-    matmul_kernel[grid](desc(a, [cfg.block_m, cfg.block_k], dtype), desc(b, b_block, dtype),
-                        desc(out, [cfg.block_m, cfg.block_n], c_dtype), M, N, K, cfg.stages, cfg.c_stages,
-                        cfg.group_m, b_kmajor, num_warps=cfg.num_warps)
+
+_KERNELS: dict[tuple, object] = {}
+"""Compiled GEMM binaries by (config, dtypes, B layout, device): everything the kernel is specialized on, since
+matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes."""
+
+
+@cache
+def _layout(block: tuple[int, int], dtype: str):
+    """The NVMMA shared layout of a tile, by the same rule the kernel's storage uses."""
+    return Part("tile", dtype, block, 1).layout
+
+
+def _device_index(t: torch.Tensor) -> int:
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
 
 
 @cache
@@ -92,13 +130,17 @@ def _sm_count(device_index: int) -> int:
 
 
 def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
-    for name, t in (("a", a), ("b", b)):
+    operands = (("a", a), ("b", b))
+    for name, t in operands:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in operands:
         if t.dim() != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    for name, t in operands:
         if t.dtype not in INPUT_DTYPES:
             raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
+    for name, t in operands:
         if t.device.type != "cuda":
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
     if a.dtype != b.dtype:
@@ -130,8 +172,8 @@ def _check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) 
 
 
 def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the memory spans of two tensors intersect."""
-    if x.numel() == 0 or y.numel() == 0 or x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr():
+    """Whether the address spans of two tensors intersect."""
+    if x.numel() == 0 or y.numel() == 0:
         return False
 
     def span(t: torch.Tensor) -> tuple[int, int]:

@@ -92,7 +92,7 @@ def store_role(c_tiles, outputs: ProducerConsumerPipeline, c_desc, sched: Static
             tma.store_wait(0)
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration: ops.py caches it by that key
 def matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, C_STAGES: gl.constexpr,
                   GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr):
     BM: gl.constexpr = c_desc.block_type.shape[0]
@@ -107,3 +107,21 @@ def matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, C_STAGE
     warp_specialize([(mma_role, (inputs, c_tiles, outputs, sched, k_tiles, B_KMAJOR)),
                      (load_role, (inputs, a_desc, b_desc, sched, k_tiles, B_KMAJOR)),
                      (store_role, (c_tiles, outputs, c_desc, sched))], [LOAD_WARPS, STORE_WARPS], [LOAD_REGS, STORE_REGS])
+
+
+def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool):
+    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a)."""
+    from tilepipe.compile import KernelSpec, tdesc_signature
+    from tilepipe.storage import Part
+
+    def desc(dt: str, block: tuple[int, int]) -> str:
+        return tdesc_signature(dt, list(block), Part("tile", dt, block, 1).layout)
+
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    return KernelSpec(f"{__name__}:matmul_kernel",
+                      {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
+                       "c_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
+                       "STAGES": "constexpr", "C_STAGES": "constexpr", "GROUP_M": "constexpr",
+                       "B_KMAJOR": "constexpr"},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor},
+                      num_warps=cfg.num_warps)

@@ -1,0 +1,80 @@
+"""CPU tests of the GEMM: compile every configuration for sm_90a, check the config choice and input validation."""
+
+import pytest
+import torch
+
+import tilepipe
+from tilepipe.compile import CompileError, compile_kernels
+from tilepipe.kernels.matmul import matmul_plan, matmul_spec
+from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config
+
+CASES = [(cfg, dtype, c_dtype, kmajor) for cfg, c_dtypes in ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )),
+                                                             (SMALL, ("bf16", "fp32")))
+         for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False)]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case) for case in CASES])))
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}".format(
+    *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor"))
+def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
+    cfg, dtype, c_dtype, kmajor = CASES[index]
+    report = reports[index]
+    assert not isinstance(report, CompileError), report
+    assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
+    # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
+    b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
+    assert report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") == 1 + b_boxes
+    assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
+    assert report.count("setmaxnreg") > 0
+    assert report.spill_stores == 0 and report.spill_loads == 0
+    planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor)
+    assert planned.fits
+    assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
+
+
+def test_config_fills_the_machine():
+    assert choose_config(8192, 8192, torch.bfloat16, 132) == LARGE_16BIT
+    assert choose_config(8192, 8192, torch.float32, 132) == LARGE_FP32
+    assert choose_config(2048, 2048, torch.bfloat16, 132) == LARGE_16BIT  # 128 tiles on 132 SMs
+    assert choose_config(1024, 1024, torch.bfloat16, 132) == SMALL  # 32 large tiles would leave 100 SMs idle
+    assert choose_config(1408, 1408, torch.bfloat16, 132) == MEDIUM  # 121 tiles of 128x128: 92%
+    assert choose_config(1536, 1536, torch.bfloat16, 132) == SMALL  # none reaches 75%: the best-filled one
+
+
+def t(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape).to(dtype)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: tilepipe.matmul(t(4, 8), t(8, 4)), ValueError, "a must be on a CUDA device"),
+    (lambda: tilepipe.matmul(t(4, 8, 2), t(8, 4)), ValueError, "a must be 2-D"),
+    (lambda: tilepipe.matmul(t(4, 8), t(8)), ValueError, "b must be 2-D"),
+    (lambda: tilepipe.matmul(t(4, 8, dtype=torch.float32), t(8, 4)), TypeError, "a must be bfloat16 or float16"),
+    (lambda: tilepipe.matmul(t(4, 8), t(8, 4, dtype=torch.float8_e4m3fn)), TypeError, "b must be bfloat16 or float16"),
+    (lambda: tilepipe.matmul([[1.0]], t(8, 4)), TypeError, "a must be a torch.Tensor"),
+])
+def test_bad_input_names_the_argument(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="shape/dtype checks after the device check need CUDA")
+@pytest.mark.gpu
+def test_bad_cuda_input_names_the_argument():
+    a, b = t(4, 8).cuda(), t(8, 4).cuda()
+    with pytest.raises(ValueError, match="a.shape\\[1\\] must equal b.shape\\[0\\]"):
+        tilepipe.matmul(a, t(7, 4).cuda())
+    with pytest.raises(TypeError, match="same dtype"):
+        tilepipe.matmul(a, b.half())
+    with pytest.raises(ValueError, match="out must have shape"):
+        tilepipe.matmul(a, b, out=torch.empty(4, 5, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="out_dtype must be"):
+        tilepipe.matmul(a, b, out_dtype=torch.int32)
+    with pytest.raises(ValueError, match="out must not share memory with a"):
+        tilepipe.matmul(a[:, :4], b[:4].contiguous(), out=a[:, 4:])
+    assert tilepipe.matmul(a[:, :0], b[:0]).abs().sum() == 0  # K = 0: zeros, no kernel
+    assert tilepipe.matmul(a[:0], b).shape == (0, 4)
