@@ -5,6 +5,7 @@ from functools import cache
 
 import torch
 
+from tilepipe.launch import FastLauncher, TmaOperand
 from tilepipe.storage import Part
 
 _GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -81,37 +82,39 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool, cfg: MatmulConfig) -> None:
-    """Launch the GEMM; after the first call per configuration, straight through the cached compiled kernel."""
-    from triton import knobs
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
+    """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher."""
     M, K = a.shape
     N = out.shape[1]
     dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
     a_block = (cfg.block_m, cfg.block_k)
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     c_block = (cfg.block_m, cfg.block_n)
-    args = (TensorDescriptor(a, a.shape, a.stride(), a_block, _layout(a_block, dtype)),
-            TensorDescriptor(b, b.shape, b.stride(), b_block, _layout(b_block, dtype)),
-            TensorDescriptor(out, out.shape, out.stride(), c_block, _layout(c_block, c_dtype)), M, N, K, cfg.stages,
-            cfg.c_stages, cfg.group_m, b_kmajor)
+    scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor)
     device = _device_index(a)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
     key = (cfg, dtype, c_dtype, b_kmajor, device)
-    kernel = _KERNELS.get(key)
-    if kernel is None:  # compile (or find in Triton's cache) through the JIT, then keep the binary
-        from tilepipe.kernels.matmul import matmul_kernel
-
-        _KERNELS[key] = matmul_kernel[grid](*args, num_warps=cfg.num_warps)
+    launcher = _LAUNCHERS.get(key)
+    if launcher is not None:
+        launcher(grid, torch._C._cuda_getCurrentRawStream(device),
+                 (TmaOperand(a, a_block), TmaOperand(b, b_block), TmaOperand(out, c_block), *scalars))
         return
-    stream = torch.cuda.current_stream(device).cuda_stream
-    kernel.run(*grid, stream, kernel.function, kernel.packed_metadata, kernel.launch_metadata(grid, stream, *args),
-               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tilepipe.kernels.matmul import matmul_kernel
+
+    descriptors = (TensorDescriptor(a, a.shape, a.stride(), a_block, _layout(a_block, dtype)),
+                   TensorDescriptor(b, b.shape, b.stride(), b_block, _layout(b_block, dtype)),
+                   TensorDescriptor(out, out.shape, out.stride(), c_block, _layout(c_block, c_dtype)))
+    kernel = matmul_kernel[grid](*descriptors, *scalars, num_warps=cfg.num_warps)
+    fast = FastLauncher.create(kernel)
+    if fast is not None:
+        _LAUNCHERS[key] = fast
 
 
-_KERNELS: dict[tuple, object] = {}
-"""Compiled GEMM binaries by (config, dtypes, B layout, device): everything the kernel is specialized on, since
-matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes."""
+_LAUNCHERS: dict[tuple, FastLauncher] = {}
+"""GEMM launchers by (config, dtypes, B layout, device): everything the binary is specialized on, since
+matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
+Without one (Triton internals not as expected) every call goes through the JIT."""
 
 
 @cache

@@ -1,0 +1,83 @@
+"""Low-overhead launches of a compiled Gluon kernel whose arguments include TMA descriptors.
+
+Triton 3.6's launch path costs about 40 us of host time per call for the GEMM (argument binding, three
+`TensorDescriptor` objects, and three `cuTensorMapEncodeTiled` calls on every launch), while the kernel
+itself can take 3 us. `FastLauncher` keeps the compiled kernel's raw C launcher and caches each encoded
+tensor map by what it encodes (address, shape, strides, box, dtype), so a repeated launch is a dictionary
+lookup per operand plus the C call. A tensor map holds no reference to its tensor; reusing one for new
+memory with the same address and geometry is exactly right, since that is all it encodes.
+
+This reaches into triton 3.6.0's launcher (`CudaLauncher`, `make_tensordesc_arg`); `FastLauncher.create`
+returns None when the compiled kernel does not look as expected, and callers then use `kernel.run`.
+"""
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+_MAP_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class TmaOperand:
+    """A 2-D row-major operand for a TMA descriptor argument: the tensor and the box the kernel loads."""
+    tensor: torch.Tensor
+    box: tuple[int, int]
+
+
+class FastLauncher:
+    """Launch one compiled kernel straight through its C launcher, with cached TMA descriptor encodings."""
+
+    def __init__(self, kernel, raw_launch, metas: list[dict]) -> None:
+        self.kernel, self.raw_launch, self.metas = kernel, raw_launch, metas
+        self.maps: OrderedDict[tuple, object] = OrderedDict()
+
+    @classmethod
+    def create(cls, kernel) -> "FastLauncher | None":
+        """A fast launcher for `kernel` (a CompiledKernel launched once), or None if triton's internals differ."""
+        try:
+            kernel._init_handles()
+            launcher = kernel._run
+            inner = launcher.launch
+            raw_launch = inner.__closure__[inner.__code__.co_freevars.index("launcher")].cell_contents
+            metas = list(kernel.metadata.tensordesc_meta)
+            scratch = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas)
+        except (AttributeError, ValueError, TypeError):
+            return None
+        if scratch != (0, 0, 1) or not metas:
+            return None
+        return cls(kernel, raw_launch, metas)
+
+    def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
+        """Launch with `args` in kernel order; TmaOperand entries become encoded tensor maps."""
+        final, meta = [], iter(self.metas)
+        for arg in args:
+            if isinstance(arg, TmaOperand):
+                t = arg.tensor
+                shape, strides = list(t.shape), list(t.stride())
+                final.append(self._tensor_map(t.data_ptr(), shape, strides, arg.box, next(meta)))
+                final.extend(shape)
+                final.extend(strides)
+            else:
+                final.append(arg)
+        launcher = self.kernel._run
+        self.raw_launch(*grid, stream, self.kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
+                        None, None, *final)
+
+    def _tensor_map(self, address: int, shape: list[int], strides: list[int], box: tuple[int, int], meta: dict):
+        key = (address, *shape, *strides, *box, meta["elem_type"], meta["swizzle"])
+        tensor_map = self.maps.get(key)
+        if tensor_map is None:
+            from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+            from triton.runtime import driver
+
+            if list(meta["block_size"]) != list(box):
+                raise ValueError(f"TMA box {box} differs from the kernel's {meta['block_size']}")
+            tensor_map = driver.active.utils.fill_tma_descriptor(address, meta["swizzle"], meta["elem_size"],
+                                                                 TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]],
+                                                                 meta["block_size"], shape, strides, 0)
+            self.maps[key] = tensor_map
+            if len(self.maps) > _MAP_CACHE_SIZE:
+                self.maps.popitem(last=False)
+        return tensor_map
