@@ -21,9 +21,8 @@ _MAP_CACHE_SIZE = 4096
 
 @dataclass(frozen=True)
 class TmaOperand:
-    """A 2-D row-major operand for a TMA descriptor argument: the tensor and the box the kernel loads."""
+    """A tensor passed to a TMA descriptor parameter (the box comes from the compiled kernel's metadata)."""
     tensor: torch.Tensor
-    box: tuple[int, int]
 
 
 class FastLauncher:
@@ -56,7 +55,7 @@ class FastLauncher:
             if isinstance(arg, TmaOperand):
                 t = arg.tensor
                 shape, strides = list(t.shape), list(t.stride())
-                final.append(self._tensor_map(t.data_ptr(), shape, strides, arg.box, next(meta)))
+                final.append(self._tensor_map(t.data_ptr(), shape, strides, next(meta)))
                 final.extend(shape)
                 final.extend(strides)
             else:
@@ -65,15 +64,15 @@ class FastLauncher:
         self.raw_launch(*grid, stream, self.kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
                         None, None, *final)
 
-    def _tensor_map(self, address: int, shape: list[int], strides: list[int], box: tuple[int, int], meta: dict):
-        key = (address, *shape, *strides, *box, meta["elem_type"], meta["swizzle"])
+    def _tensor_map(self, address: int, shape: list[int], strides: list[int], meta: dict):
+        """The encoded tensor map for this geometry and the kernel's box (the hardware box: Triton splits a
+        tile wider than the swizzle into several boxes)."""
+        key = (address, *shape, *strides, *meta["block_size"], meta["elem_type"], meta["swizzle"])
         tensor_map = self.maps.get(key)
         if tensor_map is None:
             from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
             from triton.runtime import driver
 
-            if list(meta["block_size"]) != list(box):
-                raise ValueError(f"TMA box {box} differs from the kernel's {meta['block_size']}")
             tensor_map = driver.active.utils.fill_tma_descriptor(address, meta["swizzle"], meta["elem_size"],
                                                                  TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]],
                                                                  meta["block_size"], shape, strides, 0)

@@ -96,7 +96,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool,
     launcher = _LAUNCHERS.get(key)
     if launcher is not None:
         launcher(grid, torch._C._cuda_getCurrentRawStream(device),
-                 (TmaOperand(a, a_block), TmaOperand(b, b_block), TmaOperand(out, c_block), *scalars))
+                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), *scalars))
         return
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
