@@ -61,8 +61,9 @@ class FastLauncher:
             else:
                 final.append(arg)
         launcher = self.kernel._run
+        # no launch metadata or hooks: callers use kernel.run while a Triton launch hook is installed (active_hooks)
         self.raw_launch(*grid, stream, self.kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
-                        None, None, *final)
+                        None, None, self.kernel.packed_metadata, None, None, None, *final)
 
     def _tensor_map(self, address: int, shape: list[int], strides: list[int], meta: dict):
         """The encoded tensor map for this geometry and the kernel's box (the hardware box: Triton splits a
@@ -80,3 +81,10 @@ class FastLauncher:
             if len(self.maps) > _MAP_CACHE_SIZE:
                 self.maps.popitem(last=False)
         return tensor_map
+
+
+def launch_hooks_active() -> bool:
+    """Whether a Triton launch hook (e.g. a profiler) is installed: then launches must go through kernel.run."""
+    from triton import knobs
+
+    return knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None

@@ -5,7 +5,7 @@ from functools import cache
 
 import torch
 
-from tilepipe.launch import FastLauncher, TmaOperand
+from tilepipe.launch import FastLauncher, TmaOperand, launch_hooks_active
 from tilepipe.storage import Part
 
 _GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -94,7 +94,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool,
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
     key = (cfg, dtype, c_dtype, b_kmajor, device)
     launcher = _LAUNCHERS.get(key)
-    if launcher is not None:
+    if launcher is not None and not launch_hooks_active():
         launcher(grid, torch._C._cuda_getCurrentRawStream(device),
                  (TmaOperand(a), TmaOperand(b), TmaOperand(out), *scalars))
         return
