@@ -87,4 +87,6 @@ def launch_hooks_active() -> bool:
     """Whether a Triton launch hook (e.g. a profiler) is installed: then launches must go through kernel.run."""
     from triton import knobs
 
-    return knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
+    # triton 3.6 keeps each hook as a HookChain (empty by default); older versions used None
+    return any(getattr(hook, "calls", hook) for hook in (knobs.runtime.launch_enter_hook,
+                                                          knobs.runtime.launch_exit_hook))
