@@ -31,6 +31,9 @@ class FastLauncher:
     def __init__(self, kernel, raw_launch, metas: list[dict]) -> None:
         self.kernel, self.raw_launch, self.metas = kernel, raw_launch, metas
         self.maps: OrderedDict[tuple, object] = OrderedDict()
+        launcher = kernel._run
+        self.prefix = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl, None, None,
+                       kernel.packed_metadata, None, None, None)  # no launch metadata or hooks: see launch_hooks_active
 
     @classmethod
     def create(cls, kernel) -> "FastLauncher | None":
@@ -50,33 +53,32 @@ class FastLauncher:
 
     def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
         """Launch with `args` in kernel order; TmaOperand entries become encoded tensor maps."""
-        final, meta = [], iter(self.metas)
+        final, operand = [], 0
         for arg in args:
             if isinstance(arg, TmaOperand):
                 t = arg.tensor
-                shape, strides = list(t.shape), list(t.stride())
-                final.append(self._tensor_map(t.data_ptr(), shape, strides, next(meta)))
+                shape, strides = t.shape, t.stride()
+                final.append(self._tensor_map(t.data_ptr(), shape, strides, operand))
                 final.extend(shape)
                 final.extend(strides)
+                operand += 1
             else:
                 final.append(arg)
-        launcher = self.kernel._run
-        # no launch metadata or hooks: callers use kernel.run while a Triton launch hook is installed (active_hooks)
-        self.raw_launch(*grid, stream, self.kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
-                        None, None, self.kernel.packed_metadata, None, None, None, *final)
+        self.raw_launch(*grid, stream, *self.prefix, *final)
 
-    def _tensor_map(self, address: int, shape: list[int], strides: list[int], meta: dict):
-        """The encoded tensor map for this geometry and the kernel's box (the hardware box: Triton splits a
-        tile wider than the swizzle into several boxes)."""
-        key = (address, *shape, *strides, *meta["block_size"], meta["elem_type"], meta["swizzle"])
+    def _tensor_map(self, address: int, shape: tuple, strides: tuple, operand: int):
+        """The encoded tensor map of this geometry for descriptor parameter `operand`, with the kernel's box (the
+        hardware box: Triton splits a tile wider than the swizzle into several boxes)."""
+        key = (address, shape, strides, operand)
         tensor_map = self.maps.get(key)
         if tensor_map is None:
             from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
             from triton.runtime import driver
 
+            meta = self.metas[operand]
             tensor_map = driver.active.utils.fill_tma_descriptor(address, meta["swizzle"], meta["elem_size"],
                                                                  TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]],
-                                                                 meta["block_size"], shape, strides, 0)
+                                                                 meta["block_size"], list(shape), list(strides), 0)
             self.maps[key] = tensor_map
             if len(self.maps) > _MAP_CACHE_SIZE:
                 self.maps.popitem(last=False)

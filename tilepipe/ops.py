@@ -33,6 +33,7 @@ SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 MIN_WAVE_EFFICIENCY = 0.75
 
 
+@cache
 def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
     """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
 
@@ -175,15 +176,14 @@ def _check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) 
 
 
 def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the address spans of two tensors intersect."""
+    """Whether the address spans of two 2-D tensors intersect."""
     if x.numel() == 0 or y.numel() == 0:
         return False
-
-    def span(t: torch.Tensor) -> tuple[int, int]:
-        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
-
-    (x0, x1), (y0, y1) = span(x), span(y)
+    x0, y0 = x.data_ptr(), y.data_ptr()
+    (xr, xc), (xs0, xs1) = x.shape, x.stride()
+    (yr, yc), (ys0, ys1) = y.shape, y.stride()
+    x1 = x0 + ((xr - 1) * xs0 + (xc - 1) * xs1 + 1) * x.element_size()
+    y1 = y0 + ((yr - 1) * ys0 + (yc - 1) * ys1 + 1) * y.element_size()
     return x0 < y1 and y0 < x1
 
 
