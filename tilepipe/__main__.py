@@ -6,6 +6,8 @@ import sys
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.debug import run_all_guarded
 from tilepipe.kernels import pipeline_demo
+from tilepipe.kernels.matmul import matmul_spec
+from tilepipe.ops import LARGE_16BIT, LARGE_FP32, SMALL
 
 DEMO_TIMEOUT_S = 120
 
@@ -15,10 +17,13 @@ def report() -> int:
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
     specs += [pipeline_demo.wgmma_spec(4)]
+    # the GEMM uses wgmma, which exists on sm_90a only (its sm_100a form, with tcgen05, is later work)
+    specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True)
+              for cfg in (LARGE_16BIT, LARGE_FP32, SMALL)]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
     failed = 0
     for spec, rep in zip(specs, compile_kernels(specs)):
-        name = f"{spec.fn.split(':')[1]} {spec.constexprs}"
+        name = f"{spec.fn.split(':')[1]} {_describe(spec)}"
         if isinstance(rep, CompileError):
             failed += 1
             rows.append((name, spec.target, "FAILED", "", "", "", "", str(rep).splitlines()[0][:60]))
@@ -30,6 +35,13 @@ def report() -> int:
     print("\nshared-memory plan of wgmma_kernel (4 stages, fp16 128x64 A and 64x64 B tiles):\n")
     print(pipeline_demo.wgmma_plan.fn(4, [128, 64], [64, 64], "fp16"))
     return 1 if failed else 0
+
+
+def _describe(spec) -> str:
+    """Short text for a kernel's specialization: its constexprs and, for TMA kernels, the tile boxes."""
+    boxes = [sig.split("[")[1].split("]")[0].replace(", ", "x") for sig in spec.signature.values()
+             if sig.startswith("tensordesc")]
+    return " ".join([*(f"{k}={v}" for k, v in spec.constexprs.items()), *(f"box={b}" for b in boxes[:1])])
 
 
 def demo() -> int:
