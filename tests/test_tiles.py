@@ -1,0 +1,26 @@
+"""CPU tests of tilepipe.tiles: k-grouped input tile pipelines compile to one barrier pair per group."""
+
+import pytest
+
+from tests.kernels.tile_kernels import kgroup_plan, spec
+from tilepipe.compile import CompileError, compile_kernels
+
+CASES = [(2, 1), (4, 2), (6, 3), (4, 4)]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return dict(zip(CASES, compile_kernels([spec(*case) for case in CASES])))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"stages{c[0]}-group{c[1]}")
+def test_k_groups_share_a_barrier_pair(reports, case):
+    stages, k_group = case
+    report = reports[case]
+    assert not isinstance(report, CompileError), report
+    assert report.count("mbarrier.init") == 2 * stages // k_group
+    assert report.count("mbarrier.arrive.expect_tx") == 1  # one expect for the whole group
+    assert report.count("cp.async.bulk.tensor") == 2 * k_group  # A and B for each step of the group
+    assert report.count("HGMMA", "sass") > 0 and report.spill_stores == 0
+    planned = kgroup_plan.fn(stages, k_group, [128, 64], [64, 64], "fp16").total_bytes
+    assert 0 <= report.shared - planned < 256
