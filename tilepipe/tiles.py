@@ -119,6 +119,17 @@ class _TileRole:
         self.payload = payload
         self.k_group_size = gl.constexpr(k_group_size)
 
+    @builtin
+    def try_acquire(self, _semantic=None):
+        """The seed's try-then-wait acquire (Gluon 3.6 has no non-blocking test, so it waits: see pipeline.py)."""
+        return self.acquire(_semantic=_semantic)
+
+
+def _role_context(role, kind: str, semantic):
+    """`with role.produce()/consume() as tiles:` acquires on enter; on exit releases and advances `role`."""
+    return _trace.StageContext(kind, lambda: role.acquire(_semantic=semantic),
+                               lambda tiles: tiles.release(_semantic=semantic), semantic)
+
 
 @aggregate
 class TileProducer(_TileRole):
@@ -134,15 +145,9 @@ class TileProducer(_TileRole):
         return InputProducerStage(stage, self.payload, self.k_group_size)
 
     @builtin
-    def try_acquire(self, _semantic=None):
-        """The seed's try-then-wait acquire (Gluon 3.6 has no non-blocking test, so it waits: see pipeline.py)."""
-        return self.acquire(_semantic=_semantic)
-
-    @builtin
     def produce(self, _semantic=None):
         """`with producer.produce() as tiles:`; on exit the producer advances."""
-        return _trace.StageContext("produce", lambda: self.acquire(_semantic=_semantic),
-                                   lambda tiles: tiles.release(_semantic=_semantic), _semantic)
+        return _role_context(self, "produce", _semantic)
 
     @gluon.jit
     def drain(self):
@@ -164,14 +169,9 @@ class TileConsumer(_TileRole):
         return InputConsumerStage(stage, self.payload, self.k_group_size)
 
     @builtin
-    def try_acquire(self, _semantic=None):
-        return self.acquire(_semantic=_semantic)
-
-    @builtin
     def consume(self, _semantic=None):
         """`with consumer.consume() as tiles:`; on exit the slots are released and the consumer advances."""
-        return _trace.StageContext("consume", lambda: self.acquire(_semantic=_semantic),
-                                   lambda tiles: tiles.release(_semantic=_semantic), _semantic)
+        return _role_context(self, "consume", _semantic)
 
     @builtin
     def with_release_lag(self, lag, _semantic=None):
