@@ -7,7 +7,7 @@ out="${OUT:-gpu-logs}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
-python3 -m pytest -q -m gpu tests/gpu --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
+python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
 tests=$?
 python3 -m tilepipe demo > "$out/demo.log" 2>&1
 demo=$?
