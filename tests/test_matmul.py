@@ -8,9 +8,9 @@ from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config
 
-CASES = [(cfg, dtype, c_dtype, kmajor) for cfg, c_dtypes in ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )),
-                                                             (SMALL, ("bf16", "fp32")))
-         for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False)]
+CASES = [(cfg, dtype, c_dtype, kmajor, has_c)
+         for cfg, c_dtypes in ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
+         for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False) for has_c in (False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -18,20 +18,22 @@ def reports():
     return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case) for case in CASES])))
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}".format(
-    *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor"))
+@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}{4}".format(
+    *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor", "-residual" if CASES[i][4] else ""))
 def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
-    cfg, dtype, c_dtype, kmajor = CASES[index]
+    cfg, dtype, c_dtype, kmajor, has_c = CASES[index]
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
     # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
     b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
-    assert report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") == 1 + b_boxes
+    c_boxes = cfg.block_n * (4 if c_dtype == "fp32" else 2) // 128 if has_c else 0  # the epilogue-load role's C
+    assert report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") == 1 + b_boxes + c_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
-    planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor)
+    planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
+                             has_c)
     assert planned.fits
     assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
 
@@ -77,4 +79,16 @@ def test_bad_cuda_input_names_the_argument():
     with pytest.raises(ValueError, match="out must not share memory with a"):
         tilepipe.matmul(a[:, :4], b[:4].contiguous(), out=a[:, 4:])
     assert tilepipe.matmul(a[:, :0], b[:0]).abs().sum() == 0  # K = 0: zeros, no kernel
+    c = torch.randn(4, 4, device="cuda", dtype=torch.bfloat16)
+    assert torch.equal(tilepipe.matmul(a[:, :0], b[:0], c=c, beta=2.0), c * 2)  # K = 0 with C: beta * C
+    with pytest.raises(ValueError, match="beta is nonzero but c is None"):
+        tilepipe.matmul(a, b, beta=1.0)
+    with pytest.raises(TypeError, match="c must have the output dtype"):
+        tilepipe.matmul(a, b, c=c.float(), beta=1.0)
+    with pytest.raises(ValueError, match="c must have shape"):
+        tilepipe.matmul(a, b, c=c[:3], beta=1.0)
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        tilepipe.matmul(a, b, alpha="2")
+    with pytest.raises(ValueError, match="does not broadcast"):
+        tilepipe.addmm(torch.zeros(3, device="cuda", dtype=torch.bfloat16), a, b)
     assert tilepipe.matmul(a[:0], b).shape == (0, 4)

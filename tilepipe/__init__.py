@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from tilepipe.ops import matmul  # noqa: E402  (the torch-facing API)
+from tilepipe.ops import addmm, matmul  # noqa: E402  (the torch-facing API)
 
-__all__ = ["matmul"]
+__all__ = ["addmm", "matmul"]

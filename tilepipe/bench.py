@@ -1,4 +1,4 @@
-"""Benchmark tilepipe.matmul against cuBLAS (torch.matmul) in one process, on the same random inputs.
+"""Benchmark tilepipe.matmul against cuBLAS (torch.matmul, torch.addmm) in one process, on the same random inputs.
 
 Timings are `triton.testing.do_bench` medians taken in interleaved pairs (ours, cuBLAS, ours, ...): an H100
 drops from about 795 to 690 TFLOP/s within seconds as it reaches its power limit, so blocks of one kernel
@@ -24,48 +24,83 @@ SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (2048, 204
 @dataclass
 class Row:
     shape: str
-    b_layout: str
+    variant: str  # what tilepipe ran: "matmul B kmajor", "matmul B rowmajor", "addmm (beta=1)"
+    baseline: str  # what it was timed against, in the same process on the same inputs
     tilepipe_tflops: float
-    cublas_tflops: float
-    ratio: float  # median over pairs of cublas_time / tilepipe_time: > 1 means tilepipe is faster
-    rel_err: float  # ||tilepipe - cublas|| / ||cublas||
+    baseline_tflops: float
+    ratio: float  # median over pairs of baseline_time / tilepipe_time: > 1 means tilepipe is faster
+    rel_err: float  # ||tilepipe - baseline|| / ||baseline||
     pair_ratios: list[float]
 
 
-def bench_shape(M: int, N: int, K: int, b_layout: str, pairs: int, rep_ms: int) -> Row:
+def compare(ours, theirs, flops: float, pairs: int, rep_ms: int) -> tuple[float, float, float, list[float]]:
+    """Interleaved do_bench medians of two callables: (our TFLOP/s, their TFLOP/s, median ratio, ratios)."""
     from triton.testing import do_bench
 
+    t_ours, t_theirs = [], []
+    for _ in range(pairs):
+        t_ours.append(do_bench(ours, warmup=25, rep=rep_ms, return_mode="median"))
+        t_theirs.append(do_bench(theirs, warmup=25, rep=rep_ms, return_mode="median"))
+    ratios = [t / o for o, t in zip(t_ours, t_theirs)]
+    return (flops / statistics.median(t_ours) * 1e-9, flops / statistics.median(t_theirs) * 1e-9,
+            statistics.median(ratios), [round(r, 4) for r in ratios])
+
+
+def _operands(M: int, N: int, K: int, b_layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = (torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t() if b_layout == "kmajor"
          else torch.randn(K, N, device="cuda", dtype=torch.bfloat16))
+    return a, b
+
+
+def _rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((x.float() - ref.float()).norm() / ref.float().norm())
+
+
+def bench_matmul(M: int, N: int, K: int, b_layout: str, pairs: int, rep_ms: int) -> Row:
+    a, b = _operands(M, N, K, b_layout)
     ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     tilepipe.matmul(a, b, out=ours)
     torch.matmul(a, b, out=theirs)
-    rel_err = float((ours.float() - theirs.float()).norm() / theirs.float().norm())
-    t_ours, t_theirs = [], []
-    for _ in range(pairs):
-        t_ours.append(do_bench(lambda: tilepipe.matmul(a, b, out=ours), warmup=25, rep=rep_ms, return_mode="median"))
-        t_theirs.append(do_bench(lambda: torch.matmul(a, b, out=theirs), warmup=25, rep=rep_ms,
-                                 return_mode="median"))
+    err = _rel_err(ours, theirs)
+    result = compare(lambda: tilepipe.matmul(a, b, out=ours), lambda: torch.matmul(a, b, out=theirs),
+                     2.0 * M * N * K, pairs, rep_ms)
+    return Row(f"{M}x{N}x{K}", f"matmul B {b_layout}", "cuBLAS (torch.matmul)", *result[:3], err, result[3])
+
+
+def bench_residual(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]:
+    """D = A @ B + C: against torch.addmm, and against tilepipe's own plain matmul (the residual's cost)."""
+    a, b = _operands(M, N, K, "kmajor")
+    c = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    theirs = torch.empty_like(ours)
+    plain = torch.empty_like(ours)
+    residual = lambda: tilepipe.matmul(a, b, out=ours, c=c, beta=1.0)  # noqa: E731
+    residual()
+    torch.addmm(c, a, b, out=theirs)
+    err = _rel_err(ours, theirs)
     flops = 2.0 * M * N * K
-    ratios = [c / o for o, c in zip(t_ours, t_theirs)]
-    return Row(f"{M}x{N}x{K}", b_layout, flops / statistics.median(t_ours) * 1e-9,
-               flops / statistics.median(t_theirs) * 1e-9, statistics.median(ratios), rel_err,
-               [round(r, 4) for r in ratios])
+    vs_addmm = compare(residual, lambda: torch.addmm(c, a, b, out=theirs), flops, pairs, rep_ms)
+    vs_plain = compare(residual, lambda: tilepipe.matmul(a, b, out=plain), flops, pairs, rep_ms)
+    shape = f"{M}x{N}x{K}"
+    return [Row(shape, "addmm (beta=1)", "cuBLAS (torch.addmm)", *vs_addmm[:3], err, vs_addmm[3]),
+            Row(shape, "addmm (beta=1)", "tilepipe.matmul (no C)", *vs_plain[:3], err, vs_plain[3])]
 
 
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
-    """Benchmark every shape (B K-major, plus B row-major at 8192^3), print a table, write bench/results/NAME.json."""
+    """Benchmark every shape (B K-major, plus B row-major and the residual at 8192^3), print a table, and write
+    bench/results/NAME.json."""
     import triton
 
-    cases = [(M, N, K, "kmajor") for M, N, K in SHAPES] + [(8192, 8192, 8192, "rowmajor")]
     start = time.time()
-    rows = [bench_shape(M, N, K, layout, pairs, rep_ms) for M, N, K, layout in cases]
+    rows = [bench_matmul(M, N, K, "kmajor", pairs, rep_ms) for M, N, K in SHAPES]
+    rows.append(bench_matmul(8192, 8192, 8192, "rowmajor", pairs, rep_ms))
+    rows += bench_residual(8192, 8192, 8192, pairs, rep_ms)
     record = {
         "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe", *sys.argv[1:]]),
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "cuda": torch.version.cuda, "dtype": "bf16 in, bf16 out", "method": __doc__.strip(),
+        "cuda": torch.version.cuda, "dtype": "bf16 in, bf16 out (C bf16)", "method": __doc__.strip(),
         "pairs": pairs, "rep_ms": rep_ms, "seconds": round(time.time() - start, 1),
         "rows": [asdict(row) for row in rows],
     }
@@ -78,9 +113,9 @@ def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DI
 
 
 def print_table(rows: list[Row]) -> None:
-    table = [("shape", "B", "tilepipe TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel err")]
-    table += [(r.shape, r.b_layout, f"{r.tilepipe_tflops:.0f}", f"{r.cublas_tflops:.0f}", f"{r.ratio:.3f}",
-               f"{r.rel_err:.1e}") for r in rows]
+    table = [("shape", "tilepipe", "vs", "tilepipe TFLOP/s", "baseline TFLOP/s", "ratio", "rel err")]
+    table += [(r.shape, r.variant, r.baseline, f"{r.tilepipe_tflops:.0f}", f"{r.baseline_tflops:.0f}",
+               f"{r.ratio:.3f}", f"{r.rel_err:.1e}") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

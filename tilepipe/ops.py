@@ -49,40 +49,74 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulCon
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
-           out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """C = a @ b on a Hopper GPU: a is (M, K); b is (K, N), row-major or a transposed (N, K) K-major tensor.
+           out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
+           beta: float = 0.0) -> torch.Tensor:
+    """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
+    K-major tensor.
 
-    Inputs are bf16 or fp16 (both the same); the output is bf16, fp16 or fp32 (default: the input dtype),
-    written into `out` when given. Raises TypeError / ValueError naming the argument for bad input.
+    Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
+    `out` when given. `c` (M x N, D's dtype) is read only when beta != 0, as in torch.addmm; it may be `out`
+    itself (an in-place residual). Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
-    multiple of 8 for 16-bit data, a strided view) is staged through an aligned copy, which costs one extra
+    multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong.
     """
     _check_operands(a, b)
     out_dtype = _check_out_dtype(out_dtype, out, a.dtype)
     M, K = a.shape
     N = b.shape[1]
+    alpha, beta = _check_scalar(alpha, "alpha"), _check_scalar(beta, "beta")
+    if beta != 0.0 and c is None:
+        raise ValueError("beta is nonzero but c is None: pass c, or leave beta at 0")
+    c = c if beta != 0.0 else None
+    if c is not None:
+        _check_residual(c, (M, N), out_dtype, a.device)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
         _check_out(out, (M, N), a.device)
-        for name, t in (("a", a), ("b", b)):
+        for name, t in (("a", a), ("b", b)) + ((("c", c), ) if c is not None and c is not out else ()):
             if _overlaps(out, t):
-                raise ValueError(f"out must not share memory with {name}")
+                raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
+                                                                             if name == "c" else ""))
     if M == 0 or N == 0:
         return out
     if K == 0:
-        return out.zero_()
+        return out.copy_(c).mul_(beta) if c is not None else out.zero_()
     b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
     b_view = _tma_ready(b.t() if b_kmajor else b)
     target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
-    _launch(_tma_ready(a), b_view, target, b_kmajor, choose_config(M, N, out_dtype, _sm_count(_device_index(a))))
+    source = None if c is None else (target if c is out else _tma_ready(c))
+    if source is target and target is not out:
+        target.copy_(out)
+    _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor,
+            choose_config(M, N, out_dtype, _sm_count(_device_index(a))))
     if target is not out:
         out.copy_(target)
     return out
 
 
-def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool, cfg: MatmulConfig) -> None:
+def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1.0, alpha: float = 1.0,
+          out: torch.Tensor | None = None) -> torch.Tensor:
+    """torch.addmm: beta * input + alpha * (mat1 @ mat2), with `input` broadcastable to (M, N) and of mat1's dtype.
+
+    A broadcast input (a bias row or column) is expanded through an aligned copy before the fused GEMM.
+    """
+    _check_operands(mat1, mat2)
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
+    if input.dtype != mat1.dtype:
+        raise TypeError(f"input must have mat1's dtype {mat1.dtype}, got {input.dtype}")
+    shape = (mat1.shape[0], mat2.shape[1])
+    try:
+        c = input.expand(shape)
+    except RuntimeError:
+        raise ValueError(f"input of shape {tuple(input.shape)} does not broadcast to {shape}") from None
+    return matmul(mat1, mat2, out=out, out_dtype=mat1.dtype, c=c, alpha=alpha, beta=beta)
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, alpha: float,
+            beta: float, b_kmajor: bool, cfg: MatmulConfig) -> None:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher."""
     M, K = a.shape
     N = out.shape[1]
@@ -90,23 +124,26 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, b_kmajor: bool,
     a_block = (cfg.block_m, cfg.block_k)
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     c_block = (cfg.block_m, cfg.block_n)
-    scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor)
+    has_c = c is not None
+    source = c if has_c else out  # without C the kernel never reads its descriptor
+    scalars = (M, N, K, float(alpha), float(beta), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c)
     device = _device_index(a)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
-    key = (cfg, dtype, c_dtype, b_kmajor, device)
+    key = (cfg, dtype, c_dtype, b_kmajor, has_c, device)
     launcher = _LAUNCHERS.get(key)
     if launcher is not None and not launch_hooks_active():
         launcher(grid, torch._C._cuda_getCurrentRawStream(device),
-                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), *scalars))
+                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), *scalars))
         return
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tilepipe.kernels.matmul import matmul_kernel
 
-    descriptors = (TensorDescriptor(a, a.shape, a.stride(), a_block, _layout(a_block, dtype)),
-                   TensorDescriptor(b, b.shape, b.stride(), b_block, _layout(b_block, dtype)),
-                   TensorDescriptor(out, out.shape, out.stride(), c_block, _layout(c_block, c_dtype)))
-    kernel = matmul_kernel[grid](*descriptors, *scalars, num_warps=cfg.num_warps)
+    def desc(t: torch.Tensor, block: tuple[int, int], dt: str) -> TensorDescriptor:
+        return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dt))
+
+    kernel = matmul_kernel[grid](desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
+                                 desc(source, c_block, c_dtype), *scalars, num_warps=cfg.num_warps)
     fast = FastLauncher.create(kernel)
     if fast is not None:
         _LAUNCHERS[key] = fast
@@ -166,6 +203,23 @@ def _check_out_dtype(out_dtype: torch.dtype | None, out: torch.Tensor | None, de
     if out_dtype not in OUTPUT_DTYPES:
         raise TypeError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
     return out_dtype
+
+
+def _check_scalar(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _check_residual(c: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> None:
+    if not isinstance(c, torch.Tensor):
+        raise TypeError(f"c must be a torch.Tensor, got {type(c).__name__}")
+    if tuple(c.shape) != shape:
+        raise ValueError(f"c must have shape {shape}, got {tuple(c.shape)}")
+    if c.dtype != dtype:
+        raise TypeError(f"c must have the output dtype {dtype}, got {c.dtype}")
+    if c.device != device:
+        raise ValueError(f"c must be on {device}, got {c.device}")
 
 
 def _check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) -> None:

@@ -378,20 +378,16 @@ def _single_barrier(part: Part, count: int, semantic):
 
 
 @dataclass(frozen=True)
-class LoadOrderBarrierStorage(Storage):
-    """One barrier: a tile's main-loop loads were issued before its epilogue loads start."""
+class LoadOrderBarrierStorage(BarrierPair):
+    """The load role tells the epilogue-load role that a tile's main-loop loads were issued, so C loads do not
+    take bandwidth from A and B first. A pair, not one barrier: with one barrier a load role two tiles ahead
+    would flip its phase twice and the waiter could miss a tile; the pair bounds how far ahead it runs."""
+    stages: int = 2
+    name: str = "load_order"
     producer: str = "load"
     consumer: str = "epilogue_load"
-
-    def parts(self) -> list[Part]:
-        return [Part("barrier", "int64", (1, ), 1, kind="barrier")]
-
-    def barriers(self) -> list[BarrierUse]:
-        return [BarrierUse("load_order", 1, 1, self.producer, self.consumer)]
-
-    @builtin
-    def allocate(self, _semantic=None):
-        return _single_barrier(self.parts()[0], 1, _semantic)
+    producer_proxy: str = "generic"
+    consumer_proxy: str = "generic"
 
 
 @aggregate

@@ -1,7 +1,8 @@
 """GPU correctness of tilepipe.matmul for one (dtype, out_dtype, B layout), over ragged shapes; prints JSON.
 
 `python -m tests.gpu.matmul_cases bf16 fp32 kmajor`: every shape is compared with a float64 reference on
-fresh random inputs, with the output poisoned with NaN first.
+fresh random inputs, with the output poisoned with NaN first. `... residual bf16 bf16 kmajor`: the fused
+residual epilogue (alpha, beta, C aliasing D, addmm with a bias row).
 """
 
 import json
@@ -37,7 +38,45 @@ def run(dtype: str, out_dtype: str, layout: str) -> dict:
             "failures": failures}
 
 
+RESIDUAL_SHAPES = [(1, 256, 64), (129, 200, 63), (300, 513, 1000), (1000, 1, 64), (2048, 2048, 256), (133, 131, 7)]
+SCALARS = [(1.0, 1.0), (0.5, -2.0), (0.0, 1.5), (1.25, 0.0)]
+
+
+def run_residual(dtype: str, out_dtype: str, layout: str) -> dict:
+    """D = alpha * a @ b + beta * C, C of D's dtype: separate C, C aliasing D (in place), and addmm's bias row."""
+    torch.manual_seed(1)
+    failures, worst = [], 0.0
+    tol = TOLERANCE[DTYPES[out_dtype]]
+    for M, N, K in RESIDUAL_SHAPES:
+        for alpha, beta in SCALARS:
+            for mode in ("separate", "in_place", "addmm_bias"):
+                a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+                b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
+                     else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
+                c = torch.randn(M, N, device="cuda", dtype=DTYPES[out_dtype])
+                ref = alpha * (a.double() @ b.double()) + beta * c.double()
+                if mode == "separate":
+                    out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+                    got = tilepipe.matmul(a, b, out=out, c=c if beta else None, alpha=alpha, beta=beta)
+                elif mode == "in_place":
+                    got = tilepipe.matmul(a, b, out=c, c=c, alpha=alpha, beta=beta)
+                else:
+                    if out_dtype != dtype:
+                        continue  # addmm keeps mat1's dtype
+                    bias = torch.randn(N, device="cuda", dtype=DTYPES[out_dtype])
+                    ref = alpha * (a.double() @ b.double()) + beta * bias.double()[None, :]
+                    got = tilepipe.addmm(bias, a, b, alpha=alpha, beta=beta)
+                torch.cuda.synchronize()
+                err = float((got.double() - ref).norm() / ref.norm())
+                worst = max(worst, err)
+                if not (torch.isfinite(got).all() and err < tol):
+                    failures.append({"shape": [M, N, K], "alpha": alpha, "beta": beta, "mode": mode, "rel_err": err})
+    return {"case": f"residual {dtype}->{out_dtype} b={layout}", "ok": not failures, "worst_rel_err": worst,
+            "failures": failures[:5]}
+
+
 if __name__ == "__main__":
-    result = run(*sys.argv[1:4])
+    kind, *args = sys.argv[1:]
+    result = run_residual(*args) if kind == "residual" else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -6,6 +6,8 @@ from tilepipe.debug import run_all_guarded
 
 CASES = [(dtype, out, layout) for dtype in ("bf16", "fp16") for out in (dtype, "fp32") for layout in ("kmajor", "rowmajor")]
 CASES += [("bf16", "fp16", "kmajor"), ("fp16", "bf16", "rowmajor")]
+CASES += [("residual", dtype, out, layout) for dtype, out, layout in (("bf16", "bf16", "kmajor"), ("fp16", "fp16", "rowmajor"),
+                                                                       ("bf16", "fp32", "kmajor"))]
 TIMEOUT_S = 240
 
 

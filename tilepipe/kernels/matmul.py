@@ -1,10 +1,14 @@
-"""Warp-specialized persistent GEMM for sm_90a: C = A @ B, written only with tilepipe's roles and pipelines.
+"""Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's
+roles and pipelines.
 
 Roles (one CTA per SM, static grouped schedule):
-  load   (1 warp)      TMA A and B tiles into the input tile pipeline
-  mma    (8 warps)     two wgmma warpgroups, one wgmma kept in flight; writes the C tile to an output stage
-  store  (1 warp)      TMA-stores each output stage while the mma role runs the next tile's main loop
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major).
+  load           (1 warp)   TMA A and B tiles into the input tile pipeline
+  mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
+  store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
+  epilogue_load  (1 warp, with C)  TMA-loads the C tile into the output stage the tile will use, once the tile's
+                 main-loop loads were issued (load-order pipeline) and the store role freed the stage
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype and may be D itself:
+each tile is read before it is written, by the same CTA.
 """
 
 from triton.experimental import gluon
@@ -14,30 +18,34 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 from tilepipe.pipeline import ProducerConsumerPipeline
 from tilepipe.roles import warp_specialize
 from tilepipe.scheduler import StaticTileScheduler
-from tilepipe.storage import (InputPipelineStorage, OutputPipelineStorage, OutputTileStorage, SmemPipelineBundleNoClc,
-                              SmemPlan, StandardTileStorage)
+from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
+                              OutputPipelineStorage, OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan,
+                              StandardTileStorage)
 from tilepipe.tiles import InputTilePipeline
 
-LOAD_WARPS = gl.constexpr(1)
-STORE_WARPS = gl.constexpr(1)
-LOAD_REGS = gl.constexpr(40)
-STORE_REGS = gl.constexpr(40)
+WORKER_WARPS = gl.constexpr(1)
+WORKER_REGS = gl.constexpr(40)
 
 
 @gluon.constexpr_function
-def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor):
-    """Shared memory: operand stages, C stages, and the pipelines between the roles."""
+def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False):
+    """Shared memory: operand stages, output stages (which also receive C), and the pipelines between the roles."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
-    return SmemPlan("sm_90a", operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
+    sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
+    storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
                     c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
                     pipelines=SmemPipelineBundleNoClc(
                         InputPipelineStorage(stages),
-                        OutputPipelineStorage(c_stages, producer_proxy="generic", consumer_proxy="async")))
+                        OutputPipelineStorage(c_stages, producer_proxy="generic", consumer_proxy="async"),
+                        epi_load=sources))
+    if has_c:
+        storages["load_order"] = LoadOrderBarrierStorage()
+    return SmemPlan("sm_90a", **storages)
 
 
 @gluon.jit
-def load_role(inputs: InputTilePipeline, a_desc, b_desc, sched: StaticTileScheduler, k_tiles,
-              B_KMAJOR: gl.constexpr):
+def load_role(inputs: InputTilePipeline, load_order: ProducerConsumerPipeline, a_desc, b_desc,
+              sched: StaticTileScheduler, k_tiles, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -52,12 +60,18 @@ def load_role(inputs: InputTilePipeline, a_desc, b_desc, sched: StaticTileSchedu
                     tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
                 else:
                     tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
+        if HAS_C:
+            with load_order.produce() as issued:  # this tile's main-loop loads are on their way
+                issued.arrive()
     producer.drain()
+    if HAS_C:
+        load_order.drain()
 
 
 @gluon.jit
-def mma_role(inputs: InputTilePipeline, c_tiles, outputs: ProducerConsumerPipeline, sched: StaticTileScheduler,
-             k_tiles, B_KMAJOR: gl.constexpr):
+def mma_role(inputs: InputTilePipeline, c_tiles, outputs: ProducerConsumerPipeline,
+             sources: ProducerConsumerPipeline, sched: StaticTileScheduler, k_tiles, alpha, beta,
+             B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
     BM: gl.constexpr = c_tiles.shape[1]
     BN: gl.constexpr = c_tiles.shape[2]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
@@ -76,40 +90,78 @@ def mma_role(inputs: InputTilePipeline, c_tiles, outputs: ProducerConsumerPipeli
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         consumer = consumer.flush_releases()
         with outputs.produce() as out:
-            c_tiles.index(out.index()).store(acc.to(c_tiles.dtype))
+            tile = c_tiles.index(out.index())
+            if HAS_C:
+                sources.wait_producer()  # C sits in this stage's buffer; the store role releases it
+                acc = alpha * acc + beta * tile.load(acc_layout).to(gl.float32)
+                sources = sources.consumer_step()
+            else:
+                acc = alpha * acc
+            tile.store(acc.to(c_tiles.dtype))
             out.arrive()
     outputs.drain()
 
 
 @gluon.jit
-def store_role(c_tiles, outputs: ProducerConsumerPipeline, c_desc, sched: StaticTileScheduler):
+def store_role(c_tiles, outputs: ProducerConsumerPipeline, sources: ProducerConsumerPipeline, d_desc,
+               sched: StaticTileScheduler, HAS_C: gl.constexpr):
+    BM: gl.constexpr = d_desc.block_type.shape[0]
+    BN: gl.constexpr = d_desc.block_type.shape[1]
+    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
+        pid_m, pid_n = sched.coords(tile_id)
+        with outputs.consume() as out:
+            tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], c_tiles.index(out.index()))
+            tma.store_wait(0)
+            if HAS_C:
+                with sources.consume():  # the stage's C was used and D stored: epilogue_load may refill it
+                    pass
+
+
+@gluon.jit
+def epilogue_load_role(c_tiles, sources: ProducerConsumerPipeline, load_order: ProducerConsumerPipeline, c_desc,
+                       sched: StaticTileScheduler):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
         pid_m, pid_n = sched.coords(tile_id)
-        with outputs.consume() as out:
-            tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_tiles.index(out.index()))
-            tma.store_wait(0)
+        with load_order.consume():  # after this tile's main-loop loads were issued
+            pass
+        with sources.produce() as src:
+            src.expect_bytes(c_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(c_desc, [pid_m * BM, pid_n * BN], src.mbar(), c_tiles.index(src.index()))
+    sources.drain()
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration: ops.py caches it by that key
-def matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, C_STAGES: gl.constexpr,
-                  GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr):
-    BM: gl.constexpr = c_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
+@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta"])  # one binary per configuration: ops.py caches it
+def matmul_kernel(a_desc, b_desc, d_desc, c_desc, M, N, K, alpha, beta, STAGES: gl.constexpr,
+                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+    BM: gl.constexpr = d_desc.block_type.shape[0]
+    BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, c_desc.dtype, B_KMAJOR)
-    operands, c_tiles, pipelines = PLAN.allocate()
-    input_pipeline, outputs = pipelines
-    inputs = InputTilePipeline(input_pipeline, operands, 1)
+    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     k_tiles = gl.cdiv(K, BK)
-    warp_specialize([(mma_role, (inputs, c_tiles, outputs, sched, k_tiles, B_KMAJOR)),
-                     (load_role, (inputs, a_desc, b_desc, sched, k_tiles, B_KMAJOR)),
-                     (store_role, (c_tiles, outputs, c_desc, sched))], [LOAD_WARPS, STORE_WARPS], [LOAD_REGS, STORE_REGS])
+    if HAS_C:
+        operands, c_tiles, pipelines, load_order = PLAN.allocate()
+        input_pipeline, outputs, sources = pipelines
+        inputs = InputTilePipeline(input_pipeline, operands, 1)
+        warp_specialize([(mma_role, (inputs, c_tiles, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, True)),
+                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, True)),
+                         (store_role, (c_tiles, outputs, sources, d_desc, sched, True)),
+                         (epilogue_load_role, (c_tiles, sources, load_order, c_desc, sched))],
+                        [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS, WORKER_REGS])
+    else:
+        operands, c_tiles, pipelines = PLAN.allocate()
+        input_pipeline, outputs = pipelines
+        inputs = InputTilePipeline(input_pipeline, operands, 1)
+        warp_specialize([(mma_role, (inputs, c_tiles, outputs, outputs, sched, k_tiles, alpha, beta, B_KMAJOR,
+                                     False)),
+                         (load_role, (inputs, outputs, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False)),
+                         (store_role, (c_tiles, outputs, outputs, d_desc, sched, False))],
+                        [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 
-def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool):
+def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False):
     """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a)."""
     from tilepipe.compile import KernelSpec, tdesc_signature
     from tilepipe.storage import Part
@@ -120,8 +172,10 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool):
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     return KernelSpec(f"{__name__}:matmul_kernel",
                       {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
+                       "d_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)),
                        "c_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
-                       "STAGES": "constexpr", "C_STAGES": "constexpr", "GROUP_M": "constexpr",
-                       "B_KMAJOR": "constexpr"},
-                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor},
+                       "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr"},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
+                       "HAS_C": has_c},
                       num_warps=cfg.num_warps)
