@@ -42,13 +42,13 @@ def stress_producer(pipe: ProducerConsumerPipeline, bufs, n_items, STYLE: gl.con
     COLS: gl.constexpr = bufs.shape[2]
     layout: gl.constexpr = tile_layout(COLS, gl.num_warps())
     for i in range(n_items):
-        if STYLE == DIRECT:
-            pipe.wait_consumer()
+        if STYLE == DIRECT:  # the seed's try-then-wait idiom
+            pipe.wait_consumer_if_needed(pipe.try_wait_consumer())
             bufs.index(pipe.producer_stage()).store(item_values(i, ROWS, COLS, layout))
             mbarrier.arrive(pipe.producer_mbar(pipe.producer_stage()))
             pipe = pipe.producer_step()
         elif STYLE == HANDLES:
-            stage = pipe.acquire_producer()
+            stage = pipe.try_acquire_producer()
             bufs.index(stage.index()).store(item_values(i, ROWS, COLS, layout))
             stage.arrive()
             pipe = stage.release()
@@ -78,7 +78,10 @@ def stress_consumer(pipe: ProducerConsumerPipeline, bufs, out_ptr, n_items, CONS
     out = out_ptr + CONSUMER * n_items
     for i in range(n_items):
         if STYLE == DIRECT:
-            pipe.wait_producer()
+            if CONSUMER == 0:
+                pipe.wait_producer()
+            else:
+                pipe.wait_producer_if_needed(pipe.try_wait_producer())
             total = gl.sum(gl.sum(bufs.index(pipe.consumer_stage()).load(layout), 1), 0)
             mbarrier.arrive(pipe.consumer_mbar(pipe.consumer_stage()))
             pipe = pipe.consumer_step()
