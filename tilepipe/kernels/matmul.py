@@ -15,7 +15,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 
-from tilepipe.pipeline import ProducerConsumerPipeline
+from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.output import OutputTilePipeline
 from tilepipe.roles import warp_specialize
 from tilepipe.scheduler import StaticTileScheduler
 from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
@@ -44,8 +45,8 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 
 
 @gluon.jit
-def load_role(inputs: InputTilePipeline, load_order: ProducerConsumerPipeline, a_desc, b_desc,
-              sched: StaticTileScheduler, k_tiles, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched: StaticTileScheduler,
+              k_tiles, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -61,19 +62,17 @@ def load_role(inputs: InputTilePipeline, load_order: ProducerConsumerPipeline, a
                 else:
                     tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
         if HAS_C:
-            with load_order.produce() as issued:  # this tile's main-loop loads are on their way
-                issued.arrive()
+            load_order = load_order.signal()  # this tile's main-loop loads are on their way
     producer.drain()
     if HAS_C:
         load_order.drain()
 
 
 @gluon.jit
-def mma_role(inputs: InputTilePipeline, c_tiles, outputs: ProducerConsumerPipeline,
-             sources: ProducerConsumerPipeline, sched: StaticTileScheduler, k_tiles, alpha, beta,
-             B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
-    BM: gl.constexpr = c_tiles.shape[1]
-    BN: gl.constexpr = c_tiles.shape[2]
+def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline,
+             sched: StaticTileScheduler, k_tiles, alpha, beta, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+    BM: gl.constexpr = outputs.tiles.shape[1]
+    BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                          instr_shape=[16, BN, 16])
     consumer = inputs.consumer().with_release_lag(1)
@@ -90,45 +89,38 @@ def mma_role(inputs: InputTilePipeline, c_tiles, outputs: ProducerConsumerPipeli
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         consumer = consumer.flush_releases()
         with outputs.produce() as out:
-            tile = c_tiles.index(out.index())
             if HAS_C:
-                sources.wait_producer()  # C sits in this stage's buffer; the store role releases it
-                acc = alpha * acc + beta * tile.load(acc_layout).to(gl.float32)
-                sources = sources.consumer_step()
+                source, sources = sources.wait()  # C was loaded into this very output stage
+                acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
             else:
                 acc = alpha * acc
-            tile.store(acc.to(c_tiles.dtype))
+            out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
     outputs.drain()
 
 
 @gluon.jit
-def store_role(c_tiles, outputs: ProducerConsumerPipeline, sources: ProducerConsumerPipeline, d_desc,
-               sched: StaticTileScheduler, HAS_C: gl.constexpr):
+def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched: StaticTileScheduler,
+               HAS_C: gl.constexpr):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
         pid_m, pid_n = sched.coords(tile_id)
         with outputs.consume() as out:
-            tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], c_tiles.index(out.index()))
+            tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], out.tile())
             tma.store_wait(0)
             if HAS_C:
-                with sources.consume():  # the stage's C was used and D stored: epilogue_load may refill it
-                    pass
+                sources = sources.release()  # C was used and D stored: the stage may receive the next C
 
 
 @gluon.jit
-def epilogue_load_role(c_tiles, sources: ProducerConsumerPipeline, load_order: ProducerConsumerPipeline, c_desc,
-                       sched: StaticTileScheduler):
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched: StaticTileScheduler):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
         pid_m, pid_n = sched.coords(tile_id)
-        with load_order.consume():  # after this tile's main-loop loads were issued
-            pass
-        with sources.produce() as src:
-            src.expect_bytes(c_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(c_desc, [pid_m * BM, pid_n * BN], src.mbar(), c_tiles.index(src.index()))
+        load_order = load_order.wait()  # this tile's main-loop loads were issued first
+        sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
     sources.drain()
 
 
@@ -142,22 +134,26 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, M, N, K, alpha, beta, STAGES: 
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     k_tiles = gl.cdiv(K, BK)
     if HAS_C:
-        operands, c_tiles, pipelines, load_order = PLAN.allocate()
-        input_pipeline, outputs, sources = pipelines
-        inputs = InputTilePipeline(input_pipeline, operands, 1)
-        warp_specialize([(mma_role, (inputs, c_tiles, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, True)),
-                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, True)),
-                         (store_role, (c_tiles, outputs, sources, d_desc, sched, True)),
-                         (epilogue_load_role, (c_tiles, sources, load_order, c_desc, sched))],
-                        [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS, WORKER_REGS])
+        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate()
+        input_pipeline, output_pipeline, source_pipeline = pipelines
     else:
         operands, c_tiles, pipelines = PLAN.allocate()
-        input_pipeline, outputs = pipelines
-        inputs = InputTilePipeline(input_pipeline, operands, 1)
-        warp_specialize([(mma_role, (inputs, c_tiles, outputs, outputs, sched, k_tiles, alpha, beta, B_KMAJOR,
-                                     False)),
-                         (load_role, (inputs, outputs, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False)),
-                         (store_role, (c_tiles, outputs, outputs, d_desc, sched, False))],
+        input_pipeline, output_pipeline = pipelines
+        source_pipeline, order_pipeline = output_pipeline, output_pipeline  # never used without C
+    inputs = InputTilePipeline(input_pipeline, operands, 1)
+    outputs = OutputTilePipeline(output_pipeline, c_tiles)
+    sources = EpiLoadPipeline(source_pipeline, c_tiles)  # C lands in the output stage it will be stored from
+    load_order = LoadOrderBarrier(order_pipeline)
+    if HAS_C:
+        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, True)),
+                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, True)),
+                         (store_role, (outputs, sources, d_desc, sched, True)),
+                         (epilogue_load_role, (sources, load_order, c_desc, sched))],
+                        [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS, WORKER_REGS])
+    else:
+        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, False)),
+                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False)),
+                         (store_role, (outputs, sources, d_desc, sched, False))],
                         [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 
