@@ -13,19 +13,14 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 from triton.language.core import _aggregate as aggregate
 
-from tilepipe.pipeline import ProducerConsumerPipeline
+from tilepipe.pipeline import GuardedTiles, ProducerConsumerPipeline
 
 
 @aggregate
-class EpiLoadPipeline:
+class EpiLoadPipeline(GuardedTiles):
     """Source (C) tiles loaded into `tiles` stages by an epilogue-load role."""
     pipeline: ProducerConsumerPipeline
     tiles: gl.shared_memory_descriptor
-
-    @gluon.constexpr_function
-    def __init__(self, pipeline, tiles):
-        self.pipeline = pipeline
-        self.tiles = tiles
 
     @gluon.must_use_result("Rebind it: `sources = sources.load(c_desc, coords)`.")
     @gluon.jit

@@ -19,7 +19,7 @@ from triton.experimental.gluon.language._core import builtin
 from triton.language.core import _aggregate as aggregate
 
 from tilepipe import _trace
-from tilepipe.pipeline import ConsumerStage, ProducerConsumerPipeline, ProducerStage
+from tilepipe.pipeline import ConsumerStage, GuardedTiles, ProducerConsumerPipeline, ProducerStage
 
 
 @aggregate
@@ -52,15 +52,10 @@ class OutputStage:
 
 
 @aggregate
-class OutputTilePipeline:
+class OutputTilePipeline(GuardedTiles):
     """Shared-memory output stages (the `OutputTileStorage` tiles) and the pipeline MMA -> store that guards them."""
     pipeline: ProducerConsumerPipeline
     tiles: gl.shared_memory_descriptor
-
-    @gluon.constexpr_function
-    def __init__(self, pipeline, tiles):
-        self.pipeline = pipeline
-        self.tiles = tiles
 
     @builtin
     def produce(self, _semantic=None):

@@ -426,3 +426,13 @@ class ConsumerStage(_Stage):
         """Advance after this stage was signalled by `arrive()` or through `mbar()`."""
         _trace.close_stage(self.token, _semantic, needs_signal=True)
         return _advanced(self.pipe, _semantic)
+
+
+class GuardedTiles:
+    """Base of aggregates that pair a pipeline with the shared-memory stage array it guards (fields `pipeline`,
+    `tiles`): output stages, epilogue source stages."""
+
+    @gluon.constexpr_function
+    def __init__(self, pipeline, tiles):
+        self.pipeline = pipeline
+        self.tiles = tiles
