@@ -14,17 +14,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from triton.language.core import _unwrap_if_constexpr
+
 
 class ProtocolError(Exception):
     """A pipeline protocol violation found while tracing a kernel."""
 
 
 _LOCATION = re.compile(r'"([^"]+)":(\d+):\d+')
-
-
-def _plain(value):
-    """The Python value inside a constexpr (aggregate fields come back wrapped)."""
-    return getattr(value, "value", value)
 
 
 def source_line(semantic) -> str:
@@ -58,7 +55,6 @@ class StageToken:
 @dataclass
 class StageRecord:
     """One acquired stage handle: where it was acquired, what it did, whether it was released."""
-    token: int
     side: str  # "producer" or "consumer"
     pipeline: str
     acquired_at: str
@@ -107,8 +103,8 @@ def record_signal(pipeline: str, barrier: str, producer_arrivals: int, consumer_
     """Note that the current role signals `barrier` ("full" or "empty") of `pipeline`, and its declared counts."""
     session = _session()
     if session is not None and session.role is not None:
-        pipeline = _plain(pipeline)
-        session.declared[pipeline] = (_plain(producer_arrivals), _plain(consumer_arrivals))
+        pipeline = _unwrap_if_constexpr(pipeline)
+        session.declared[pipeline] = (_unwrap_if_constexpr(producer_arrivals), _unwrap_if_constexpr(consumer_arrivals))
         session.signals.setdefault((pipeline, barrier), {}).setdefault(session.role, source_line(semantic))
 
 
@@ -117,14 +113,14 @@ def open_stage(side: str, pipeline: str, semantic) -> StageToken:
     token = next(_tokens)
     session = _session()
     if session is not None:
-        session.stages[token] = StageRecord(token, side, _plain(pipeline), source_line(semantic),
+        session.stages[token] = StageRecord(side, _unwrap_if_constexpr(pipeline), source_line(semantic),
                                             semantic.builder.get_insertion_block(), session.role)
     return StageToken(token)
 
 
 def _record(token: StageToken) -> StageRecord | None:
     session = _session()
-    return session.stages.get(_plain(token).number) if session is not None else None
+    return session.stages.get(_unwrap_if_constexpr(token).number) if session is not None else None
 
 
 def mark_signalled(token: StageToken) -> None:

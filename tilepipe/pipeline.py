@@ -46,15 +46,11 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 from triton.language.core import _aggregate as aggregate
+from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
 
 PROXIES = ("async", "generic")
-
-
-def _cx(value):
-    """Plain Python value of a possibly constexpr-wrapped argument."""
-    return value.value if isinstance(value, gl.constexpr) else value
 
 
 @aggregate
@@ -98,9 +94,9 @@ class ProducerConsumerPipeline:
     def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
                       producer_proxy="async", consumer_proxy="async", _semantic=None):
         """A pipeline over `barriers`, a [2 * num_stages, 1] int64 mbarrier array: full stages, then empty."""
-        num_stages, producer_arrivals, consumer_arrivals = map(_cx, (num_stages, producer_arrivals,
+        num_stages, producer_arrivals, consumer_arrivals = map(_unwrap_if_constexpr, (num_stages, producer_arrivals,
                                                                      consumer_arrivals))
-        name, producer_proxy, consumer_proxy = map(_cx, (name, producer_proxy, consumer_proxy))
+        name, producer_proxy, consumer_proxy = map(_unwrap_if_constexpr, (name, producer_proxy, consumer_proxy))
         if not (isinstance(num_stages, int) and num_stages >= 1):
             raise _trace.ProtocolError(f"pipeline '{name}': num_stages must be a positive int, got {num_stages!r}")
         for what, count in (("producer_arrivals", producer_arrivals), ("consumer_arrivals", consumer_arrivals)):
@@ -122,7 +118,7 @@ class ProducerConsumerPipeline:
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
                consumer_proxy="async", _semantic=None, _generator=None):
         """Allocate 2 x num_stages barriers from one declaration and initialise them."""
-        barriers = gl.allocate_shared_memory(gl.int64, [2 * _cx(num_stages), 1], mbarrier.MBarrierLayout(),
+        barriers = gl.allocate_shared_memory(gl.int64, [2 * _unwrap_if_constexpr(num_stages), 1], mbarrier.MBarrierLayout(),
                                              _semantic=_semantic)
         pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
                                                       name, producer_proxy, consumer_proxy, _semantic=_semantic)
@@ -140,7 +136,7 @@ class ProducerConsumerPipeline:
     @builtin
     def with_release_lag(self, lag, _semantic=None):
         """This consumer keeps `lag` stages in use after acquiring the next (async wgmma in flight)."""
-        lag = _cx(lag)
+        lag = _unwrap_if_constexpr(lag)
         if not (isinstance(lag, int) and 0 <= lag < self.num_stages):
             raise _trace.ProtocolError(
                 f"pipeline '{self.name.value}': a release lag of {lag} needs at least {lag + 1} stages (has "
@@ -217,7 +213,7 @@ class ProducerConsumerPipeline:
     @builtin
     def flush_releases(self, _semantic=None):
         """Lagged consumer tail: release the stages still held, once the wgmma reading them retired."""
-        lag, stages = _cx(self.release_lag), _cx(self.num_stages)
+        lag, stages = _unwrap_if_constexpr(self.release_lag), _unwrap_if_constexpr(self.num_stages)
         for j in range(lag):
             slot = self.index.__add__(stages + j, _semantic=_semantic).__sub__(self.pending, _semantic=_semantic)
             slot = slot.__mod__(stages, _semantic=_semantic)
@@ -292,7 +288,7 @@ def _replace(pipe, **changes):
 
 def _advanced(pipe, semantic):
     """The cursor one stage on: index wraps at num_stages and flips the phase."""
-    if _cx(pipe.num_stages) == 1:
+    if _unwrap_if_constexpr(pipe.num_stages) == 1:
         return _replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
     nxt = pipe.index.__add__(1, _semantic=semantic)
     wrap = nxt.__eq__(pipe.num_stages, _semantic=semantic)
@@ -303,8 +299,8 @@ def _advanced(pipe, semantic):
 
 def _release_slot(pipe, semantic):
     """Arrive on empty for the slot this consumer frees now; returns `pipe` with `pending` updated."""
-    lag, stages = _cx(pipe.release_lag), _cx(pipe.num_stages)
-    if _cx(pipe.fence_before_release):
+    lag, stages = _unwrap_if_constexpr(pipe.release_lag), _unwrap_if_constexpr(pipe.num_stages)
+    if _unwrap_if_constexpr(pipe.fence_before_release):
         fence_async_shared(_semantic=semantic)
     if lag == 0:
         mbarrier.arrive(_empty(pipe, pipe.index, semantic), _semantic=semantic)

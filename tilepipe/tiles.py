@@ -25,6 +25,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.language.core import _aggregate as aggregate
+from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
 from tilepipe.pipeline import ConsumerStage, ProducerConsumerPipeline, ProducerStage
@@ -67,7 +68,7 @@ class _TileStage:
     @builtin
     def tile(self, field, j=0, _semantic=None):
         """Tile j of this k-group in any payload array, e.g. tiles.tile("sfa_tiles")."""
-        return _payload_tile(self.payload, field.value if hasattr(field, "value") else field, self.stage.pipe.index,
+        return _payload_tile(self.payload, _unwrap_if_constexpr(field), self.stage.pipe.index,
                              j, self.k_group_size.value, _semantic)
 
     @builtin
