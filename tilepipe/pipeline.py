@@ -130,8 +130,8 @@ class ProducerConsumerPipeline:
         """full[i] expects `producer_arrivals` arrivals per phase, empty[i] `consumer_arrivals`."""
         gl.static_assert(_LIB_REV != "", "the library revision enters the cache key of every kernel")
         for i in gl.static_range(self.num_stages):
-            mbarrier.init(self.barriers.index(i), count=self.producer_arrivals)
-            mbarrier.init(self.barriers.index(i + self.num_stages), count=self.consumer_arrivals)
+            mbarrier.init(self.producer_mbar(i), count=self.producer_arrivals)
+            mbarrier.init(self.consumer_mbar(i), count=self.consumer_arrivals)
 
     @builtin
     def with_release_lag(self, lag, _semantic=None):
@@ -145,23 +145,25 @@ class ProducerConsumerPipeline:
 
     # ---- direct API (the seed's names; no trace-time checks) -----------------------------------
 
-    @gluon.jit
-    def wait_consumer(self):
+    @builtin
+    def wait_consumer(self, _semantic=None):
         """Producer side: wait until the consumers released the current slot (passes on the first lap)."""
-        mbarrier.wait(self.barriers.index(self.index + self.num_stages), self.phase ^ 1)
+        self.wait_consumer_if_needed(None, _semantic=_semantic)
 
-    @gluon.jit
-    def wait_producer(self):
+    @builtin
+    def wait_producer(self, _semantic=None):
         """Consumer side: wait until the producer filled the current slot."""
-        mbarrier.wait(self.barriers.index(self.index), self.phase)
+        self.wait_producer_if_needed(None, _semantic=_semantic)
 
-    @gluon.jit
-    def wait_consumer_if_needed(self, ready):
-        mbarrier.wait(self.barriers.index(self.index + self.num_stages), self.phase ^ 1, pred=ready == 0)
+    @builtin
+    def wait_consumer_if_needed(self, ready, _semantic=None):
+        """wait_consumer(), skipped where `ready` (from try_wait_consumer) is set."""
+        _wait(_empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic), ready, _semantic)
 
-    @gluon.jit
-    def wait_producer_if_needed(self, ready):
-        mbarrier.wait(self.barriers.index(self.index), self.phase, pred=ready == 0)
+    @builtin
+    def wait_producer_if_needed(self, ready, _semantic=None):
+        """wait_producer(), skipped where `ready` (from try_wait_producer) is set."""
+        _wait(_full(self, self.index, _semantic), self.phase, ready, _semantic)
 
     @gluon.jit
     def try_wait_consumer(self):
@@ -183,15 +185,15 @@ class ProducerConsumerPipeline:
     def consumer_step(self, _semantic=None):
         return _advanced(self, _semantic)
 
-    @gluon.jit
-    def producer_mbar(self, index):
+    @builtin
+    def producer_mbar(self, index, _semantic=None):
         """The full barrier of slot `index`, which the producer's signal completes."""
-        return self.barriers.index(index)
+        return _full(self, _semantic.to_tensor(index), _semantic)
 
-    @gluon.jit
-    def consumer_mbar(self, index):
+    @builtin
+    def consumer_mbar(self, index, _semantic=None):
         """The empty barrier of slot `index`, which the consumers' releases complete."""
-        return self.barriers.index(index + self.num_stages)
+        return _empty(self, _semantic.to_tensor(index), _semantic)
 
     @gluon.jit
     def producer_stage(self):
@@ -228,13 +230,13 @@ class ProducerConsumerPipeline:
     @builtin
     def acquire_producer(self, ready=None, _semantic=None):
         """Wait for a free slot (skipped if `ready`, from try_wait_consumer) and return its handle."""
-        _wait(_empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic), ready, _semantic)
+        self.wait_consumer_if_needed(ready, _semantic=_semantic)
         return ProducerStage(self, _trace.open_stage("producer", self.name, _semantic))
 
     @builtin
     def acquire_consumer(self, ready=None, _semantic=None):
         """Wait for a filled slot (skipped if `ready`, from try_wait_producer) and return its handle."""
-        _wait(_full(self, self.index, _semantic), self.phase, ready, _semantic)
+        self.wait_producer_if_needed(ready, _semantic=_semantic)
         return ConsumerStage(self, _trace.open_stage("consumer", self.name, _semantic))
 
     @builtin
@@ -337,7 +339,7 @@ def _empty(pipe, index, semantic):
 
 def _wait(barrier, phase, ready, semantic):
     """Spin until `barrier` completes the phase with parity `phase`; skipped where `ready` is set."""
-    pred = True if ready is None else ready.__eq__(0, _semantic=semantic)
+    pred = True if _unwrap_if_constexpr(ready) is None else ready.__eq__(0, _semantic=semantic)
     mbarrier.wait(barrier, phase, pred=pred, _semantic=semantic)
 
 
