@@ -27,8 +27,8 @@ class MatmulConfig:
 
 
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
-LARGE_FP32 = MatmulConfig(128, 128, 64, stages=4)  # fp32 C tiles are twice as large
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
+LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 MIN_WAVE_EFFICIENCY = 0.75
 
@@ -39,7 +39,7 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulCon
 
     Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
     """
-    candidates = [LARGE_FP32 if out_dtype == torch.float32 else LARGE_16BIT, MEDIUM, SMALL]
+    candidates = [MEDIUM, SMALL] if out_dtype == torch.float32 else [LARGE_16BIT, MEDIUM, SMALL]
 
     def efficiency(cfg: MatmulConfig) -> float:
         tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
@@ -74,7 +74,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
-        _check_out(out, (M, N), a.device)
+        _check_result_shaped(out, "out", (M, N), a.device)
         for name, t in (("a", a), ("b", b)) + ((("c", c), ) if c is not None and c is not out else ()):
             if _overlaps(out, t):
                 raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
@@ -89,8 +89,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     source = None if c is None else (target if c is out else _tma_ready(c))
     if source is target and target is not out:
         target.copy_(out)
-    _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor,
-            choose_config(M, N, out_dtype, _sm_count(_device_index(a))))
+    device = _device_index(a)
+    _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor, device,
+            choose_config(M, N, out_dtype, _sm_count(device)))
     if target is not out:
         out.copy_(target)
     return out
@@ -116,7 +117,7 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, alpha: float,
-            beta: float, b_kmajor: bool, cfg: MatmulConfig) -> None:
+            beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig) -> None:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher."""
     M, K = a.shape
     N = out.shape[1]
@@ -126,8 +127,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     c_block = (cfg.block_m, cfg.block_n)
     has_c = c is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, float(alpha), float(beta), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c)
-    device = _device_index(a)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
     key = (cfg, dtype, c_dtype, b_kmajor, has_c, device)
     launcher = _LAUNCHERS.get(key)
@@ -214,19 +214,17 @@ def _check_scalar(value: float, name: str) -> float:
 def _check_residual(c: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> None:
     if not isinstance(c, torch.Tensor):
         raise TypeError(f"c must be a torch.Tensor, got {type(c).__name__}")
-    if tuple(c.shape) != shape:
-        raise ValueError(f"c must have shape {shape}, got {tuple(c.shape)}")
+    _check_result_shaped(c, "c", shape, device)
     if c.dtype != dtype:
         raise TypeError(f"c must have the output dtype {dtype}, got {c.dtype}")
-    if c.device != device:
-        raise ValueError(f"c must be on {device}, got {c.device}")
 
 
-def _check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) -> None:
-    if tuple(out.shape) != shape:
-        raise ValueError(f"out must have shape {shape}, got {tuple(out.shape)}")
-    if out.device != device:
-        raise ValueError(f"out must be on {device}, got {out.device}")
+def _check_result_shaped(t: torch.Tensor, name: str, shape: tuple[int, int], device: torch.device) -> None:
+    """`out` and `c` are M x N tensors on the operands' device."""
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{name} must be on {device}, got {t.device}")
 
 
 def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
@@ -251,7 +249,7 @@ def _tma_addressable(t: torch.Tensor) -> bool:
 def _aligned_empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """An uninitialised (rows, cols) view whose rows start at 16-byte aligned offsets."""
     rows, cols = shape
-    per_row = TMA_ALIGN_BYTES // torch.empty((), dtype=dtype).element_size()
+    per_row = TMA_ALIGN_BYTES // dtype.itemsize
     return torch.empty((rows, -(-cols // per_row) * per_row), dtype=dtype, device=device)[:, :cols]
 
 
