@@ -3,6 +3,7 @@
 import argparse
 import sys
 
+from tilepipe._text import format_table
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.debug import run_all_guarded
 from tilepipe.kernels import pipeline_demo
@@ -31,7 +32,7 @@ def report() -> int:
         mma = rep.count("wgmma.mma_async") + rep.count("tcgen05.mma")
         rows.append((name, spec.target, str(rep.shared), str(rep.registers), str(rep.spill_stores + rep.spill_loads),
                      str(rep.count("mbarrier.init")), str(mma), str(rep.count("cp.async.bulk.tensor"))))
-    _table(rows)
+    print(format_table(rows))
     print("\nshared-memory plan of wgmma_kernel (4 stages, fp16 128x64 A and 64x64 B tiles):\n")
     print(pipeline_demo.wgmma_plan.fn(4, [128, 64], [64, 64], "fp16"))
     return 1 if failed else 0
@@ -53,14 +54,8 @@ def demo() -> int:
         detail = run.result or {"output": run.output.strip().splitlines()[-1:] if run.output.strip() else ""}
         rows.append((" ".join(run.args[2:]), run.status, f"{run.seconds:.1f}",
                      ", ".join(f"{k}={v}" for k, v in detail.items() if k not in ("case", "ok"))))
-    _table(rows)
+    print(format_table(rows))
     return 0 if all(run.status == "ok" and run.result and run.result["ok"] for run in runs) else 1
-
-
-def _table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def main(argv: list[str] | None = None) -> int:

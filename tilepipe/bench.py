@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 import tilepipe
+from tilepipe._text import format_table
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench" / "results"
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 2048), (1024, 1024, 1024),
@@ -116,6 +117,4 @@ def print_table(rows: list[Row]) -> None:
     table = [("shape", "tilepipe", "vs", "tilepipe TFLOP/s", "baseline TFLOP/s", "ratio", "rel err")]
     table += [(r.shape, r.variant, r.baseline, f"{r.tilepipe_tflops:.0f}", f"{r.baseline_tflops:.0f}",
                f"{r.ratio:.3f}", f"{r.rel_err:.1e}") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    print(format_table(table))

@@ -20,7 +20,7 @@ comparing `SmemPlan.total_bytes` with the compiled kernel's shared-memory size.
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -30,6 +30,7 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.language.core import _aggregate as aggregate
 
+from tilepipe._text import format_table
 from tilepipe.pipeline import ProducerConsumerPipeline
 
 SMEM_LIMIT_BYTES = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}
@@ -307,10 +308,10 @@ class InputPipelineStorage(BarrierPair):
         return self.stages // self.k_group_size
 
     def parts(self) -> list[Part]:
-        return [Part("barriers", "int64", (1, ), 2 * self.group_stages, kind="barrier")]
+        return self._grouped().parts()
 
     def barriers(self) -> list[BarrierUse]:
-        return BarrierPair.barriers(self._grouped())
+        return self._grouped().barriers()
 
     def _grouped(self) -> BarrierPair:
         return BarrierPair(self.group_stages, self.name, self.producer, self.consumer, self.producer_arrivals,
@@ -460,15 +461,16 @@ class SmemPipelineBundle(Storage):
 
     @builtin
     def allocate(self, _semantic=None, _generator=None):
-        allocated = []
-        for _, member in self.members():
-            kwargs = {"_generator": _generator} if "_generator" in _params(member.allocate) else {}
-            allocated.append(member.allocate(_semantic=_semantic, **kwargs))
-        return gl.tuple(allocated)
+        return _allocate_each([member for _, member in self.members()], _semantic, _generator)
 
 
-def _params(method) -> set[str]:
-    return set(inspect.signature(method).parameters)
+def _allocate_each(storages: list[Storage], semantic, generator):
+    """Allocate storages in order (each given the code generator if its allocate takes one); a tuple of results."""
+    allocated = []
+    for storage in storages:
+        wants_generator = "_generator" in inspect.signature(storage.allocate).parameters
+        allocated.append(storage.allocate(_semantic=semantic, **({"_generator": generator} if wants_generator else {})))
+    return gl.tuple(allocated)
 
 
 @dataclass(frozen=True)
@@ -558,11 +560,7 @@ class SmemPlan:
     @builtin
     def allocate(self, _semantic=None, _generator=None):
         """Allocate every storage, in declaration order; returns a tuple of what each storage's allocate() gives."""
-        allocated = []
-        for _, storage in self.storages:
-            kwargs = {"_generator": _generator} if "_generator" in _params(storage.allocate) else {}
-            allocated.append(storage.allocate(_semantic=_semantic, **kwargs))
-        return gl.tuple(allocated)
+        return _allocate_each([storage for _, storage in self.storages], _semantic, _generator)
 
     @property
     def total_bytes(self) -> int:
@@ -594,12 +592,12 @@ class SmemPlan:
             rows.append((f"{p.storage}.{p.part.name}", "x".join(map(str, p.part.tile)), p.part.dtype,
                          str(p.part.stages), str(p.part.nbytes), str(p.offset), str(p.part.alignment)))
         rows.append(("total", "", "", "", str(self.total_bytes), "", f"limit {self.limit_bytes}"))
-        return _format(rows)
+        return format_table(rows)
 
     def __str__(self) -> str:
         barriers = [("barrier", "count", "arrivals", "producer", "consumer")]
         barriers += [(u.name, str(u.count), str(u.arrivals), u.producer, u.consumer) for u in self.barrier_map()]
-        return f"{self.table()}\n\n{_format(barriers)}"
+        return f"{self.table()}\n\n{format_table(barriers)}"
 
 
 def largest_stages(build: Callable[[int], SmemPlan], max_stages: int = 32, multiple_of: int = 1) -> int:
@@ -623,8 +621,3 @@ def device_limit(target: str) -> int:
         if f"sm_{major}{minor}a" == target:
             return torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
     return SMEM_LIMIT_BYTES[target]
-
-
-def _format(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
