@@ -43,29 +43,31 @@ SCALARS = [(1.0, 1.0), (0.5, -2.0), (0.0, 1.5), (1.25, 0.0)]
 
 
 def run_residual(dtype: str, out_dtype: str, layout: str) -> dict:
-    """D = alpha * a @ b + beta * C, C of D's dtype: separate C, C aliasing D (in place), and addmm's bias row."""
+    """D = alpha * a @ b + beta * C: C of D's dtype, fp32 C with a 16-bit D, C aliasing D (in place), a bias row
+    through addmm and through matmul (C = bias.expand), and addmm with a bias column (staged copy)."""
     torch.manual_seed(1)
     failures, worst = [], 0.0
     tol = TOLERANCE[DTYPES[out_dtype]]
     for M, N, K in RESIDUAL_SHAPES:
         for alpha, beta in SCALARS:
-            for mode in ("separate", "in_place", "addmm_bias"):
+            for mode in ("separate", "fp32_c", "in_place", "addmm_bias", "bias_row", "addmm_column"):
+                if mode == "fp32_c" and out_dtype == "fp32" or mode.startswith("addmm") and out_dtype != dtype:
+                    continue  # fp32 C is the separate case for an fp32 D; addmm keeps mat1's dtype
                 a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
                 b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
                      else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
-                c = torch.randn(M, N, device="cuda", dtype=DTYPES[out_dtype])
+                c_shape = {"addmm_bias": (N, ), "bias_row": (N, ), "addmm_column": (M, 1)}.get(mode, (M, N))
+                c = torch.randn(c_shape, device="cuda", dtype=torch.float32 if mode == "fp32_c" else DTYPES[out_dtype])
                 ref = alpha * (a.double() @ b.double()) + beta * c.double()
-                if mode == "separate":
-                    out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+                out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+                if mode in ("separate", "fp32_c"):
                     got = tilepipe.matmul(a, b, out=out, c=c if beta else None, alpha=alpha, beta=beta)
                 elif mode == "in_place":
                     got = tilepipe.matmul(a, b, out=c, c=c, alpha=alpha, beta=beta)
+                elif mode == "bias_row":
+                    got = tilepipe.matmul(a, b, out=out, c=c.expand(M, N), alpha=alpha, beta=beta)
                 else:
-                    if out_dtype != dtype:
-                        continue  # addmm keeps mat1's dtype
-                    bias = torch.randn(N, device="cuda", dtype=DTYPES[out_dtype])
-                    ref = alpha * (a.double() @ b.double()) + beta * bias.double()[None, :]
-                    got = tilepipe.addmm(bias, a, b, alpha=alpha, beta=beta)
+                    got = tilepipe.addmm(c, a, b, alpha=alpha, beta=beta, out=out)
                 torch.cuda.synchronize()
                 err = float((got.double() - ref).norm() / ref.norm())
                 worst = max(worst, err)

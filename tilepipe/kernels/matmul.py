@@ -7,8 +7,11 @@ Roles (one CTA per SM, static grouped schedule):
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
   epilogue_load  (1 warp, with C)  TMA-loads the C tile into the output stage the tile will use, once the tile's
                  main-loop loads were issued (load-order pipeline) and the store role freed the stage
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype and may be D itself:
-each tile is read before it is written, by the same CTA.
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype, and then lands in the
+output stage it will be stored from, or is fp32 with a 16-bit D, and then lands in its own source stages
+(`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
+A per-column bias (HAS_BIAS: D = alpha * A @ B + beta * bias[col]) needs no C pipeline: the mma role reads the
+tile's BN bias values straight from global memory in its epilogue.
 """
 
 from triton.experimental import gluon
@@ -21,7 +24,7 @@ from tilepipe.roles import warp_specialize
 from tilepipe.scheduler import StaticTileScheduler
 from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
                               OutputPipelineStorage, OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan,
-                              StandardTileStorage)
+                              SourceTileStorage, StandardTileStorage)
 from tilepipe.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
@@ -29,8 +32,9 @@ WORKER_REGS = gl.constexpr(40)
 
 
 @gluon.constexpr_function
-def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False):
-    """Shared memory: operand stages, output stages (which also receive C), and the pipelines between the roles."""
+def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None):
+    """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
+    another dtype (`src_dtype`), and the pipelines between the roles."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
@@ -41,6 +45,8 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
                         epi_load=sources))
     if has_c:
         storages["load_order"] = LoadOrderBarrierStorage()
+    if has_c and src_dtype is not None and src_dtype != c_dtype:
+        storages["src_tiles"] = SourceTileStorage(src_dtype, (block_m, block_n), c_stages)
     return SmemPlan("sm_90a", **storages)
 
 
@@ -70,7 +76,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
 
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline,
-             sched: StaticTileScheduler, k_tiles, alpha, beta, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+             sched: StaticTileScheduler, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR: gl.constexpr,
+             HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
@@ -90,13 +97,23 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
         consumer = consumer.flush_releases()
         with outputs.produce() as out:
             if HAS_C:
-                source, sources = sources.wait()  # C was loaded into this very output stage
+                source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
                 acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
+            elif HAS_BIAS:
+                acc = alpha * acc + beta * column_bias(bias_ptr, N, sched, tile_id, BN, acc_layout)[None, :]
             else:
                 acc = alpha * acc
             out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
     outputs.drain()
+
+
+@gluon.jit
+def column_bias(bias_ptr, N, sched: StaticTileScheduler, tile_id, BN: gl.constexpr, acc_layout: gl.constexpr):
+    """The tile's BN bias values (zero past N), in fp32, laid out along the accumulator's columns."""
+    _, pid_n = sched.coords(tile_id)
+    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
 
 
 @gluon.jit
@@ -124,41 +141,52 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     sources.drain()
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta"])  # one binary per configuration: ops.py caches it
-def matmul_kernel(a_desc, b_desc, d_desc, c_desc, M, N, K, alpha, beta, STAGES: gl.constexpr,
-                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
+def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, M, N, K, alpha, beta, STAGES: gl.constexpr,
+                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+                  HAS_BIAS: gl.constexpr):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C)
+    OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
+    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
+                                     c_desc.dtype)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     k_tiles = gl.cdiv(K, BK)
-    if HAS_C:
+    if OWN_SOURCE:
+        operands, c_tiles, pipelines, order_pipeline, src_tiles = PLAN.allocate()
+        input_pipeline, output_pipeline, source_pipeline = pipelines
+    elif HAS_C:
         operands, c_tiles, pipelines, order_pipeline = PLAN.allocate()
         input_pipeline, output_pipeline, source_pipeline = pipelines
+        src_tiles = c_tiles  # C lands in the output stage it will be stored from
     else:
         operands, c_tiles, pipelines = PLAN.allocate()
         input_pipeline, output_pipeline = pipelines
-        source_pipeline, order_pipeline = output_pipeline, output_pipeline  # never used without C
+        source_pipeline, order_pipeline, src_tiles = output_pipeline, output_pipeline, c_tiles  # never used
     inputs = InputTilePipeline(input_pipeline, operands, 1)
     outputs = OutputTilePipeline(output_pipeline, c_tiles)
-    sources = EpiLoadPipeline(source_pipeline, c_tiles)  # C lands in the output stage it will be stored from
+    sources = EpiLoadPipeline(source_pipeline, src_tiles)
     load_order = LoadOrderBarrier(order_pipeline)
     if HAS_C:
-        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, True)),
+        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR,
+                                     True, False)),
                          (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, True)),
                          (store_role, (outputs, sources, d_desc, sched, True)),
                          (epilogue_load_role, (sources, load_order, c_desc, sched))],
                         [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS, WORKER_REGS])
     else:
-        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, False)),
+        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR,
+                                     False, HAS_BIAS)),
                          (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False)),
                          (store_role, (outputs, sources, d_desc, sched, False))],
                         [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 
-def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False):
-    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a)."""
+def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
+                bias_dtype: str | None = None):
+    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a): D of `c_dtype`, with a C
+    tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given."""
     from tilepipe.compile import KernelSpec, tdesc_signature
     from tilepipe.storage import Part
 
@@ -166,12 +194,14 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
         return tdesc_signature(dt, list(block), Part("tile", dt, block, 1).layout)
 
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    c_block = (cfg.block_m, cfg.block_n)
     return KernelSpec(f"{__name__}:matmul_kernel",
                       {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
-                       "d_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)),
-                       "c_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
+                       "d_desc": desc(c_dtype, c_block), "c_desc": desc(source_dtype or c_dtype, c_block),
+                       "bias_ptr": f"*{bias_dtype or c_dtype}", "M": "i32", "N": "i32", "K": "i32",
                        "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr"},
+                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
+                       "HAS_BIAS": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c},
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None},
                       num_warps=cfg.num_warps)
