@@ -89,6 +89,20 @@ def bench_residual(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]
             Row(shape, "addmm (beta=1)", "tilepipe.matmul (no C)", *vs_plain[:3], err, vs_plain[3])]
 
 
+def bench_bias(M: int, N: int, K: int, pairs: int, rep_ms: int) -> Row:
+    """addmm with a bias row (nn.Linear's bias): tilepipe reads N values in the epilogue, cuBLASLt fuses it too."""
+    a, b = _operands(M, N, K, "kmajor")
+    bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    theirs = torch.empty_like(ours)
+    tilepipe.addmm(bias, a, b, out=ours)
+    torch.addmm(bias, a, b, out=theirs)
+    result = compare(lambda: tilepipe.addmm(bias, a, b, out=ours), lambda: torch.addmm(bias, a, b, out=theirs),
+                     2.0 * M * N * K, pairs, rep_ms)
+    return Row(f"{M}x{N}x{K}", "addmm (bias row)", "cuBLAS (torch.addmm)", *result[:3], _rel_err(ours, theirs),
+               result[3])
+
+
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
     """Benchmark every shape (B K-major, plus B row-major and the residual at 8192^3), print a table, and write
     bench/results/NAME.json."""
@@ -98,6 +112,7 @@ def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DI
     rows = [bench_matmul(M, N, K, "kmajor", pairs, rep_ms) for M, N, K in SHAPES]
     rows.append(bench_matmul(8192, 8192, 8192, "rowmajor", pairs, rep_ms))
     rows += bench_residual(8192, 8192, 8192, pairs, rep_ms)
+    rows.append(bench_bias(8192, 8192, 8192, pairs, rep_ms))
     record = {
         "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe", *sys.argv[1:]]),
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
