@@ -11,7 +11,8 @@ import ast
 import itertools
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from triton.language.core import _unwrap_if_constexpr
@@ -76,6 +77,7 @@ class Session:
 
 _tokens = itertools.count(1)
 _sessions: list[Session] = []
+_recordings: list[list[Session]] = []
 
 
 def _session() -> Session | None:
@@ -90,6 +92,19 @@ def begin_session() -> Session:
 
 def end_session(session: Session) -> None:
     _sessions.remove(session)
+    for sessions in _recordings:
+        sessions.append(session)
+
+
+@contextmanager
+def recording() -> Iterator[list[Session]]:
+    """Collect every session that ends inside the block (tilepipe.checker compares them with its declarations)."""
+    sessions: list[Session] = []
+    _recordings.append(sessions)
+    try:
+        yield sessions
+    finally:
+        _recordings.remove(sessions)
 
 
 def set_role(name: str | None) -> None:

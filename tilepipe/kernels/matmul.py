@@ -41,7 +41,8 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
                     c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
                     pipelines=SmemPipelineBundleNoClc(
                         InputPipelineStorage(stages),
-                        OutputPipelineStorage(c_stages, producer_proxy="generic", consumer_proxy="async"),
+                        OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
+                                              consumer_proxy="async"),
                         epi_load=sources))
     if has_c:
         storages["load_order"] = LoadOrderBarrierStorage()

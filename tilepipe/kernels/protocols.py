@@ -1,0 +1,82 @@
+"""The shipped kernels' protocols, declared for tilepipe.checker: each role's program over the pipelines its storage
+declares, in warp_specialize partition order.
+
+The pipelines (stages, arrival counts, producer and consumer role names) come from each kernel's own storage
+declaration (`matmul_plan`, `wgmma_plan`); the stress kernel creates its pipeline with
+`ProducerConsumerPipeline.create`, mirrored here as the equivalent `BarrierPair`. `check(..., trace=True)` compares
+every declaration with what tracing the kernel records, so a role's pipelines and sides cannot drift silently.
+"""
+
+from tilepipe import ops
+from tilepipe.checker import Drain, Flush, Protocol, Role, consume, loop, produce, trip_cases, wait_filled
+from tilepipe.kernels import pipeline_demo
+from tilepipe.kernels.matmul import matmul_plan, matmul_spec
+from tilepipe.storage import BarrierPair
+
+STRESS_STAGES = (1, 2, 4, 8)  # what tests/test_pipeline.py compiles and tests/gpu runs
+WGMMA_STAGES = (2, 4, 8)
+
+
+def matmul_roles(has_c: bool) -> tuple[Role, ...]:
+    """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each."""
+    with_c = (lambda *ops: ops) if has_c else (lambda *ops: ())
+    mma = Role("mma", "mma_role", (
+        loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"),
+             *produce("output", *with_c(*wait_filled("epi_load")))),
+        Drain("output")), release_lag=(("input", 1), ))
+    load = Role("load", "load_role", (
+        loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
+        Drain("input"), *with_c(Drain("load_order"))))
+    store = Role("store", "store_role", (loop("tile", "tiles", *consume("output", *with_c(*consume("epi_load")))), ))
+    epilogue_load = Role("epilogue_load", "epilogue_load_role", (
+        loop("tile", "tiles", *consume("load_order"), *produce("epi_load")), Drain("epi_load")))
+    return (mma, load, store) + ((epilogue_load, ) if has_c else ())
+
+
+def matmul_configs() -> dict[str, ops.MatmulConfig]:
+    """Every configuration tilepipe.ops declares, once each (aliases joined in the name)."""
+    names: dict[ops.MatmulConfig, list[str]] = {}
+    for name, value in vars(ops).items():
+        if isinstance(value, ops.MatmulConfig):
+            names.setdefault(value, []).append(name)
+    return {"/".join(found): cfg for cfg, found in names.items()}
+
+
+def matmul_protocol(name: str, cfg: ops.MatmulConfig, has_c: bool) -> Protocol:
+    plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp16", "fp16", True,
+                          has_c)
+    return Protocol("matmul" + (" +C" if has_c else ""), f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
+                    tuple(storage for _, storage in plan.storages), matmul_roles(has_c),
+                    trip_cases(tiles=(1, 3), k=(1, cfg.stages + 1)),
+                    lambda: matmul_spec(cfg, "fp16", "fp16", True, has_c))
+
+
+def stress_protocol(stages: int, consumers: int) -> Protocol:
+    """pipeline_demo.stress_kernel: one producer, `consumers` consumer roles, one item per loop trip."""
+    names = [f"consumer{i}" for i in range(consumers)]
+    ring = BarrierPair(stages, "stress", "producer", "+".join(names), 1, consumers, "generic", "generic")
+    items = lambda *ops: loop("item", "items", *ops)
+    roles = [Role("consumer0", "stress_default_one", (items(*consume("stress")), )),
+             Role("producer", "stress_producer", (items(*produce("stress")), Drain("stress")))]
+    roles += [Role(name, "stress_consumer", (items(*consume("stress")), )) for name in names[1:]]
+    return Protocol("pipeline_demo stress", f"stages={stages} consumers={consumers}", (ring, ), tuple(roles),
+                    trip_cases(items=(1, stages + 1, 2 * stages + 1)),
+                    lambda: pipeline_demo.stress_spec("handles", stages, consumers))
+
+
+def wgmma_protocol(stages: int) -> Protocol:
+    """pipeline_demo.wgmma_kernel: TMA loader -> async wgmma consumer with a release lag of 1."""
+    plan = pipeline_demo.wgmma_plan.fn(stages, [128, 64], [64, 64], "fp16")
+    mma = Role("mma", "wgmma_consumer", (loop("tile", "tiles", loop("k", "k", *consume("operands")),
+                                              Flush("operands")), ), release_lag=(("operands", 1), ))
+    load = Role("load", "wgmma_loader", (loop("tile", "tiles", loop("k", "k", *produce("operands"))),
+                                         Drain("operands")))
+    return Protocol("pipeline_demo wgmma", f"stages={stages}", tuple(storage for _, storage in plan.storages),
+                    (mma, load), trip_cases(tiles=(1, 3), k=(1, stages + 1)), lambda: pipeline_demo.wgmma_spec(stages))
+
+
+def shipped_protocols() -> list[Protocol]:
+    """Matmul with and without C in every tilepipe.ops configuration, the stress kernel and the wgmma kernel."""
+    protocols = [matmul_protocol(name, cfg, has_c) for name, cfg in matmul_configs().items() for has_c in (False, True)]
+    protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
+    return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
