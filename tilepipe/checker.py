@@ -164,6 +164,8 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Finding:
+    """One problem: its kind (KINDS), the role and pipeline it names, the stage and the barrier phase the role means
+    (-1: the fresh barrier a first-lap producer waits on), the loop iteration, the trip counts, the interleaving."""
     kind: str
     role: str
     pipeline: str
@@ -260,6 +262,7 @@ class _Cursor:
         self.fills = [0] * model.stages  # producer: times this role filled each stage
         self.seen = [0] * model.stages  # consumer: times this role acquired each stage
         self.held: list[tuple[int, int]] = []  # consumer: (stage, lap) acquired and not released yet
+        self.filling: list[int] = []  # producer: stages acquired and not signalled yet
 
     def step(self) -> None:
         self.index += 1
@@ -305,12 +308,17 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int]) -> 
     """The role's shared-memory actions in program order, each with the barrier, parity and phase it means."""
     lags = dict(role.release_lag)
     cursors = {name: _Cursor(model, lags.get(name, 0)) for name, model in barriers.pipelines.items()}
+    # a producer that acquires must signal once per acquisition; one that never acquires only signals (a one-way
+    # barrier), and means the next phase each time
+    acquiring = {op.pipeline for op in _ops(role.program) if isinstance(op, Wait) and op.side == "producer"}
     steps: list[_WaitStep | _ArriveStep] = []
 
     def wait(op: Wait, cur: _Cursor, where: str, drain: bool = False) -> None:
         s = cur.index
         if op.side == "producer":
             barrier, parity, target = barriers.empty(op.pipeline, s), cur.phase ^ 1, cur.fills[s]
+            if not drain:
+                cur.filling.append(s)
         else:
             barrier, parity, target = barriers.full(op.pipeline, s), cur.phase, cur.seen[s] + 1
             if op.hold:
@@ -337,8 +345,13 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int]) -> 
                 cur.step()
         elif op.side == "producer":
             s = cur.index
-            steps.append(_ArriveStep(((barriers.full(op.pipeline, s), cur.fills[s]), ), op.pipeline, s, where))
-            cur.fills[s] += 1
+            holds = op.pipeline not in acquiring or s in cur.filling
+            steps.append(_ArriveStep(((barriers.full(op.pipeline, s), cur.fills[s] if holds else None), ),
+                                     op.pipeline, s, where))
+            if holds:
+                cur.fills[s] += 1
+                if s in cur.filling:
+                    cur.filling.remove(s)
         else:
             arrive(op.pipeline, cur.release_slots(), cur, where)
     return steps
@@ -356,10 +369,15 @@ def _consumed(role: Role, barriers: _Barriers, params: dict[str, int]) -> dict[i
 # ---- exploration -------------------------------------------------------------------------------------------------
 
 
+def _meant(target: int) -> str:
+    """What a wait that means `target` completed phases waits for."""
+    return f"for phase {target - 1}" if target else "a fresh barrier: passes at once"
+
+
 def _describe_step(role: str, step: _WaitStep | _ArriveStep, barriers: _Barriers) -> str:
     if isinstance(step, _WaitStep):
         pipe, kind, s = barriers.describe(step.barrier)
-        what = f"wait {pipe}.{kind}[{s}] parity {step.parity} (for phase {step.target - 1})"
+        what = f"wait {pipe}.{kind}[{s}] parity {step.parity} ({_meant(step.target)})"
     else:
         what = "arrive " + ", ".join("{0}.{1}[{2}]".format(*barriers.describe(b)) for b, _ in step.arrivals)
     return f"{role}: {what}" + (f" ({step.where})" if step.where else "")
@@ -444,7 +462,7 @@ class _Explorer:
         seen = ("a phase before the one it waits for (the stage is not ready)" if done < step.target else
                 f"{done - step.target} phase(s) beyond it (lapped)")
         message = (f"parity-{step.parity} wait on {pipe}.{kind}[{s}] passes at {done} completed phase(s) but means "
-                   f"phase {step.target - 1}: it sees {seen}")
+                   f"{step.target} ({_meant(step.target)}): it sees {seen}")
         self._report("phase-aliasing", r, pipe, message, state, step, s, step.target - 1, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
 
@@ -452,7 +470,8 @@ class _Explorer:
                       arrived: int) -> None:
         pipe, kind, s = self.barriers.describe(barrier)
         if intent is None:
-            message = f"arrives on {pipe}.{kind}[{s}] for a stage it does not hold"
+            message = (f"arrives on {pipe}.{kind}[{s}] for a stage it does not hold (a second signal, or one "
+                       "without acquiring the stage)")
         else:
             message = (f"arrival on {pipe}.{kind}[{s}] means phase {intent} but lands in phase {done} "
                        f"({arrived} of {self.counts[barrier]} arrivals there already)")
@@ -590,16 +609,16 @@ def _drift_findings(protocol: Protocol) -> list[Finding]:
     signals = {(role, pipe, barrier) for s in sessions for (pipe, barrier), roles in s.signals.items()
                for role in roles}
     want_stages, want_signals = _declared_records(protocol)
+    names = {f"{role.function} (partition {i})": role.name for i, role in enumerate(protocol.roles)}
     findings = []
-    for what, got, want in (("acquires a {1} stage of", stages, want_stages),
-                            ("signals the {2} barriers of", signals, want_signals)):
+    for got, want, describe in (
+            (stages, want_stages, lambda role, side, pipe: (pipe, f"{role} acquires {side} stages of '{pipe}'")),
+            (signals, want_signals, lambda role, pipe, barrier: (pipe, f"{role} signals the '{barrier}' barriers "
+                                                                       f"of '{pipe}'"))):
         for record in sorted(got ^ want):
-            pipeline = record[2] if what.startswith("acquires") else record[1]
-            fields = (record[0], record[1], record[2])
-            verb = what.format(*fields)
-            said = "the kernel " if record in got else "the declaration "
-            other = "the declaration does not" if record in got else "the traced kernel does not"
-            findings.append(Finding("drift", record[0], pipeline, f"{said}{verb} '{pipeline}'; {other}"))
+            pipeline, what = describe(*record)
+            where = "the traced kernel, not in the declaration" if record in got else "the declaration only"
+            findings.append(Finding("drift", names.get(record[0], record[0]), pipeline, f"{what}: in {where}"))
     models = protocol.pipelines
     for session in sessions:
         for pipe, (producers, consumers) in session.declared.items():

@@ -1,0 +1,189 @@
+"""The CPU protocol checker: every shipped kernel passes, and seeded protocol bugs are caught with the right diagnosis."""
+
+from dataclasses import replace
+
+import pytest
+
+from tilepipe import ops
+from tilepipe.checker import (Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, check_shipped_kernels, consume,
+                              format_results, loop, produce, trip_cases, wait_filled)
+from tilepipe.kernels.protocols import matmul_configs, matmul_protocol, stress_protocol, wgmma_protocol
+from tilepipe.storage import BarrierPair, SmemPipelineBundle
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return check_shipped_kernels()
+
+
+def matmul_c() -> object:
+    return matmul_protocol("MEDIUM", ops.MEDIUM, has_c=True)
+
+
+def role(protocol, name: str):
+    return next(r for r in protocol.roles if r.name == name)
+
+
+def with_role(protocol, new_role):
+    """`protocol` with the role of the same name replaced."""
+    return replace(protocol, roles=tuple(new_role if r.name == new_role.name else r for r in protocol.roles))
+
+
+def rewrite(old_role, edit):
+    """The role with every op (inside loops too) replaced by the ops `edit(op)` returns."""
+    def walk(program):
+        out = []
+        for op in program:
+            out += [replace(op, body=walk(op.body))] if isinstance(op, Loop) else list(edit(op))
+        return tuple(out)
+    return replace(old_role, program=walk(old_role.program))
+
+
+def with_pipeline(protocol, name: str, **changes):
+    """`protocol` with the storage of pipeline `name` changed (inside bundles too)."""
+    def edit(storage):
+        if isinstance(storage, BarrierPair) and storage.name == name:
+            return replace(storage, **changes)
+        if isinstance(storage, SmemPipelineBundle):
+            return replace(storage, **{member: edit(value) for member, value in storage.members()})
+        return storage
+    return replace(protocol, storages=tuple(edit(s) for s in protocol.storages))
+
+
+def only(result, kind: str):
+    """The findings of `kind`, after checking that the result has some."""
+    found = [f for f in result.findings if f.kind == kind]
+    assert found, f"expected a {kind} finding:\n{format_results([result])}"
+    return found
+
+
+def test_every_shipped_kernel_passes(shipped):
+    assert all(r.ok for r in shipped), format_results(shipped)
+    assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
+    kernels = {r.kernel for r in shipped}
+    assert kernels == {"matmul", "matmul +C", "pipeline_demo stress", "pipeline_demo wgmma"}
+    configs = {r.config.split()[0] for r in shipped if r.kernel.startswith("matmul")}
+    assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
+
+
+def test_format_results_lists_every_config_and_finding(shipped):
+    text = format_results(shipped)
+    assert text.splitlines()[0].split() == ["kernel", "config", "cases", "states", "traced", "result"]
+    assert text.count(" ok") == len(shipped)
+    buggy = check(with_pipeline(matmul_c(), "input", consumer_arrivals=2))
+    text = format_results([buggy])
+    assert "deadlock: role 'load', pipeline 'input'" in text and "interleaving" in text
+
+
+def test_wrong_arrive_count_deadlocks_the_producer():
+    """The input pipeline declares 2 consumer arrivals, but only the mma role releases."""
+    result = check(with_pipeline(matmul_c(), "input", consumer_arrivals=2))
+    found = only(result, "deadlock")[0]
+    assert (found.role, found.pipeline) == ("load", "input")
+    assert "1 of 2 arrivals" in found.message
+
+
+@pytest.mark.parametrize("bug", ["store skips sources.release()", "mma skips flush_releases()"])
+def test_missing_release_deadlocks_the_producer(bug):
+    protocol = matmul_c()
+    if bug.startswith("store"):
+        pipeline, producer = "epi_load", "epilogue_load"
+        buggy = rewrite(role(protocol, "store"), lambda op: () if op == Signal("epi_load", "consumer") else (op, ))
+    else:
+        pipeline, producer = "input", "load"
+        buggy = rewrite(role(protocol, "mma"), lambda op: () if isinstance(op, Flush) else (op, ))
+    found = only(check(with_role(protocol, buggy)), "deadlock")
+    assert {(f.role, f.pipeline) for f in found} == {(producer, pipeline)}
+    assert "0 more to come from any role" in found[0].message
+
+
+def test_producer_iterating_once_more_never_drains():
+    protocol = wgmma_protocol(4)
+    load = role(protocol, "load")
+    load = replace(load, program=(replace(load.program[0], body=(replace(load.program[0].body[0], count="k_load"), )),
+                                  *load.program[1:]))
+    result = check(replace(with_role(protocol, load), cases=trip_cases(tiles=(2, ), k=(2, ), k_load=(3, ))))
+    found = only(result, "deadlock")[0]
+    assert (found.role, found.pipeline, found.iteration) == ("load", "operands", "drain")
+    assert "finished: mma" in found.message
+
+
+def test_consumer_iterating_once_more_starves():
+    protocol = stress_protocol(2, 1)
+    consumer = replace(role(protocol, "consumer0"), program=(loop("item", "consumer_items", *consume("stress")), ))
+    result = check(replace(with_role(protocol, consumer), cases=trip_cases(items=(3, ), consumer_items=(4, ))))
+    found = only(result, "deadlock")[0]
+    assert (found.role, found.pipeline, found.iteration) == ("consumer0", "stress", "item 3")
+
+
+def test_consumer_waiting_on_the_wrong_parity_is_phase_aliasing():
+    protocol = matmul_c()
+    mma = rewrite(role(protocol, "mma"),
+                  lambda op: (replace(op, flip=True), ) if op == Wait("input", "consumer") else (op, ))
+    found = only(check(with_role(protocol, mma)), "phase-aliasing")[0]
+    assert (found.role, found.pipeline, found.stage, found.phase) == ("mma", "input", 0, 0)
+    assert "not ready" in found.message
+
+
+def test_one_way_barrier_lets_the_producer_lap_its_waiter():
+    """load_order as a single signal-only barrier (no empty wait, no drain): the load role runs two tiles ahead."""
+    protocol = matmul_c()
+    load = rewrite(role(protocol, "load"),
+                   lambda op: () if op in (Wait("load_order", "producer"), Drain("load_order")) else (op, ))
+
+    def look_only(op):
+        if op == Wait("load_order", "consumer"):
+            return wait_filled("load_order")[:1]
+        return () if op == Signal("load_order", "consumer") else (op, )
+
+    waiter = rewrite(role(protocol, "epilogue_load"), look_only)
+    buggy = replace(with_role(with_role(protocol, load), waiter), cases=trip_cases(tiles=(5, ), k=(1, )))
+    found = only(check(buggy), "phase-aliasing")[0]
+    assert (found.role, found.pipeline) == ("epilogue_load", "load_order")
+    assert "beyond it (lapped)" in found.message
+
+
+def test_more_arrivals_than_declared_is_over_arrival():
+    """Two consumer roles release the stress ring, but it declares one consumer arrival per phase."""
+    protocol = with_pipeline(stress_protocol(2, 2), "stress", consumer_arrivals=1)
+    found = only(check(protocol), "over-arrival")
+    assert {(f.role, f.pipeline) for f in found} == {("consumer0", "stress"), ("consumer1", "stress")}
+    assert "lands in phase 1" in found[0].message
+
+
+def test_signalling_a_stage_twice_is_over_arrival():
+    protocol = matmul_c()
+    mma = rewrite(role(protocol, "mma"),
+                  lambda op: (op, op) if op == Signal("output", "producer") else (op, ))
+    found = only(check(with_role(protocol, mma)), "over-arrival")[0]
+    assert (found.role, found.pipeline, found.stage) == ("mma", "output", 0)
+    assert "does not hold" in found.message
+
+
+def test_release_lag_on_one_stage_deadlocks():
+    found = only(check(wgmma_protocol(1)), "deadlock")[0]
+    assert (found.role, found.pipeline) == ("mma", "operands")
+
+
+def test_role_signalling_a_side_the_storage_gives_another_role():
+    protocol = with_pipeline(matmul_c(), "output", consumer="epilogue")
+    found = only(check(protocol), "declaration")[0]
+    assert (found.role, found.pipeline) == ("store", "output")
+
+
+def test_declaration_that_drifted_from_the_kernel_is_caught_by_tracing():
+    """The kernel's store role releases the epilogue-load stages; a declaration that forgets it disagrees."""
+    protocol = matmul_c()
+    store = rewrite(role(protocol, "store"), lambda op: () if op.pipeline == "epi_load" else (op, ))
+    found = only(check(with_role(protocol, store), trace=True), "drift")
+    assert {(f.role, f.pipeline) for f in found} == {("store", "epi_load")}
+    assert all("in the traced kernel, not in the declaration" in f.message for f in found)
+
+
+def test_one_stage_ring_explores_every_interleaving():
+    """Producer and consumer strictly alternate on one stage: one state per step, 4 steps per item plus the drain."""
+    roles = (Role("p", "p", (loop("i", "n", *produce("ring")), Drain("ring"))),
+             Role("c", "c", (loop("i", "n", *consume("ring")), )))
+    result = check(Protocol("ring", "1 stage", (BarrierPair(1, "ring", "p", "c"), ), roles, trip_cases(n=(1, 2, 3))))
+    assert result.ok and result.cases == 3
+    assert result.states == sum(4 * n + 2 for n in (1, 2, 3))
