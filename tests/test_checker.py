@@ -187,3 +187,21 @@ def test_one_stage_ring_explores_every_interleaving():
     result = check(Protocol("ring", "1 stage", (BarrierPair(1, "ring", "p", "c"), ), roles, trip_cases(n=(1, 2, 3))))
     assert result.ok and result.cases == 3
     assert result.states == sum(4 * n + 2 for n in (1, 2, 3))
+
+
+def test_matmul_protocol_holds_for_other_stage_counts():
+    """Two input and two output stages pass; one input stage cannot carry the mma role's release lag."""
+    two = check(matmul_protocol("two", ops.MatmulConfig(128, 128, 64, stages=2, c_stages=2), has_c=True))
+    assert two.ok, format_results([two])
+    one = check(matmul_protocol("one", ops.MatmulConfig(128, 128, 64, stages=1), has_c=False))
+    assert {(f.kind, f.role, f.pipeline) for f in one.findings} == {("deadlock", "mma", "input")}
+
+
+def test_undrained_extra_item_is_a_leftover():
+    """Without a drain, a producer's extra item ends the kernel filled and never consumed."""
+    protocol = stress_protocol(2, 1)
+    producer = replace(role(protocol, "producer"), program=(loop("item", "produced", *produce("stress")), ))
+    result = check(replace(with_role(protocol, producer), cases=trip_cases(items=(2, ), produced=(3, ))))
+    found = only(result, "leftover")[0]
+    assert (found.role, found.pipeline, found.stage) == ("consumer0", "stress", 0)
+    assert "never saw" in found.message

@@ -47,7 +47,7 @@ def matmul_protocol(name: str, cfg: ops.MatmulConfig, has_c: bool) -> Protocol:
                           has_c)
     return Protocol("matmul" + (" +C" if has_c else ""), f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
                     tuple(storage for _, storage in plan.storages), matmul_roles(has_c),
-                    trip_cases(tiles=(1, 3), k=(1, cfg.stages + 1)),
+                    trip_cases(tiles=(1, 2, 3), k=(1, cfg.stages, cfg.stages + 1)),
                     lambda: matmul_spec(cfg, "fp16", "fp16", True, has_c))
 
 
@@ -72,7 +72,7 @@ def wgmma_protocol(stages: int) -> Protocol:
     load = Role("load", "wgmma_loader", (loop("tile", "tiles", loop("k", "k", *produce("operands"))),
                                          Drain("operands")))
     return Protocol("pipeline_demo wgmma", f"stages={stages}", tuple(storage for _, storage in plan.storages),
-                    (mma, load), trip_cases(tiles=(1, 3), k=(1, stages + 1)), lambda: pipeline_demo.wgmma_spec(stages))
+                    (mma, load), trip_cases(tiles=(1, 2, 3), k=(1, stages, stages + 1)), lambda: pipeline_demo.wgmma_spec(stages))
 
 
 def shipped_protocols() -> list[Protocol]:
