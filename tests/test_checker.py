@@ -1,4 +1,4 @@
-"""The CPU protocol checker: every shipped kernel passes, and seeded protocol bugs are caught with the right diagnosis."""
+"""The CPU protocol checker: every shipped kernel passes; seeded protocol bugs are caught with the right diagnosis."""
 
 from dataclasses import replace
 
@@ -205,3 +205,13 @@ def test_undrained_extra_item_is_a_leftover():
     found = only(result, "leftover")[0]
     assert (found.role, found.pipeline, found.stage) == ("consumer0", "stress", 0)
     assert "never saw" in found.message
+
+
+def test_release_never_flushed_without_a_drain_is_a_leftover():
+    """A lagged consumer that skips flush_releases() ends holding its last stage; without a drain nothing hangs."""
+    protocol = wgmma_protocol(2)
+    mma = rewrite(role(protocol, "mma"), lambda op: () if isinstance(op, Flush) else (op, ))
+    load = rewrite(role(protocol, "load"), lambda op: () if isinstance(op, Drain) else (op, ))
+    found = only(check(with_role(with_role(protocol, mma), load)), "leftover")
+    assert {(f.role, f.pipeline) for f in found} == {("mma", "operands")}
+    assert "without releasing it" in found[0].message

@@ -176,6 +176,10 @@ class Finding:
     case: str = ""
     trace: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}; expected one of {KINDS}")
+
     def __str__(self) -> str:
         where = f"stage {self.stage} phase {self.phase}" if self.stage is not None else ""
         head = f"{self.kind}: role '{self.role}', pipeline '{self.pipeline}' {where} {self.iteration}".rstrip()
@@ -187,6 +191,7 @@ class Finding:
 
 @dataclass
 class CheckResult:
+    """One kernel configuration checked: how many trip-count cases and states were explored, and what was found."""
     kernel: str
     config: str
     cases: int = 0
@@ -304,8 +309,10 @@ def _iterations(program: Sequence[Op], params: dict[str, int], context: tuple[st
             yield op, " ".join(context)
 
 
-def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int]) -> list[_WaitStep | _ArriveStep]:
-    """The role's shared-memory actions in program order, each with the barrier, parity and phase it means."""
+def _concrete_steps(role: Role, barriers: _Barriers,
+                    params: dict[str, int]) -> tuple[list[_WaitStep | _ArriveStep], list[tuple[str, int, int]]]:
+    """The role's shared-memory actions in program order, each with the barrier, parity and phase it means; and the
+    (pipeline, stage, lap) acquisitions it still holds at its end."""
     lags = dict(role.release_lag)
     cursors = {name: _Cursor(model, lags.get(name, 0)) for name, model in barriers.pipelines.items()}
     # a producer that acquires must signal once per acquisition; one that never acquires only signals (a one-way
@@ -354,13 +361,13 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int]) -> 
                     cur.filling.remove(s)
         else:
             arrive(op.pipeline, cur.release_slots(), cur, where)
-    return steps
+    return steps, [(name, stage, lap) for name, cur in cursors.items() for stage, lap in cur.held]
 
 
-def _consumed(role: Role, barriers: _Barriers, params: dict[str, int]) -> dict[int, int]:
-    """Full barrier -> how many of its phases `role` waits for over its whole program (consuming roles only)."""
+def _consumed(steps: list[_WaitStep | _ArriveStep], barriers: _Barriers) -> dict[int, int]:
+    """Full barrier -> how many of its phases a role's steps wait for (consuming roles only)."""
     seen: dict[int, int] = {}
-    for step in _concrete_steps(role, barriers, params):
+    for step in steps:
         if isinstance(step, _WaitStep) and barriers.describe(step.barrier)[1] == "full":
             seen[step.barrier] = max(seen.get(step.barrier, 0), step.target)
     return seen
@@ -389,8 +396,8 @@ class _Explorer:
     def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
         self.barriers = _Barriers(protocol.pipelines)
         self.roles = [role.name for role in protocol.roles]
-        self.programs = [_concrete_steps(role, self.barriers, params) for role in protocol.roles]
-        self.consumed = [_consumed(role, self.barriers, params) for role in protocol.roles]
+        self.programs, self.unreleased = zip(*(_concrete_steps(role, self.barriers, params) for role in protocol.roles))
+        self.consumed = [_consumed(steps, self.barriers) for steps in self.programs]
         self.counts = self.barriers.counts()
         self.case = ", ".join(f"{k}={v}" for k, v in params.items())
         self.parent: dict[tuple, tuple | None] = {}
@@ -416,7 +423,8 @@ class _Explorer:
                     self.parent[nxt] = (state, r)
                     queue.append(nxt)
                     if len(self.parent) > MAX_STATES:
-                        raise RuntimeError(f"more than {MAX_STATES} states in case {self.case}: use smaller trip counts")
+                        raise RuntimeError(f"more than {MAX_STATES} states in case {self.case}: use smaller "
+                                           "trip counts")
             if not moved:
                 self._terminal(state)
         return len(self.parent)
@@ -450,8 +458,8 @@ class _Explorer:
             state = prev
         return tuple(reversed(steps))
 
-    def _report(self, kind: str, r: int, pipeline: str, message: str, state: tuple, step=None, stage=None,
-                phase=None, where: str = "", last: str | None = None) -> None:
+    def _report(self, kind: str, r: int, pipeline: str, message: str, state: tuple, stage: int | None = None,
+                phase: int | None = None, where: str = "", last: str | None = None) -> None:
         key = (kind, self.roles[r], pipeline)
         if key not in self.findings:
             self.findings[key] = Finding(kind, self.roles[r], pipeline, message, stage, phase, where, self.case,
@@ -463,7 +471,7 @@ class _Explorer:
                 f"{done - step.target} phase(s) beyond it (lapped)")
         message = (f"parity-{step.parity} wait on {pipe}.{kind}[{s}] passes at {done} completed phase(s) but means "
                    f"{step.target} ({_meant(step.target)}): it sees {seen}")
-        self._report("phase-aliasing", r, pipe, message, state, step, s, step.target - 1, step.where,
+        self._report("phase-aliasing", r, pipe, message, state, s, step.target - 1, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
 
     def _over_arrival(self, state: tuple, r: int, step: _ArriveStep, barrier: int, intent: int | None, done: int,
@@ -475,7 +483,7 @@ class _Explorer:
         else:
             message = (f"arrival on {pipe}.{kind}[{s}] means phase {intent} but lands in phase {done} "
                        f"({arrived} of {self.counts[barrier]} arrivals there already)")
-        self._report("over-arrival", r, pipe, message, state, step, s, intent, step.where,
+        self._report("over-arrival", r, pipe, message, state, s, intent, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
 
     def _terminal(self, state: tuple) -> None:
@@ -491,6 +499,10 @@ class _Explorer:
                 self._report("leftover", last, pipe, f"{pipe}.{kind}[{s}] ends with phase {completed[barrier]} "
                              f"part-arrived: {count} of {self.counts[barrier]} arrivals", state, stage=s,
                              phase=completed[barrier])
+        for r, held in enumerate(self.unreleased):
+            for pipe, s, lap in held:
+                self._report("leftover", r, pipe, f"ends holding stage {s} (lap {lap}) without releasing it", state,
+                             stage=s, phase=lap)
         for r, consumed in enumerate(self.consumed):
             for barrier, seen in consumed.items():
                 if completed[barrier] > seen:
@@ -525,7 +537,7 @@ class _Explorer:
         finished = [name for i, name in enumerate(self.roles) if i not in blocked]
         message = ("no role can move" + (f" (finished: {', '.join(finished)})" if finished else "") + "; " +
                    "; ".join(lines))
-        self._report("deadlock", r, pipe, message, state, step, s, step.target - 1,
+        self._report("deadlock", r, pipe, message, state, s, step.target - 1,
                      "drain" if step.drain else step.where)
 
 
@@ -577,7 +589,7 @@ def _declared_records(protocol: Protocol) -> tuple[set, set]:
 
 
 def trace_sessions(spec) -> list:
-    """Trace a KernelSpec's kernel in this process (to TTIR, no GPU) and return its recorded warp_specialize sessions."""
+    """Trace a KernelSpec's kernel in this process (to TTIR, no GPU); returns its recorded warp_specialize sessions."""
     import importlib
 
     from triton.backends.compiler import GPUTarget

@@ -11,15 +11,24 @@ from tilepipe import ops
 from tilepipe.checker import Drain, Flush, Protocol, Role, consume, loop, produce, trip_cases, wait_filled
 from tilepipe.kernels import pipeline_demo
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.storage import BarrierPair
+from tilepipe.storage import BarrierPair, SmemPlan, Storage
 
 STRESS_STAGES = (1, 2, 4, 8)  # what tests/test_pipeline.py compiles and tests/gpu runs
 WGMMA_STAGES = (2, 4, 8)
 
 
+def tile_cases(stages: int):
+    """1 to 3 tiles of 1, `stages` and `stages + 1` k-steps: first laps, wrap-around and tile boundaries."""
+    return trip_cases(tiles=(1, 2, 3), k=(1, stages, stages + 1))
+
+
+def plan_storages(plan: SmemPlan) -> tuple[Storage, ...]:
+    return tuple(storage for _, storage in plan.storages)
+
+
 def matmul_roles(has_c: bool) -> tuple[Role, ...]:
     """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each."""
-    with_c = (lambda *ops: ops) if has_c else (lambda *ops: ())
+    with_c = (lambda *body: body) if has_c else (lambda *body: ())
     mma = Role("mma", "mma_role", (
         loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"),
              *produce("output", *with_c(*wait_filled("epi_load")))),
@@ -43,11 +52,11 @@ def matmul_configs() -> dict[str, ops.MatmulConfig]:
 
 
 def matmul_protocol(name: str, cfg: ops.MatmulConfig, has_c: bool) -> Protocol:
+    """matmul_kernel in one configuration, its pipelines from `matmul_plan` (dtypes and B's layout do not matter)."""
     plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp16", "fp16", True,
                           has_c)
     return Protocol("matmul" + (" +C" if has_c else ""), f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
-                    tuple(storage for _, storage in plan.storages), matmul_roles(has_c),
-                    trip_cases(tiles=(1, 2, 3), k=(1, cfg.stages, cfg.stages + 1)),
+                    plan_storages(plan), matmul_roles(has_c), tile_cases(cfg.stages),
                     lambda: matmul_spec(cfg, "fp16", "fp16", True, has_c))
 
 
@@ -55,7 +64,7 @@ def stress_protocol(stages: int, consumers: int) -> Protocol:
     """pipeline_demo.stress_kernel: one producer, `consumers` consumer roles, one item per loop trip."""
     names = [f"consumer{i}" for i in range(consumers)]
     ring = BarrierPair(stages, "stress", "producer", "+".join(names), 1, consumers, "generic", "generic")
-    items = lambda *ops: loop("item", "items", *ops)
+    items = lambda *body: loop("item", "items", *body)
     roles = [Role("consumer0", "stress_default_one", (items(*consume("stress")), )),
              Role("producer", "stress_producer", (items(*produce("stress")), Drain("stress")))]
     roles += [Role(name, "stress_consumer", (items(*consume("stress")), )) for name in names[1:]]
@@ -71,8 +80,8 @@ def wgmma_protocol(stages: int) -> Protocol:
                                               Flush("operands")), ), release_lag=(("operands", 1), ))
     load = Role("load", "wgmma_loader", (loop("tile", "tiles", loop("k", "k", *produce("operands"))),
                                          Drain("operands")))
-    return Protocol("pipeline_demo wgmma", f"stages={stages}", tuple(storage for _, storage in plan.storages),
-                    (mma, load), trip_cases(tiles=(1, 2, 3), k=(1, stages, stages + 1)), lambda: pipeline_demo.wgmma_spec(stages))
+    return Protocol("pipeline_demo wgmma", f"stages={stages}", plan_storages(plan), (mma, load), tile_cases(stages),
+                    lambda: pipeline_demo.wgmma_spec(stages))
 
 
 def shipped_protocols() -> list[Protocol]:
