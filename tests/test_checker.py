@@ -7,7 +7,7 @@ import pytest
 from tilepipe import ops
 from tilepipe.checker import (Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, check_shipped_kernels, consume,
                               format_results, loop, produce, trip_cases, wait_filled)
-from tilepipe.kernels.protocols import matmul_configs, matmul_protocol, stress_protocol, wgmma_protocol
+from tilepipe.kernels.protocols import MATMUL_VARIANTS, matmul_configs, matmul_protocol, stress_protocol, wgmma_protocol
 from tilepipe.storage import BarrierPair, SmemPipelineBundle
 
 
@@ -17,7 +17,7 @@ def shipped():
 
 
 def matmul_c() -> object:
-    return matmul_protocol("MEDIUM", ops.MEDIUM, has_c=True)
+    return matmul_protocol("MEDIUM", ops.MEDIUM, "matmul +C")
 
 
 def role(protocol, name: str):
@@ -61,7 +61,7 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {"matmul", "matmul +C", "pipeline_demo stress", "pipeline_demo wgmma"}
+    assert kernels == {*MATMUL_VARIANTS, "pipeline_demo stress", "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel.startswith("matmul")}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
 
@@ -191,9 +191,9 @@ def test_one_stage_ring_explores_every_interleaving():
 
 def test_matmul_protocol_holds_for_other_stage_counts():
     """Two input and two output stages pass; one input stage cannot carry the mma role's release lag."""
-    two = check(matmul_protocol("two", ops.MatmulConfig(128, 128, 64, stages=2, c_stages=2), has_c=True))
+    two = check(matmul_protocol("two", ops.MatmulConfig(128, 128, 64, stages=2, c_stages=2), "matmul +C"))
     assert two.ok, format_results([two])
-    one = check(matmul_protocol("one", ops.MatmulConfig(128, 128, 64, stages=1), has_c=False))
+    one = check(matmul_protocol("one", ops.MatmulConfig(128, 128, 64, stages=1)))
     assert {(f.kind, f.role, f.pipeline) for f in one.findings} == {("deadlock", "mma", "input")}
 
 

@@ -51,13 +51,23 @@ def matmul_configs() -> dict[str, ops.MatmulConfig]:
     return {"/".join(found): cfg for cfg, found in names.items()}
 
 
-def matmul_protocol(name: str, cfg: ops.MatmulConfig, has_c: bool) -> Protocol:
-    """matmul_kernel in one configuration, its pipelines from `matmul_plan` (dtypes and B's layout do not matter)."""
-    plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp16", "fp16", True,
-                          has_c)
-    return Protocol("matmul" + (" +C" if has_c else ""), f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
-                    plan_storages(plan), matmul_roles(has_c), tile_cases(cfg.stages),
-                    lambda: matmul_spec(cfg, "fp16", "fp16", True, has_c))
+MATMUL_VARIANTS = {
+    "matmul": dict(dtype="fp16", c_dtype="fp16"),
+    "matmul +C": dict(dtype="fp16", c_dtype="fp16", has_c=True),
+    "matmul +C fp32": dict(dtype="bf16", c_dtype="bf16", has_c=True, source_dtype="fp32"),  # C in its own stages
+    "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
+}
+"""matmul_kernel's protocol variants, as matmul_spec arguments (the B layout does not change the protocol)."""
+
+
+def matmul_protocol(name: str, cfg: ops.MatmulConfig, variant: str = "matmul") -> Protocol:
+    """matmul_kernel in one configuration and variant, its pipelines from `matmul_plan`."""
+    args = MATMUL_VARIANTS[variant]
+    has_c = args.get("has_c", False)
+    plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
+                          args["c_dtype"], True, has_c, args.get("source_dtype"))
+    return Protocol(variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}", plan_storages(plan),
+                    matmul_roles(has_c), tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, **args))
 
 
 def stress_protocol(stages: int, consumers: int) -> Protocol:
@@ -85,7 +95,8 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 
 def shipped_protocols() -> list[Protocol]:
-    """Matmul with and without C in every tilepipe.ops configuration, the stress kernel and the wgmma kernel."""
-    protocols = [matmul_protocol(name, cfg, has_c) for name, cfg in matmul_configs().items() for has_c in (False, True)]
+    """Every matmul variant in every tilepipe.ops configuration, the stress kernel and the wgmma kernel."""
+    protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
+                 for variant in MATMUL_VARIANTS]
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
