@@ -17,6 +17,7 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 
 from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.output import OutputTilePipeline
+from tilepipe.probe import Probe
 from tilepipe.roles import warp_specialize
 from tilepipe.scheduler import StaticTileScheduler
 from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
@@ -126,18 +127,20 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta"])  # one binary per configuration: ops.py caches it
 def matmul_kernel(a_desc, b_desc, d_desc, c_desc, M, N, K, alpha, beta, STAGES: gl.constexpr,
-                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+                  probe_buf=None, PROBE: gl.constexpr = 0):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     k_tiles = gl.cdiv(K, BK)
+    probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.probe)
     if HAS_C:
-        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate()
+        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate(probe)
         input_pipeline, output_pipeline, source_pipeline = pipelines
     else:
-        operands, c_tiles, pipelines = PLAN.allocate()
+        operands, c_tiles, pipelines = PLAN.allocate(probe)
         input_pipeline, output_pipeline = pipelines
         source_pipeline, order_pipeline = output_pipeline, output_pipeline  # never used without C
     inputs = InputTilePipeline(input_pipeline, operands, 1)
@@ -157,9 +160,10 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, M, N, K, alpha, beta, STAGES: 
                         [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 
-def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False):
-    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a)."""
+def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, probe: int = 0):
+    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a); `probe` is PROBE."""
     from tilepipe.compile import KernelSpec, tdesc_signature
+    from tilepipe.probe import buffer_signature
     from tilepipe.storage import Part
 
     def desc(dt: str, block: tuple[int, int]) -> str:
@@ -171,7 +175,8 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
                        "d_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)),
                        "c_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
                        "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr"},
+                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
+                       "probe_buf": buffer_signature(probe), "PROBE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c},
+                       "HAS_C": has_c, "PROBE": probe, **({} if probe else {"probe_buf": None})},
                       num_warps=cfg.num_warps)
