@@ -12,7 +12,7 @@ ui.perfetto.dev or chrome://tracing opens; `plot` into a PNG (matplotlib, the `p
 import json
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from tilepipe import probe as _probe
@@ -107,13 +107,14 @@ def chrome_trace(spans: list[Span], kernel: str, truncated: bool = False) -> dic
         events.append({"name": f"{s.pipeline}[{s.stage}]", "cat": "hold", "ph": "X", "ts": (s.acquired - origin) / 1e3,
                        "dur": (s.released - s.acquired) / 1e3, **common})
     summary = {"kernel": kernel, "origin_ns": origin, "truncated": truncated, "wait_fraction": wait_fractions(spans),
-               "spans": [asdict(s) for s in spans]}
+               "span_fields": [f.name for f in fields(Span)], "spans": [astuple(s) for s in spans]}
     return {"traceEvents": events, "displayTimeUnit": "ns", "tilepipe": summary}
 
 
 def spans_of(trace: dict) -> list[Span]:
     """The spans a chrome_trace JSON carries."""
-    return [Span(**s) for s in trace["tilepipe"]["spans"]]
+    names = trace["tilepipe"]["span_fields"]
+    return [Span(**dict(zip(names, row))) for row in trace["tilepipe"]["spans"]]
 
 
 def plot(spans: list[Span], path: str | Path, title: str = "", sms: int = 8) -> None:
@@ -158,7 +159,7 @@ def save(buffer, path: str | Path, kernel: str, png: bool = True) -> dict:
     spans, truncated = decode(buffer)
     trace = chrome_trace(spans, kernel, truncated)
     path = Path(path)
-    path.write_text(json.dumps(trace))
+    path.write_text(json.dumps(trace, separators=(",", ":")))
     if png:
         plot(spans, path.with_suffix(".png"), kernel)
     return {key: value for key, value in trace["tilepipe"].items() if key != "spans"}
