@@ -177,7 +177,8 @@ def _synthetic_trace(events: int = 8) -> np.ndarray:
     """Two programs on SMs 5 and 9; mma waits 30 ns then holds 70 ns per input stage; load waits 10 ns, holds 20."""
     buffer = np.zeros((2, probe.MAX_ROLES, probe.MAX_PIPELINES, events + 1, probe.TRACE_WORDS), np.int64)
     for program, sm in enumerate((5, 9)):
-        for partition, role, side, wait, hold in ((0, "mma", probe.CONSUMER, 30, 70), (1, "load", probe.PRODUCER, 10, 20)):
+        roles = ((0, "mma", probe.CONSUMER, 30, 70), (1, "load", probe.PRODUCER, 10, 20))
+        for partition, role, side, wait, hold in roles:
             buffer[program, partition, 0, 0] = probe.pack_name("input", 64) + probe.pack_name(role, 64)
             t = 1_000_000 + 7 * program
             for i in range(4):

@@ -32,6 +32,9 @@ partition-wide bar.sync); a TMA `expect` is one arrival. So `producer_arrivals` 
 `consumer_arrivals` count roles, and `tilepipe.roles.warp_specialize` checks them against the roles
 that actually signal each barrier while tracing.
 
+**Probes.** A pipeline carries a `tilepipe.probe.Probe`: off by default (no code at all), it records every
+wait in debug mode (progress records the hang watchdog reads) or trace mode (timestamps for a timeline).
+
 **Try-acquire.** Gluon 3.6 has no `mbarrier.test_wait`/`try_wait` builtin, and inline PTX cannot
 reach a barrier: `inline_asm_elementwise` takes register tensors only and no 3.6 op turns a shared
 memory descriptor into an address. `try_wait_*` therefore answers "not ready" (always correct,

@@ -54,7 +54,8 @@ def runs():
 @pytest.mark.parametrize("case", HANGS, ids=" ".join)
 def test_hang_is_reported_with_the_stuck_role_and_pipeline(runs, case):
     run = runs[case]
-    assert run.status == "failed" and run.returncode == HANG_EXIT_CODE, f"{run.status}, {run.returncode}:\n{run.output[-3000:]}"
+    assert run.status == "failed" and run.returncode == HANG_EXIT_CODE, \
+        f"{run.status}, exit code {run.returncode}:\n{run.output[-3000:]}"
     assert run.seconds < TIMEOUT_S / 2
     assert "tilepipe debug: kernel 'ring_kernel' made no progress for" in run.output
     assert "stuck roles: consumer, producer" in run.output
