@@ -73,6 +73,7 @@ class Session:
     # (pipeline name, "full" | "empty") -> {role: first line that signalled}
     signals: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     declared: dict[str, tuple[int, int]] = field(default_factory=dict)
+    pipelines: dict[str, int] = field(default_factory=dict)  # pipeline name -> number in probe trace buffers
 
 
 _tokens = itertools.count(1)
@@ -121,6 +122,14 @@ def record_signal(pipeline: str, barrier: str, producer_arrivals: int, consumer_
         pipeline = _unwrap_if_constexpr(pipeline)
         session.declared[pipeline] = (_unwrap_if_constexpr(producer_arrivals), _unwrap_if_constexpr(consumer_arrivals))
         session.signals.setdefault((pipeline, barrier), {}).setdefault(session.role, source_line(semantic))
+
+
+def pipeline_number(name: str) -> int:
+    """A number for pipeline `name`, the same for every role of the kernel being traced (0, 1, ... by first use)."""
+    session = _session()
+    if session is None:
+        raise ProtocolError(f"pipeline '{name}' is probed outside tilepipe.roles.warp_specialize")
+    return session.pipelines.setdefault(name, len(session.pipelines))
 
 
 def open_stage(side: str, pipeline: str, semantic) -> StageToken:

@@ -1,5 +1,6 @@
 """Torch-facing functions: validate tensors, choose a configuration, build TMA descriptors, launch."""
 
+import os
 from dataclasses import dataclass
 from functools import cache
 
@@ -55,7 +56,7 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int, own_source: 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
-           beta: float = 0.0) -> torch.Tensor:
+           beta: float = 0.0, debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
     K-major tensor.
 
@@ -67,7 +68,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong.
+    Debug mode (`debug=True`, or TILEPIPE_DEBUG=1 when `debug` is None) waits for the kernel and, if its roles stop
+    making progress, names the stuck roles and ends the process (tilepipe.debug). `trace=PATH` writes the launch's
+    pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.timeline).
     """
+    probe = _probe_request(debug, trace)
     _check_operands(a, b)
     out_dtype = _check_out_dtype(out_dtype, out, a.dtype)
     M, K = a.shape
@@ -103,7 +108,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     device = _device_index(a)
     own_source = source is not None and source.dtype != out_dtype
     _launch(_tma_ready(a), b_view, target, source, bias, alpha, beta, b_kmajor, device,
-            choose_config(M, N, out_dtype, _sm_count(device), own_source))
+            choose_config(M, N, out_dtype, _sm_count(device), own_source), probe)
     if target is not out:
         out.copy_(target)
     return out
@@ -129,9 +134,24 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
     return matmul(mat1, mat2, out=out, out_dtype=mat1.dtype, c=c, alpha=alpha, beta=beta)
 
 
+def _probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | os.PathLike | bool | None:
+    """What the launch records: a trace path, True for debug mode, or None (the normal kernel)."""
+    from tilepipe.debug import debug_requested
+
+    if trace is not None:
+        if not isinstance(trace, (str, os.PathLike)):
+            raise TypeError(f"trace must be a path, got {type(trace).__name__}")
+        if debug:
+            raise ValueError("debug and trace are separate modes: pass one of them")
+        return trace
+    return True if debug_requested(debug) else None
+
+
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
-            alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig) -> None:
-    """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher."""
+            alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig,
+            probe: str | os.PathLike | bool | None = None) -> None:
+    """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
+    Debug and trace launches (`probe`, from _probe_request) always go through the JIT, to their own binaries."""
     M, K = a.shape
     N = out.shape[1]
     dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
@@ -145,9 +165,9 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
     key = (cfg, dtype, c_dtype, source.dtype, bias_arg.dtype, b_kmajor, has_c, has_bias, device)
     launcher = _LAUNCHERS.get(key)
-    if launcher is not None and not launch_hooks_active():
+    if launcher is not None and not launch_hooks_active() and probe is None:
         launcher(grid, torch._C._cuda_getCurrentRawStream(device),
-                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), bias_arg, *scalars))
+                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), bias_arg, *scalars, None, 0))
         return
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -156,12 +176,30 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     def desc(t: torch.Tensor, block: tuple[int, int], dt: str) -> TensorDescriptor:
         return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dt))
 
-    kernel = matmul_kernel[grid](desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
-                                 desc(source, c_block, _GL_DTYPES[source.dtype]), bias_arg, *scalars,
-                                 num_warps=cfg.num_warps)
+    args = (desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
+            desc(source, c_block, _GL_DTYPES[source.dtype]), bias_arg, *scalars)
+    if probe is not None:
+        _launch_probed(lambda buf, mode: matmul_kernel[grid](*args, buf, mode, num_warps=cfg.num_warps), grid[0],
+                       probe, a.device)
+        return
+    kernel = matmul_kernel[grid](*args, num_warps=cfg.num_warps)
     fast = FastLauncher.create(kernel)
     if fast is not None:
         _LAUNCHERS[key] = fast
+
+
+def _launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device) -> None:
+    """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline)."""
+    from tilepipe import debug, probe as probes, timeline
+
+    if probe is True:
+        records = debug.progress_buffer(programs)
+        debug.watch("matmul_kernel", records, lambda: launch(records, probes.DEBUG))
+        return
+    events = timeline.events_for(programs)
+    buffer = timeline.trace_buffer(programs, events, device)
+    launch(buffer, events)
+    timeline.save(buffer, probe, "matmul_kernel")
 
 
 _LAUNCHERS: dict[tuple, FastLauncher] = {}

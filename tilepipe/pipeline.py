@@ -32,6 +32,9 @@ partition-wide bar.sync); a TMA `expect` is one arrival. So `producer_arrivals` 
 `consumer_arrivals` count roles, and `tilepipe.roles.warp_specialize` checks them against the roles
 that actually signal each barrier while tracing.
 
+**Probes.** A pipeline carries a `tilepipe.probe.Probe`: off by default (no code at all), it records every
+wait in debug mode (progress records the hang watchdog reads) or trace mode (timestamps for a timeline).
+
 **Try-acquire.** Gluon 3.6 has no `mbarrier.test_wait`/`try_wait` builtin, and inline PTX cannot
 reach a barrier: `inline_asm_elementwise` takes register tensors only and no 3.6 op turns a shared
 memory descriptor into an address. `try_wait_*` therefore answers "not ready" (always correct,
@@ -49,6 +52,8 @@ from triton.language.core import _aggregate as aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
+from tilepipe import probe as _probe
+from tilepipe.probe import Probe
 
 PROXIES = ("async", "generic")
 
@@ -72,10 +77,11 @@ class ProducerConsumerPipeline:
     fence_before_signal: gl.constexpr
     fence_before_release: gl.constexpr
     name: gl.constexpr
+    probe: Probe
 
     @gluon.constexpr_function
     def __init__(self, barriers, index, phase, pending, num_stages, producer_arrivals, consumer_arrivals,
-                 release_lag, fence_before_signal, fence_before_release, name):
+                 release_lag, fence_before_signal, fence_before_release, name, probe):
         self.barriers = barriers
         self.index = index
         self.phase = phase
@@ -87,13 +93,17 @@ class ProducerConsumerPipeline:
         self.fence_before_signal = gl.constexpr(fence_before_signal)
         self.fence_before_release = gl.constexpr(fence_before_release)
         self.name = gl.constexpr(name)
+        self.probe = probe
 
     # ---- declaration --------------------------------------------------------------------------
 
     @builtin
     def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
-                      producer_proxy="async", consumer_proxy="async", _semantic=None):
-        """A pipeline over `barriers`, a [2 * num_stages, 1] int64 mbarrier array: full stages, then empty."""
+                      producer_proxy="async", consumer_proxy="async", probe=None, _semantic=None):
+        """A pipeline over `barriers`, a [2 * num_stages, 1] int64 mbarrier array: full stages, then empty.
+
+        `probe` (a `tilepipe.probe.Probe`, default off) records this pipeline's waits in debug and trace modes.
+        """
         num_stages, producer_arrivals, consumer_arrivals = map(_unwrap_if_constexpr, (num_stages, producer_arrivals,
                                                                      consumer_arrivals))
         name, producer_proxy, consumer_proxy = map(_unwrap_if_constexpr, (name, producer_proxy, consumer_proxy))
@@ -112,16 +122,17 @@ class ProducerConsumerPipeline:
         return ProducerConsumerPipeline(
             barriers, index, phase, pending, num_stages,
             producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
-            consumer_proxy == "generic" and producer_proxy == "async", name)
+            consumer_proxy == "generic" and producer_proxy == "async", name,
+            _probe.started(_probe.off() if probe is None else probe, _semantic))
 
     @builtin
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
-               consumer_proxy="async", _semantic=None, _generator=None):
+               consumer_proxy="async", probe=None, _semantic=None, _generator=None):
         """Allocate 2 x num_stages barriers from one declaration and initialise them."""
         barriers = gl.allocate_shared_memory(gl.int64, [2 * _unwrap_if_constexpr(num_stages), 1], mbarrier.MBarrierLayout(),
                                              _semantic=_semantic)
         pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
-                                                      name, producer_proxy, consumer_proxy, _semantic=_semantic)
+                                                      name, producer_proxy, consumer_proxy, probe, _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
@@ -158,12 +169,13 @@ class ProducerConsumerPipeline:
     @builtin
     def wait_consumer_if_needed(self, ready, _semantic=None):
         """wait_consumer(), skipped where `ready` (from try_wait_consumer) is set."""
-        _wait(_empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic), ready, _semantic)
+        _wait(self, _probe.PRODUCER, _empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic),
+              ready, _semantic)
 
     @builtin
     def wait_producer_if_needed(self, ready, _semantic=None):
         """wait_producer(), skipped where `ready` (from try_wait_producer) is set."""
-        _wait(_full(self, self.index, _semantic), self.phase, ready, _semantic)
+        _wait(self, _probe.CONSUMER, _full(self, self.index, _semantic), self.phase, ready, _semantic)
 
     @gluon.jit
     def try_wait_consumer(self):
@@ -289,7 +301,8 @@ def _replace(pipe, **changes):
 
 
 def _advanced(pipe, semantic):
-    """The cursor one stage on: index wraps at num_stages and flips the phase."""
+    """The cursor one stage on: index wraps at num_stages and flips the phase (the probe counts the step)."""
+    pipe = _replace(pipe, probe=_probe.advanced(pipe, semantic))
     if _unwrap_if_constexpr(pipe.num_stages) == 1:
         return _replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
     nxt = pipe.index.__add__(1, _semantic=semantic)
@@ -337,10 +350,13 @@ def _empty(pipe, index, semantic):
     return pipe.barriers.index(index.__add__(pipe.num_stages, _semantic=semantic), _semantic=semantic)
 
 
-def _wait(barrier, phase, ready, semantic):
-    """Spin until `barrier` completes the phase with parity `phase`; skipped where `ready` is set."""
+def _wait(pipe, side, barrier, phase, ready, semantic):
+    """Spin until `barrier`, the current slot's barrier of `side` (producer: empty, consumer: full), completes the
+    phase with parity `phase`; skipped where `ready` is set. The probe sees the wait (nothing when it is off)."""
     pred = True if _unwrap_if_constexpr(ready) is None else ready.__eq__(0, _semantic=semantic)
+    started_at = _probe.before_wait(pipe, side, phase, semantic)
     mbarrier.wait(barrier, phase, pred=pred, _semantic=semantic)
+    _probe.after_wait(pipe, side, phase, started_at, semantic)
 
 
 class _Stage:

@@ -4,6 +4,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 
 from tilepipe import _trace
+from tilepipe.probe import bind_role, role_name
 
 
 @builtin
@@ -11,7 +12,8 @@ def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=Non
     """`gl.warp_specialize` that names each partition as a role while it is traced, then checks the protocol.
 
     After tracing, a stage handle never released, or a pipeline whose declared arrival counts differ from
-    the number of roles that signal its barriers, is a compile error naming the source lines.
+    the number of roles that signal its barriers, is a compile error naming the source lines. Pipeline probes in
+    the partitions' arguments are bound to their partition, so debug and trace records name the role.
     """
     session = _trace.begin_session()
     original = _generator.call_JitFunction
@@ -19,7 +21,9 @@ def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=Non
     partition = iter(range(len(partitions)))
 
     def traced_call(fn, args, kwargs, caller_context=None):
-        _trace.set_role(f"{fn.__name__} (partition {next(partition)})")
+        index = next(partition)
+        _trace.set_role(f"{fn.__name__} (partition {index})")
+        args = [bind_role(arg, index, role_name(fn.__name__)) for arg in args]
         try:
             return original(fn, args, kwargs, caller_context=caller_context)
         finally:

@@ -265,11 +265,11 @@ class BarrierPair(Storage):
                 BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer, self.producer)]
 
     @builtin
-    def allocate(self, _semantic=None, _generator=None):
-        """Allocate and initialise the barriers; returns the pipeline over them."""
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        """Allocate and initialise the barriers; returns the pipeline over them (carrying `probe`, if given)."""
         pipe = ProducerConsumerPipeline.from_barriers(
             self.parts()[0].allocate(_semantic), self.stages, self.producer_arrivals, self.consumer_arrivals,
-            self.name, self.producer_proxy, self.consumer_proxy, _semantic=_semantic)
+            self.name, self.producer_proxy, self.consumer_proxy, probe, _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
@@ -318,8 +318,8 @@ class InputPipelineStorage(BarrierPair):
                            self.consumer_arrivals, self.producer_proxy, self.consumer_proxy)
 
     @builtin
-    def allocate(self, _semantic=None, _generator=None):
-        return self._grouped().allocate(_semantic=_semantic, _generator=_generator)
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        return self._grouped().allocate(probe, _semantic=_semantic, _generator=_generator)
 
 
 @aggregate
@@ -365,9 +365,9 @@ class ClcPipelineStorage(Storage):
         return self._ring().barriers() + self._throttle().barriers()
 
     @builtin
-    def allocate(self, _semantic=None, _generator=None):
-        ring = self._ring().allocate(_semantic=_semantic, _generator=_generator)
-        throttle = self._throttle().allocate(_semantic=_semantic, _generator=_generator)
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        ring = self._ring().allocate(probe, _semantic=_semantic, _generator=_generator)
+        throttle = self._throttle().allocate(probe, _semantic=_semantic, _generator=_generator)
         return ClcPipelines(ring, throttle, self.parts()[2].allocate(_semantic))
 
 
@@ -460,16 +460,18 @@ class SmemPipelineBundle(Storage):
         return [use for _, member in self.members() for use in member.barriers()]
 
     @builtin
-    def allocate(self, _semantic=None, _generator=None):
-        return _allocate_each([member for _, member in self.members()], _semantic, _generator)
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        return _allocate_each([member for _, member in self.members()], probe, _semantic, _generator)
 
 
-def _allocate_each(storages: list[Storage], semantic, generator):
-    """Allocate storages in order (each given the code generator if its allocate takes one); a tuple of results."""
+def _allocate_each(storages: list[Storage], probe, semantic, generator):
+    """Allocate storages in order (each given the code generator, and the pipelines' probe, if its allocate takes
+    them); a tuple of results."""
     allocated = []
     for storage in storages:
-        wants_generator = "_generator" in inspect.signature(storage.allocate).parameters
-        allocated.append(storage.allocate(_semantic=semantic, **({"_generator": generator} if wants_generator else {})))
+        wants = inspect.signature(storage.allocate).parameters
+        extra = {name: value for name, value in (("_generator", generator), ("probe", probe)) if name in wants}
+        allocated.append(storage.allocate(_semantic=semantic, **extra))
     return gl.tuple(allocated)
 
 
@@ -558,9 +560,12 @@ class SmemPlan:
         raise AttributeError(name)
 
     @builtin
-    def allocate(self, _semantic=None, _generator=None):
-        """Allocate every storage, in declaration order; returns a tuple of what each storage's allocate() gives."""
-        return _allocate_each([storage for _, storage in self.storages], _semantic, _generator)
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        """Allocate every storage, in declaration order; returns a tuple of what each storage's allocate() gives.
+
+        `probe` (`tilepipe.probe.Probe`) goes to every pipeline: the kernel's debug/trace switch, off by default.
+        """
+        return _allocate_each([storage for _, storage in self.storages], probe, _semantic, _generator)
 
     @property
     def total_bytes(self) -> int:

@@ -20,6 +20,7 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 
 from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.output import OutputTilePipeline
+from tilepipe.probe import Probe
 from tilepipe.roles import warp_specialize
 from tilepipe.scheduler import StaticTileScheduler
 from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
@@ -145,7 +146,7 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
 def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                  HAS_BIAS: gl.constexpr):
+                  HAS_BIAS: gl.constexpr, probe_buf=None, PROBE: gl.constexpr = 0):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -154,15 +155,16 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, M, N, K, alpha, beta
                                      c_desc.dtype)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     k_tiles = gl.cdiv(K, BK)
+    probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.probe)
     if OWN_SOURCE:
-        operands, c_tiles, pipelines, order_pipeline, src_tiles = PLAN.allocate()
+        operands, c_tiles, pipelines, order_pipeline, src_tiles = PLAN.allocate(probe)
         input_pipeline, output_pipeline, source_pipeline = pipelines
     elif HAS_C:
-        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate()
+        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate(probe)
         input_pipeline, output_pipeline, source_pipeline = pipelines
         src_tiles = c_tiles  # C lands in the output stage it will be stored from
     else:
-        operands, c_tiles, pipelines = PLAN.allocate()
+        operands, c_tiles, pipelines = PLAN.allocate(probe)
         input_pipeline, output_pipeline = pipelines
         source_pipeline, order_pipeline, src_tiles = output_pipeline, output_pipeline, c_tiles  # never used
     inputs = InputTilePipeline(input_pipeline, operands, 1)
@@ -185,10 +187,12 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, M, N, K, alpha, beta
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
-                bias_dtype: str | None = None):
+                bias_dtype: str | None = None, probe: int = 0):
     """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a): D of `c_dtype`, with a C
-    tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given."""
+    tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is
+    PROBE."""
     from tilepipe.compile import KernelSpec, tdesc_signature
+    from tilepipe.probe import buffer_signature
     from tilepipe.storage import Part
 
     def desc(dt: str, block: tuple[int, int]) -> str:
@@ -202,7 +206,8 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
                        "bias_ptr": f"*{bias_dtype or c_dtype}", "M": "i32", "N": "i32", "K": "i32",
                        "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
-                       "HAS_BIAS": "constexpr"},
+                       "HAS_BIAS": "constexpr", "probe_buf": buffer_signature(probe), "PROBE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None},
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "PROBE": probe,
+                       **({} if probe else {"probe_buf": None})},
                       num_warps=cfg.num_warps)
