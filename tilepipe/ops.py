@@ -34,12 +34,15 @@ MIN_WAVE_EFFICIENCY = 0.75
 
 
 @cache
-def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
+                  candidates: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig:
     """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
 
     Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
+    `candidates` (largest first) replaces the bf16 GEMM's tiles for other kernels (e.g. FP8).
     """
-    candidates = [MEDIUM, SMALL] if out_dtype == torch.float32 else [LARGE_16BIT, MEDIUM, SMALL]
+    if candidates is None:
+        candidates = (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
 
     def efficiency(cfg: MatmulConfig) -> float:
         tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
