@@ -14,6 +14,7 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 """
 
 from dataclasses import replace
+from functools import cache
 
 import torch
 
@@ -25,22 +26,33 @@ FP8_DTYPES = {torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5"}
 _OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 SCALE_BLOCK = 128  # blockwise scales cover 1 x 128 of A and 128 x 128 of B
 
-# BK = 128: 128 bytes of fp8, one swizzle row and one blockwise scale block. Stage counts fill the 227 KiB.
-SCALED_LARGE = MatmulConfig(128, 256, 128, stages=3)
-SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=6)
-SCALED_SMALL = MatmulConfig(64, 128, 128, stages=8, num_warps=4)
-BLOCKWISE = MatmulConfig(128, 128, 128, stages=5)  # two 64x128 fp32 accumulators per thread: total and partial
-BLOCKWISE_SMALL = MatmulConfig(64, 128, 128, stages=5, num_warps=4)
-FP32_OUT = {SCALED_MEDIUM: 5, SCALED_SMALL: 8, BLOCKWISE: 4, BLOCKWISE_SMALL: 5}
-"""Stage counts with fp32 output tiles, twice the bytes of bf16 ones (the 128x256 tile is not offered)."""
+MAX_STAGES = 8
+WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its captured arguments: 260 B for blockwise)
+# BK = 128: 128 bytes of fp8, one swizzle row and one blockwise scale block. Stages: as many as fit (configs()).
+SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
+SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)
+SCALED_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
+BLOCKWISE = MatmulConfig(128, 128, 128, stages=1)  # 3 fp32 64x128 tiles per thread: total and two partial sums
+BLOCKWISE_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
 
 
+@cache
 def configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
-    """The tiles a call may use, largest first."""
+    """The tiles a call may use, largest first, each with as many stages as fit beside its output tile (fp32
+    output tiles are twice the bytes: the 128x256 one is not offered then)."""
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+
     tiles = (BLOCKWISE, BLOCKWISE_SMALL) if blockwise else (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL)
-    if out_dtype != torch.float32:
-        return tiles
-    return tuple(replace(cfg, stages=FP32_OUT[cfg]) for cfg in tiles if cfg in FP32_OUT)
+    if out_dtype == torch.float32:
+        tiles = tiles[1:] if not blockwise else tiles
+    c_dtype = _OUT_DTYPES[out_dtype]
+
+    def fits(cfg: MatmulConfig, stages: int) -> bool:
+        plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
+                           c_dtype, blockwise)
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    return tuple(replace(cfg, stages=max(s for s in range(1, MAX_STAGES + 1) if fits(cfg, s))) for cfg in tiles)
 
 
 def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -57,8 +69,13 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     _check_fp8_operands(a, b)
     M, K = a.shape
     N = b.shape[1]
+    mode = _scaling(scale_a, scale_b, M, N, K)
     out_dtype = _check_out_dtype(out_dtype if out is None else None, out, out_dtype)
-    mode = _scaling(scale_a, scale_b, M, N, K, a.device)
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
@@ -86,23 +103,16 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
 
 
 def _check_fp8_operands(a: torch.Tensor, b: torch.Tensor) -> None:
-    operands = (("a", a), ("b", b))
-    for name, t in operands:
+    """Types, shapes and the K-major layouts fp8 wgmma needs (devices are checked with the scales)."""
+    for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    for name, t in operands:
         if t.dim() != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
-    for name, t in operands:
         if t.dtype not in FP8_DTYPES:
             raise TypeError(f"{name} must be float8_e4m3fn or float8_e5m2, got {t.dtype}")
     if a.dtype == b.dtype == torch.float8_e5m2:
         raise TypeError("a and b cannot both be float8_e5m2 (as in torch._scaled_mm): make one of them e4m3fn")
-    for name, t in operands:
-        if t.device.type != "cuda":
-            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-    if a.device != b.device:
-        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
     if a.stride(1) != 1 and a.shape[1] > 1:
@@ -113,15 +123,13 @@ def _check_fp8_operands(a: torch.Tensor, b: torch.Tensor) -> None:
                          f"K-major), got strides {b.stride()}; pass b.t().contiguous().t() to copy it")
 
 
-def _scaling(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: int, device: torch.device) -> str:
+def _scaling(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: int) -> str:
     """"tensor", "row" or "blockwise", from the scale shapes as torch._scaled_mm reads them; else ValueError."""
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if not isinstance(s, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(s).__name__}")
         if s.dtype != torch.float32:
             raise TypeError(f"{name} must be float32, got {s.dtype}")
-        if s.device != device:
-            raise ValueError(f"{name} must be on {device}, got {s.device}")
     if scale_a.numel() == 1 and scale_b.numel() == 1:
         return "tensor"
     sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)

@@ -138,14 +138,12 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
 
 @gluon.jit
 def stage_scales(tiles, row_layout: gl.constexpr):
-    """scale_a[row] * scale_b of the stage's K block, one value per accumulator row, read from shared memory."""
+    """scale_a[row] * scale_b of the stage's K block, one value per accumulator row, read from shared memory (B's
+    scale is the first word of its box, broadcast to every row)."""
     BM: gl.constexpr = tiles.payload.a_scales.shape[2]
-    SB: gl.constexpr = tiles.payload.b_scales.shape[2]
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     sa = tiles.tile("a_scales")._reinterpret(gl.float32, [BM], flat).load(row_layout)
-    box_layout: gl.constexpr = gl.BlockedLayout([SB], [32], [gl.num_warps()], [0])
-    box = tiles.tile("b_scales")._reinterpret(gl.float32, [SB], flat).load(box_layout)
-    sb = gl.sum(gl.where(gl.arange(0, SB, box_layout) == 0, box, 0.0), axis=0)  # the box's first word
+    sb = tiles.tile("b_scales")._reinterpret(gl.float32, [1], flat).load(row_layout)
     return sa * sb
 
 
@@ -153,6 +151,19 @@ def stage_scales(tiles, row_layout: gl.constexpr):
 def issue_partial(tiles, acc):
     """Start the stage's wgmma into a fresh fp32 partial sum (`acc` only gives its type: use_acc=False)."""
     return warpgroup_mma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def promote_while_next_runs(consumer, in_flight, scale, acc, rows: gl.constexpr):
+    """Start the next K tile's wgmma, retire `in_flight` and promote it into `acc`; frees its stage.
+
+    Returns (consumer, the new partial sum in flight, its scales, acc)."""
+    tiles = consumer.acquire()
+    started = issue_partial(tiles, acc)
+    done = warpgroup_mma_wait(num_outstanding=1, deps=(in_flight, ))
+    started_scale = stage_scales(tiles, rows)
+    consumer = tiles.release()  # with the release lag: the stage `done` read
+    return consumer, started, started_scale, acc + done * gl.expand_dims(scale, 1)
 
 
 @gluon.jit
@@ -175,18 +186,8 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
         s0 = stage_scales(tiles, rows)
         consumer = tiles.release()
         for k in range(2, k_tiles, 2):  # K tiles k - 1 and k
-            tiles = consumer.acquire()
-            p1 = issue_partial(tiles, acc)
-            p0 = warpgroup_mma_wait(num_outstanding=1, deps=(p0, ))
-            s1 = stage_scales(tiles, rows)
-            consumer = tiles.release()
-            acc += p0 * gl.expand_dims(s0, 1)
-            tiles = consumer.acquire()
-            p0 = issue_partial(tiles, acc)
-            p1 = warpgroup_mma_wait(num_outstanding=1, deps=(p1, ))
-            s0 = stage_scales(tiles, rows)
-            consumer = tiles.release()
-            acc += p1 * gl.expand_dims(s1, 1)
+            consumer, p1, s1, acc = promote_while_next_runs(consumer, p0, s0, acc, rows)
+            consumer, p0, s0, acc = promote_while_next_runs(consumer, p1, s1, acc, rows)
         if k_tiles % 2 == 0:  # one K tile left
             tiles = consumer.acquire()
             p1 = issue_partial(tiles, acc)
