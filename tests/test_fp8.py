@@ -8,7 +8,7 @@ import tilepipe
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.fp8 import MAX_STAGES, WS_SCRATCH_BYTES, configs
 from tilepipe.kernels.matmul_fp8 import blockwise_spec, fp8_plan, scaled_spec
-from tilepipe.storage import SMEM_LIMIT_BYTES
+from tilepipe.storage import SMEM_LIMIT_BYTES, BlockwiseFP8TileStorage
 
 LARGE, MEDIUM, SMALL = configs(False, torch.bfloat16)
 MEDIUM_FP32 = configs(False, torch.float32)[0]
@@ -81,6 +81,15 @@ def test_every_config_fills_shared_memory(blockwise, out_dtype):
         assert total(cfg.stages) <= limit, cfg
         assert cfg.stages == MAX_STAGES or total(cfg.stages + 1) > limit, cfg
         assert cfg.stages >= 3, cfg  # at least two loads in flight while the wgmma reads a third stage
+
+
+@pytest.mark.parametrize("block_m", (64, 128))
+def test_blockwise_stages_keep_tma_destinations_128_byte_aligned(block_m):
+    """TMA writes shared memory at 128-byte aligned addresses only: every stage of every part is a multiple."""
+    storage = BlockwiseFP8TileStorage("fp8e4nv", "fp8e4nv", (block_m, 128), (128, 128), 5)
+    assert [part.name for part in storage.parts()] == ["a", "b", "a_scales", "b_scales"]
+    for part in storage.parts():
+        assert (part.nbytes // part.stages) % 128 == 0, part
 
 
 def test_fp32_output_drops_the_widest_tile():

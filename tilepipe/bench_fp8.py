@@ -76,24 +76,29 @@ def bench_fp8(M: int, N: int, K: int, scaling: str, fast_accum: bool, pairs: int
 
 
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
-    """Every FP8 row; prints a table and writes OUT_DIR/NAME.json."""
+    """Every FP8 row; prints a table and writes OUT_DIR/NAME.json (rewritten after each row, so a failure keeps
+    the rows measured before it)."""
     import triton
 
     start = time.time()
-    rows = [bench_fp8(*shape, "tensor", True, pairs, rep_ms) for shape in PER_TENSOR_SHAPES]
-    rows.append(bench_fp8(8192, 8192, 8192, "tensor", False, pairs, rep_ms))
-    rows.append(bench_fp8(8192, 8192, 8192, "row", True, pairs, rep_ms))
-    rows += [bench_fp8(*shape, "blockwise", False, pairs, rep_ms) for shape in DEEPSEEK_SHAPES]
-    record = {
-        "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe.bench_fp8", *sys.argv[1:]]),
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "cuda": torch.version.cuda, "dtype": "e4m3 x e4m3 in, bf16 out, fp32 scales", "method": __doc__.strip(),
-        "pairs": pairs, "rep_ms": rep_ms, "seconds": round(time.time() - start, 1),
-        "rows": [asdict(row) for row in rows],
-    }
+    cases = [(*shape, "tensor", True) for shape in PER_TENSOR_SHAPES]
+    cases += [(8192, 8192, 8192, "tensor", False), (8192, 8192, 8192, "row", True)]
+    cases += [(*shape, "blockwise", False) for shape in DEEPSEEK_SHAPES]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    rows: list[Row] = []
+    for case in cases:
+        rows.append(bench_fp8(*case, pairs, rep_ms))
+        record = {
+            "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe.bench_fp8", *sys.argv[1:]]),
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda, "dtype": "e4m3 x e4m3 in, bf16 out, fp32 scales", "method": __doc__.strip(),
+            "pairs": pairs, "rep_ms": rep_ms, "seconds": round(time.time() - start, 1),
+            "complete": len(rows) == len(cases),
+            "rows": [asdict(row) for row in rows],
+        }
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        print_table(rows[-1:])
     print_table(rows)
     print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
     return path

@@ -205,13 +205,14 @@ class BlockScaledTileStorage(StandardTileStorage):
 
 @dataclass(frozen=True)
 class BlockwiseFP8TileStorage(StandardTileStorage):
-    """DeepSeek-style blockwise FP8: A, B, a (1 x BM) fp32 row of A-scales and a (1 x 4) fp32 B-scale box per stage.
+    """DeepSeek-style blockwise FP8: A, B, a (1 x BM) fp32 row of A-scales and a (1 x 32) fp32 B-scale box per stage.
 
     Scales travel with the operands (TMA, same barrier), so the MMA role never loads from global memory in its
-    main loop. The B box is TMA's smallest (16 bytes): its first word is the scale of the stage's 128 x 128 block.
+    main loop. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost coordinates, so the B box
+    is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is one of its first 4 words.
     """
     device: ClassVar[type] = BlockwiseFP8Tiles
-    b_scale_tile: ClassVar[tuple[int, int]] = (1, 4)
+    b_scale_tile: ClassVar[tuple[int, int]] = (1, 32)
 
     def parts(self) -> list[Part]:
         return super().parts() + [Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages),

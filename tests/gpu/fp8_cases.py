@@ -38,7 +38,7 @@ def operands(M: int, N: int, K: int, a_dtype: torch.dtype, b_dtype: torch.dtype,
     w = (torch.randn(N, K, device="cuda") * 2).to(b_dtype)
     kb = -(-K // BLOCK)
     if scaling == "tensor":
-        sa, sb = random_scales(()), random_scales(())
+        sa, sb = random_scales(), random_scales()
         full_a, full_b = sa.expand(M, K), sb.expand(N, K)
     elif scaling == "row":
         sa, sb = random_scales(M, 1), random_scales(1, N)

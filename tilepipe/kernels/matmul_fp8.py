@@ -29,6 +29,7 @@ from tilepipe.storage import (BlockwiseFP8TileStorage, InputPipelineStorage, Out
 from tilepipe.tiles import InputTilePipeline
 
 SCALE_BLOCK = gl.constexpr(128)  # the K (and B's N) extent one blockwise scale covers
+SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordinate must be a multiple of 16 bytes
 
 
 @gluon.constexpr_function
@@ -132,18 +133,24 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
                 tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
                 tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
                 tma.async_copy_global_to_shared(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
-                tma.async_copy_global_to_shared(sb_desc, [pid_n, k], tiles.mbar(), tiles.tile("b_scales"))
+                tma.async_copy_global_to_shared(sb_desc, [pid_n, k - k % SCALE_ALIGN], tiles.mbar(),
+                                                tiles.tile("b_scales"))
     producer.drain()
 
 
 @gluon.jit
-def stage_scales(tiles, row_layout: gl.constexpr):
-    """scale_a[row] * scale_b of the stage's K block, one value per accumulator row, read from shared memory (B's
-    scale is the first word of its box, broadcast to every row)."""
+def stage_scales(tiles, k, row_layout: gl.constexpr):
+    """scale_a[row] * scale_b of K block k (the stage's), one value per accumulator row, read from shared memory.
+
+    B's box starts at K block k - k % SCALE_ALIGN (see blockwise_load_role): its word k % SCALE_ALIGN is broadcast to
+    every row."""
     BM: gl.constexpr = tiles.payload.a_scales.shape[2]
+    SB: gl.constexpr = tiles.payload.b_scales.shape[2]
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     sa = tiles.tile("a_scales")._reinterpret(gl.float32, [BM], flat).load(row_layout)
-    sb = tiles.tile("b_scales")._reinterpret(gl.float32, [1], flat).load(row_layout)
+    every_word: gl.constexpr = gl.BlockedLayout([SCALE_ALIGN], [32], [gl.num_warps()], [0])  # each thread: all 4
+    words = tiles.tile("b_scales")._reinterpret(gl.float32, [SB], flat).slice(0, SCALE_ALIGN).load(every_word)
+    sb = gl.sum(gl.where(gl.arange(0, SCALE_ALIGN, every_word) == k % SCALE_ALIGN, words, 0.0), axis=0)
     return sa * sb
 
 
@@ -154,14 +161,14 @@ def issue_partial(tiles, acc):
 
 
 @gluon.jit
-def promote_while_next_runs(consumer, in_flight, scale, acc, rows: gl.constexpr):
-    """Start the next K tile's wgmma, retire `in_flight` and promote it into `acc`; frees its stage.
+def promote_while_next_runs(consumer, k, in_flight, scale, acc, rows: gl.constexpr):
+    """Start K tile k's wgmma, retire `in_flight` (K tile k - 1) and promote it into `acc`; frees its stage.
 
     Returns (consumer, the new partial sum in flight, its scales, acc)."""
     tiles = consumer.acquire()
     started = issue_partial(tiles, acc)
     done = warpgroup_mma_wait(num_outstanding=1, deps=(in_flight, ))
-    started_scale = stage_scales(tiles, rows)
+    started_scale = stage_scales(tiles, k, rows)
     consumer = tiles.release()  # with the release lag: the stage `done` read
     return consumer, started, started_scale, acc + done * gl.expand_dims(scale, 1)
 
@@ -183,16 +190,16 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         tiles = consumer.acquire()
         p0 = issue_partial(tiles, acc)
-        s0 = stage_scales(tiles, rows)
+        s0 = stage_scales(tiles, 0, rows)
         consumer = tiles.release()
         for k in range(2, k_tiles, 2):  # K tiles k - 1 and k
-            consumer, p1, s1, acc = promote_while_next_runs(consumer, p0, s0, acc, rows)
-            consumer, p0, s0, acc = promote_while_next_runs(consumer, p1, s1, acc, rows)
+            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, rows)
+            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, rows)
         if k_tiles % 2 == 0:  # one K tile left
             tiles = consumer.acquire()
             p1 = issue_partial(tiles, acc)
             last0, last1 = warpgroup_mma_wait(num_outstanding=0, deps=(p0, p1))
-            s1 = stage_scales(tiles, rows)
+            s1 = stage_scales(tiles, k_tiles - 1, rows)
             consumer = tiles.release()
             acc += last0 * gl.expand_dims(s0, 1) + last1 * gl.expand_dims(s1, 1)
         else:
