@@ -6,7 +6,7 @@ import torch
 import tilepipe
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL, choose_config
+from tilepipe.ops import FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL, choose_config
 
 # (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, per-column bias dtype)
 CASES = [(cfg, dtype, c_dtype, kmajor, has_c, None, None)
@@ -52,7 +52,7 @@ def test_config_fills_the_machine():
     assert choose_config(1024, 1024, torch.bfloat16, 132) == SMALL  # 32 large tiles would leave 100 SMs idle
     assert choose_config(1408, 1408, torch.bfloat16, 132) == MEDIUM  # 121 tiles of 128x128: 92%
     assert choose_config(1536, 1536, torch.bfloat16, 132) == SMALL  # none reaches 75%: the best-filled one
-    assert choose_config(8192, 8192, torch.bfloat16, 132, own_source=True) == MEDIUM_FP32_SOURCE
+    assert choose_config(8192, 8192, torch.bfloat16, 132, FP32_SOURCE_CONFIGS) == MEDIUM_FP32_SOURCE
 
 
 def t(*shape, dtype=torch.bfloat16):

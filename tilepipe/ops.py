@@ -32,20 +32,21 @@ MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
+FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 MIN_WAVE_EFFICIENCY = 0.75
 
 
 @cache
-def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int, own_source: bool = False) -> MatmulConfig:
+def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
+                  candidates: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig:
     """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
 
     Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
-    `own_source`: C is fp32 while D is 16-bit, so C has source stages of its own beside the output stages.
+    `candidates` (largest first) replaces the default tiles: for an fp32 C with a 16-bit D (FP32_SOURCE_CONFIGS),
+    or for other kernels (e.g. FP8).
     """
-    if own_source:
-        candidates = [MEDIUM_FP32_SOURCE, SMALL]
-    else:
-        candidates = [MEDIUM, SMALL] if out_dtype == torch.float32 else [LARGE_16BIT, MEDIUM, SMALL]
+    if candidates is None:
+        candidates = (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
 
     def efficiency(cfg: MatmulConfig) -> float:
         tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
@@ -108,7 +109,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     device = _device_index(a)
     own_source = source is not None and source.dtype != out_dtype
     _launch(_tma_ready(a), b_view, target, source, bias, alpha, beta, b_kmajor, device,
-            choose_config(M, N, out_dtype, _sm_count(device), own_source), probe)
+            choose_config(M, N, out_dtype, _sm_count(device), FP32_SOURCE_CONFIGS if own_source else None), probe)
     if target is not out:
         out.copy_(target)
     return out

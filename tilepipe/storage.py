@@ -157,16 +157,18 @@ class BlockScaledTiles:
 
 @aggregate
 class BlockwiseFP8Tiles:
-    """FP8 A and B tiles plus A's per-row scales for the stage's 128-wide K block."""
+    """FP8 A and B tiles plus the stage's 128-wide K block scales: A's per row, B's per 128 x 128 block."""
     a_tiles: gl.shared_memory_descriptor
     b_tiles: gl.shared_memory_descriptor
     a_scales: gl.shared_memory_descriptor
+    b_scales: gl.shared_memory_descriptor
 
     @gluon.constexpr_function
-    def __init__(self, a_tiles, b_tiles, a_scales):
+    def __init__(self, a_tiles, b_tiles, a_scales, b_scales):
         self.a_tiles = a_tiles
         self.b_tiles = b_tiles
         self.a_scales = a_scales
+        self.b_scales = b_scales
 
 
 @dataclass(frozen=True)
@@ -203,11 +205,18 @@ class BlockScaledTileStorage(StandardTileStorage):
 
 @dataclass(frozen=True)
 class BlockwiseFP8TileStorage(StandardTileStorage):
-    """DeepSeek-style blockwise FP8: A, B and a (1 x BM) fp32 row of A-scales per stage (B-scales stay in GMEM)."""
+    """DeepSeek-style blockwise FP8: A, B, a (1 x BM) fp32 row of A-scales and a (1 x 32) fp32 B-scale box per stage.
+
+    Scales travel with the operands (TMA, same barrier), so the MMA role never loads from global memory in its
+    main loop. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost coordinates, so the B box
+    is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is one of its first 4 words.
+    """
     device: ClassVar[type] = BlockwiseFP8Tiles
+    b_scale_tile: ClassVar[tuple[int, int]] = (1, 32)
 
     def parts(self) -> list[Part]:
-        return super().parts() + [Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages)]
+        return super().parts() + [Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages),
+                                  Part("b_scales", "fp32", self.b_scale_tile, self.stages)]
 
 
 class _SingleArrayStorage(Storage):

@@ -1,0 +1,135 @@
+"""CPU tests of the FP8 GEMMs: every variant compiled for sm_90a (fp8 wgmma, QGMMA, TMA, no spills), the shared
+memory of every configuration, and input validation."""
+
+import pytest
+import torch
+
+import tilepipe
+from tilepipe.compile import CompileError, compile_kernels
+from tilepipe.fp8 import MAX_STAGES, WS_SCRATCH_BYTES, configs
+from tilepipe.kernels.matmul_fp8 import blockwise_spec, fp8_plan, scaled_spec
+from tilepipe.storage import SMEM_LIMIT_BYTES, BlockwiseFP8TileStorage
+
+LARGE, MEDIUM, SMALL = configs(False, torch.bfloat16)
+MEDIUM_FP32 = configs(False, torch.float32)[0]
+BLOCKWISE, BLOCKWISE_SMALL = configs(True, torch.bfloat16)
+BLOCKWISE_FP32 = configs(True, torch.float32)[0]
+CASES = [("scaled", LARGE, "fp8e4nv", "fp8e4nv", "bf16", False),
+         ("scaled", LARGE, "fp8e4nv", "fp8e5", "bf16", True),
+         ("scaled", MEDIUM, "fp8e4nv", "fp8e4nv", "bf16", True),
+         ("scaled", MEDIUM_FP32, "fp8e5", "fp8e4nv", "fp32", True),
+         ("scaled", SMALL, "fp8e4nv", "fp8e4nv", "fp16", False),
+         ("blockwise", BLOCKWISE, "fp8e4nv", "fp8e4nv", "bf16", None),
+         ("blockwise", BLOCKWISE_FP32, "fp8e4nv", "fp8e5", "fp32", None),
+         ("blockwise", BLOCKWISE_SMALL, "fp8e5", "fp8e4nv", "bf16", None)]
+PTX_TYPES = {"fp8e4nv": "e4m3", "fp8e5": "e5m2"}
+
+
+def spec(kind, cfg, a_dtype, b_dtype, c_dtype, per_row):
+    if kind == "scaled":
+        return scaled_spec(cfg, a_dtype, b_dtype, c_dtype, per_row)
+    return blockwise_spec(cfg, a_dtype, b_dtype, c_dtype)
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return compile_kernels([spec(*case) for case in CASES])
+
+
+def case_id(case) -> str:
+    kind, cfg, a, b, c, per_row = case
+    scaling = "blockwise" if kind == "blockwise" else ("row" if per_row else "tensor")
+    return f"{scaling}-{cfg.block_m}x{cfg.block_n}-{PTX_TYPES[a]}x{PTX_TYPES[b]}-{c}"
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: case_id(CASES[i]))
+def test_fp8_gemm_compiles_to_fp8_wgmma_tma_and_no_spills(reports, index):
+    kind, cfg, a_dtype, b_dtype, c_dtype, _ = CASES[index]
+    report = reports[index]
+    assert not isinstance(report, CompileError), report
+    shape = f"m64n{cfg.block_n}k32.f32.{PTX_TYPES[a_dtype]}.{PTX_TYPES[b_dtype]}"
+    assert report.count(f"wgmma.mma_async.sync.aligned.{shape}") > 0
+    assert report.count("QGMMA", "sass") > 0  # Hopper's fp8 GMMA (HGMMA is the 16-bit one)
+    # TMA loads per stage: A, B, and for blockwise the A-scale column and the B-scale box
+    loads = report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier")
+    assert loads == (4 if kind == "blockwise" else 2)
+    assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1
+    assert report.count("setmaxnreg") > 0
+    assert report.spill_stores == 0 and report.spill_loads == 0
+    planned = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, a_dtype, b_dtype, c_dtype,
+                          kind == "blockwise")
+    assert 0 <= report.shared - planned.total_bytes < WS_SCRATCH_BYTES
+
+
+def test_blockwise_keeps_one_wgmma_in_flight_while_promoting(reports):
+    """ptxas serializes every wgmma when a partial sum in flight is read or copied; then no wait leaves one pending."""
+    report = reports[CASES.index(next(c for c in CASES if c[0] == "blockwise"))]
+    assert report.count("WARPGROUP.DEPBAR.LE gsb0, 0x1", "sass") > 0
+    assert report.count("FFMA", "sass") >= 64  # the promotion acc += partial * scale, in registers
+
+
+@pytest.mark.parametrize("blockwise", (False, True))
+@pytest.mark.parametrize("out_dtype", (torch.bfloat16, torch.float32))
+def test_every_config_fills_shared_memory(blockwise, out_dtype):
+    """Each tile takes the most stages that fit beside its output tile (and warp_specialize's scratch), up to 8."""
+    c_dtype = "fp32" if out_dtype == torch.float32 else "bf16"
+    limit = SMEM_LIMIT_BYTES["sm_90a"] - WS_SCRATCH_BYTES
+    for cfg in configs(blockwise, out_dtype):
+        def total(stages: int) -> int:
+            return fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
+                               c_dtype, blockwise).total_bytes
+        assert total(cfg.stages) <= limit, cfg
+        assert cfg.stages == MAX_STAGES or total(cfg.stages + 1) > limit, cfg
+        assert cfg.stages >= 3, cfg  # at least two loads in flight while the wgmma reads a third stage
+
+
+@pytest.mark.parametrize("block_m", (64, 128))
+def test_blockwise_stages_keep_tma_destinations_128_byte_aligned(block_m):
+    """TMA writes shared memory at 128-byte aligned addresses only: every stage of every part is a multiple."""
+    storage = BlockwiseFP8TileStorage("fp8e4nv", "fp8e4nv", (block_m, 128), (128, 128), 5)
+    assert [part.name for part in storage.parts()] == ["a", "b", "a_scales", "b_scales"]
+    for part in storage.parts():
+        assert (part.nbytes // part.stages) % 128 == 0, part
+
+
+def test_fp32_output_drops_the_widest_tile():
+    assert [(c.block_m, c.block_n) for c in configs(False, torch.float32)] == [(128, 128), (64, 128)]
+    assert [(c.block_m, c.block_n) for c in configs(False, torch.bfloat16)] == [(128, 256), (128, 128), (64, 128)]
+
+
+def fp8(*shape, dtype=torch.float8_e4m3fn):
+    return torch.randn(*shape).to(dtype)
+
+
+def one():
+    return torch.ones(())
+
+
+A, B = fp8(256, 512), fp8(384, 512).t()  # b = w.t(): column-major (K-major), as torch._scaled_mm wants
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: tilepipe.matmul_fp8([[1.0]], B, one(), one()), TypeError, "a must be a torch.Tensor"),
+    (lambda: tilepipe.matmul_fp8(A, B[None], one(), one()), ValueError, "b must be 2-D"),
+    (lambda: tilepipe.matmul_fp8(A.to(torch.bfloat16), B, one(), one()), TypeError,
+     "a must be float8_e4m3fn or float8_e5m2"),
+    (lambda: tilepipe.matmul_fp8(A.to(torch.float8_e5m2), B.to(torch.float8_e5m2), one(), one()), TypeError,
+     "cannot both be float8_e5m2"),
+    (lambda: tilepipe.matmul_fp8(A, fp8(384, 256).t(), one(), one()), ValueError, "a.shape\\[1\\] must equal"),
+    (lambda: tilepipe.matmul_fp8(A, B.contiguous(), one(), one()), ValueError,
+     "b must be column-major .*fp8 wgmma reads B K-major"),
+    (lambda: tilepipe.matmul_fp8(A.t().contiguous().t(), B, one(), one()), ValueError, "a must be row-major"),
+    (lambda: tilepipe.matmul_fp8(A, B, one().double(), one()), TypeError, "scale_a must be float32"),
+    (lambda: tilepipe.matmul_fp8(A, B, one(), 1.0), TypeError, "scale_b must be a torch.Tensor"),
+    (lambda: tilepipe.matmul_fp8(A, B, torch.ones(256, 1), torch.ones(384, 1)), ValueError,
+     "scale_a \\(256, 1\\) and scale_b \\(384, 1\\) match no scaling.*per-row \\(256, 1\\) and \\(1, 384\\)"),
+    (lambda: tilepipe.matmul_fp8(A, B, torch.ones(256, 4), torch.ones(4, 2)), ValueError,
+     "blockwise \\(256, 4\\) and \\(4, 3\\)"),
+    (lambda: tilepipe.matmul_fp8(A, B, one(), one(), out_dtype=torch.int32), TypeError, "out_dtype must be"),
+    (lambda: tilepipe.matmul_fp8(A, B, one(), one()), ValueError, "a must be on a CUDA device"),
+    (lambda: tilepipe.matmul_fp8(A, B, torch.ones(256, 4), torch.ones(4, 3)), ValueError,
+     "a must be on a CUDA device"),  # blockwise shapes pass; the device check follows
+])
+def test_bad_input_names_the_argument(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,211 @@
+"""FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales.
+
+`matmul_fp8(a, b, scale_a, scale_b)` computes (a * scale_a) @ (b * scale_b) with the scales broadcast as
+torch._scaled_mm does:
+
+| scaling      | scale_a                  | scale_b                          | accumulation                        |
+|--------------|--------------------------|----------------------------------|-------------------------------------|
+| per-tensor   | 1 element                | 1 element                        | wgmma's fp8 precision over all of K |
+| per-row      | (M, 1)                   | (1, N)                           | wgmma's fp8 precision over all of K |
+| blockwise    | (M, ceil(K/128)): 1x128  | (ceil(K/128), ceil(N/128)): 128x128 | promoted to fp32 every 128 of K  |
+
+Per-tensor and per-row accumulate like torch's `use_fast_accum=True` (Hopper's fp8 wgmma keeps fewer mantissa bits
+than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 accumulator, as DeepGEMM does.
+"""
+
+from dataclasses import replace
+from functools import cache
+
+import torch
+
+from tilepipe.launch import FastLauncher, TmaOperand, launch_hooks_active
+from tilepipe.ops import (MatmulConfig, _aligned_empty, _check_out_dtype, _check_result_shaped, _device_index,
+                          _layout, _overlaps, _sm_count, _tma_addressable, _tma_ready, choose_config)
+
+FP8_DTYPES = {torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5"}
+_OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+SCALE_BLOCK = 128  # blockwise scales cover 1 x 128 of A and 128 x 128 of B
+
+MAX_STAGES = 8
+WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its captured arguments: 260 B for blockwise)
+# BK = 128: 128 bytes of fp8, one swizzle row and one blockwise scale block. Stages: as many as fit (configs()).
+SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
+SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)
+SCALED_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
+BLOCKWISE = MatmulConfig(128, 128, 128, stages=1)  # 3 fp32 64x128 tiles per thread: total and two partial sums
+BLOCKWISE_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
+
+
+@cache
+def configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
+    """The tiles a call may use, largest first, each with as many stages as fit beside its output tile (fp32
+    output tiles are twice the bytes: the 128x256 one is not offered then)."""
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+
+    tiles = (BLOCKWISE, BLOCKWISE_SMALL) if blockwise else (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL)
+    if out_dtype == torch.float32:
+        tiles = tiles[1:] if not blockwise else tiles
+    c_dtype = _OUT_DTYPES[out_dtype]
+
+    def fits(cfg: MatmulConfig, stages: int) -> bool:
+        plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
+                           c_dtype, blockwise)
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    return tuple(replace(cfg, stages=max(s for s in range(1, MAX_STAGES + 1) if fits(cfg, s))) for cfg in tiles)
+
+
+def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+               out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None) -> torch.Tensor:
+    """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...).
+
+    a is (M, K) row-major and b is (K, N) column-major (`w.t()` of a row-major (N, K) weight): fp8 wgmma reads both
+    operands K-major from shared memory, so other layouts are refused rather than transposed behind your back (a
+    transpose is a full extra pass over the operand: pass `b.t().contiguous().t()` to pay it explicitly).
+    Dtypes: float8_e4m3fn, or float8_e5m2 for one of the two. Scales are float32 (see the module table); D is
+    bf16, fp16 or fp32, written into `out` when given. Rows that TMA cannot address (K not a multiple of 16) are
+    staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input.
+    """
+    _check_fp8_operands(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    mode = _scaling(scale_a, scale_b, M, N, K)
+    out_dtype = _check_out_dtype(out_dtype if out is None else None, out, out_dtype)
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    else:
+        _check_result_shaped(out, "out", (M, N), a.device)
+        for name, t in (("a", a), ("b", b)):
+            if _overlaps(out, t):
+                raise ValueError(f"out must not share memory with {name}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
+    device = _device_index(a)
+    cfg = choose_config(M, N, out_dtype, _sm_count(device), configs(mode == "blockwise", out_dtype))
+    operands = (_tma_ready(a), _tma_ready(b.t()))
+    if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
+        _launch_blockwise(*operands, _tma_ready(scale_a.t()), _tma_ready(scale_b.t()), target, device, cfg)
+    else:
+        per_row = mode == "row"
+        _launch_scaled(*operands, scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous(), per_row,
+                       target, device, cfg)
+    if target is not out:
+        out.copy_(target)
+    return out
+
+
+def _check_fp8_operands(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Types, shapes and the K-major layouts fp8 wgmma needs (devices are checked with the scales)."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in FP8_DTYPES:
+            raise TypeError(f"{name} must be float8_e4m3fn or float8_e5m2, got {t.dtype}")
+    if a.dtype == b.dtype == torch.float8_e5m2:
+        raise TypeError("a and b cannot both be float8_e5m2 (as in torch._scaled_mm): make one of them e4m3fn")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
+    if a.stride(1) != 1 and a.shape[1] > 1:
+        raise ValueError(f"a must be row-major (K-major: fp8 wgmma reads A K-major), got strides {a.stride()}; "
+                         "pass a.contiguous() to copy it")
+    if b.stride(0) != 1 and b.shape[0] > 1:
+        raise ValueError(f"b must be column-major (K-major, b = w.t() of a row-major (N, K) w: fp8 wgmma reads B "
+                         f"K-major), got strides {b.stride()}; pass b.t().contiguous().t() to copy it")
+
+
+def _scaling(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: int) -> str:
+    """"tensor", "row" or "blockwise", from the scale shapes as torch._scaled_mm reads them; else ValueError."""
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(s, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(s).__name__}")
+        if s.dtype != torch.float32:
+            raise TypeError(f"{name} must be float32, got {s.dtype}")
+    if scale_a.numel() == 1 and scale_b.numel() == 1:
+        return "tensor"
+    sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)
+    k_blocks = -(-K // SCALE_BLOCK)
+    if sa == (M, 1) and sb == (1, N):
+        return "row"
+    if sa == (M, k_blocks) and sb == (k_blocks, -(-N // SCALE_BLOCK)):
+        return "blockwise"
+    raise ValueError(f"scale_a {sa} and scale_b {sb} match no scaling for M={M}, N={N}, K={K}: per-tensor takes one "
+                     f"element each, per-row ({M}, 1) and (1, {N}), blockwise ({M}, {k_blocks}) and "
+                     f"({k_blocks}, {-(-N // SCALE_BLOCK)})")
+
+
+def _desc(t: torch.Tensor, block: tuple[int, int]):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    dtype = FP8_DTYPES.get(t.dtype) or _OUT_DTYPES[t.dtype]
+    return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dtype))
+
+
+def _grid(M: int, N: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:
+    return min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1
+
+
+def _fast_launch(key: tuple, grid: tuple[int, int, int], device: int, args: tuple) -> bool:
+    """Launch through the cached FastLauncher of `key` if there is one (and no launch hook wants the JIT)."""
+    launcher = _LAUNCHERS.get(key)
+    if launcher is None or launch_hooks_active():
+        return False
+    launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
+    return True
+
+
+def _remember(key: tuple, kernel) -> None:
+    fast = FastLauncher.create(kernel)
+    if fast is not None:
+        _LAUNCHERS[key] = fast
+
+
+def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
+                   out: torch.Tensor, device: int, cfg: MatmulConfig) -> None:
+    M, K = a.shape
+    N = b.shape[0]
+    stride = 1 if per_row else 0
+    scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m, stride, stride)
+    grid = _grid(M, N, cfg, device)
+    key = ("scaled", cfg, a.dtype, b.dtype, out.dtype, per_row, device)
+    if _fast_launch(key, grid, device, (TmaOperand(a), TmaOperand(b), TmaOperand(out), scale_a, scale_b, *scalars)):
+        return
+    from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
+
+    kernel = scaled_matmul_kernel[grid](_desc(a, (cfg.block_m, cfg.block_k)), _desc(b, (cfg.block_n, cfg.block_k)),
+                                        _desc(out, (cfg.block_m, cfg.block_n)), scale_a, scale_b, *scalars,
+                                        num_warps=cfg.num_warps)
+    _remember(key, kernel)
+
+
+def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
+                      device: int, cfg: MatmulConfig) -> None:
+    from tilepipe.storage import BlockwiseFP8TileStorage
+
+    M, K = a.shape
+    N = b.shape[0]
+    scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m)
+    grid = _grid(M, N, cfg, device)
+    key = ("blockwise", cfg, a.dtype, b.dtype, out.dtype, device)
+    tensors = (a, b, sa_t, sb_t, out)
+    if _fast_launch(key, grid, device, (*map(TmaOperand, tensors), *scalars)):
+        return
+    from tilepipe.kernels.matmul_fp8 import blockwise_matmul_kernel
+
+    blocks = ((cfg.block_m, cfg.block_k), (cfg.block_n, cfg.block_k), (1, cfg.block_m),
+              BlockwiseFP8TileStorage.b_scale_tile, (cfg.block_m, cfg.block_n))
+    kernel = blockwise_matmul_kernel[grid](*map(_desc, tensors, blocks), *scalars, num_warps=cfg.num_warps)
+    _remember(key, kernel)
+
+
+_LAUNCHERS: dict[tuple, FastLauncher] = {}
+"""FP8 launchers by everything the binary is specialized on (kernel, config, dtypes, scaling, device)."""
