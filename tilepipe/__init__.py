@@ -2,6 +2,8 @@
 
 __version__ = "0.1.0"
 
-from tilepipe.ops import addmm, matmul  # noqa: E402  (the torch-facing API)
+from tilepipe.ops import MatmulConfig, addmm, matmul  # noqa: E402  (the torch-facing API)
+from tilepipe import library  # noqa: E402,F401  (registers the custom ops tilepipe::*)
+from tilepipe.tuning import autotune  # noqa: E402
 
-__all__ = ["addmm", "matmul"]
+__all__ = ["MatmulConfig", "addmm", "autotune", "matmul"]
