@@ -139,7 +139,8 @@ def _check_no_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: to
                                                                          if name == "c" else ""))
 
 
-def _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config) -> torch.Tensor:
+def _traced_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                   c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None) -> torch.Tensor:
     """matmul under torch.compile: the custom ops of tilepipe.library, which the compiler treats as opaque."""
     if config is not None:
         raise ValueError("config= is not supported under torch.compile: autotune the shape instead")
