@@ -13,7 +13,7 @@ python3 -m tilepipe demo > "$out/demo.log" 2>&1
 demo=$?
 timeout 400 python3 -m tilepipe bench --name "${BENCH_NAME:-matmul-bf16}" > "$out/bench.log" 2>&1
 bench=$?
-cp "bench/results/${BENCH_NAME:-matmul-bf16}.json" "$out/" 2>/dev/null
+cp "bench/results/${BENCH_NAME:-matmul-bf16}".{json,png} "$out/" 2>/dev/null
 tail -n 3 "$out/env.txt" | head -n 2
 grep -E "passed|failed|error" "$out/pytest.log" | tail -n 5
 cat "$out/demo.log"

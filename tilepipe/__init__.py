@@ -2,7 +2,9 @@
 
 __version__ = "0.1.0"
 
+from tilepipe.ops import MatmulConfig, addmm, matmul  # noqa: E402  (the torch-facing API)
 from tilepipe.fp8 import matmul_fp8  # noqa: E402
-from tilepipe.ops import addmm, matmul  # noqa: E402  (the torch-facing API)
+from tilepipe import library  # noqa: E402,F401  (registers the custom ops tilepipe::*)
+from tilepipe.tuning import autotune  # noqa: E402
 
-__all__ = ["addmm", "matmul", "matmul_fp8"]
+__all__ = ["MatmulConfig", "addmm", "autotune", "matmul", "matmul_fp8"]

@@ -1,13 +1,15 @@
-"""`python -m tilepipe [demo|report]`: on a GPU, run the kernels against references; without one, a compile report."""
+"""`python -m tilepipe [demo|bench|report|check]`: run the kernels against torch on a GPU, benchmark them against
+cuBLAS, report what each compiles to (no GPU needed), or run the pipeline protocol checker."""
 
 import argparse
 import sys
+from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.debug import run_all_guarded
 from tilepipe.kernels import pipeline_demo
-from tilepipe.kernels.matmul import matmul_spec
+from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.ops import LARGE_16BIT, LARGE_FP32, SMALL
 
 DEMO_TIMEOUT_S = 120
@@ -35,6 +37,10 @@ def report() -> int:
     print(format_table(rows))
     print("\nshared-memory plan of wgmma_kernel (4 stages, fp16 128x64 A and 64x64 B tiles):\n")
     print(pipeline_demo.wgmma_plan.fn(4, [128, 64], [64, 64], "fp16"))
+    cfg = LARGE_16BIT
+    print(f"\nshared-memory plan of matmul_kernel ({cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.stages} stages, "
+          "bf16, B K-major, with C):\n")
+    print(matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", True, True))
     return 1 if failed else 0
 
 
@@ -46,38 +52,78 @@ def _describe(spec) -> str:
 
 
 def demo() -> int:
-    """Run the pipeline self-checks on the GPU, each in its own process under a timeout."""
+    """On the GPU, each in its own process under a timeout: the pipeline self-checks, then the public ops on
+    default shapes against torch (tilepipe.bench's family table)."""
     cases = [("stress", style, "4", "2", "8192") for style in pipeline_demo.STYLES] + [("wgmma", "4", "8", "1024")]
-    runs = run_all_guarded([["-m", "tilepipe.kernels.pipeline_demo", *case] for case in cases], DEMO_TIMEOUT_S)
+    commands = [["-m", "tilepipe.kernels.pipeline_demo", *case] for case in cases] + [["-m", "tilepipe.bench"]]
+    runs = run_all_guarded(commands, DEMO_TIMEOUT_S)
     rows = [("case", "status", "seconds", "detail")]
-    for run in runs:
+    for run in runs[:-1]:
         detail = run.result or {"output": run.output.strip().splitlines()[-1:] if run.output.strip() else ""}
         rows.append((" ".join(run.args[2:]), run.status, f"{run.seconds:.1f}",
                      ", ".join(f"{k}={v}" for k, v in detail.items() if k not in ("case", "ok"))))
+    print("pipeline self-checks\n")
     print(format_table(rows))
+    family = runs[-1]
+    print(f"\npublic ops against torch ({family.status}, {family.seconds:.1f} s)\n")
+    print("\n".join(line for line in family.output.splitlines() if not line.startswith("{")))
     return 0 if all(run.status == "ok" and run.result and run.result["ok"] for run in runs) else 1
+
+
+def check() -> int:
+    """Run the protocol checker over the shipped kernels (tilepipe.checker)."""
+    try:
+        from tilepipe.checker import check_shipped_kernels, format_results
+    except ImportError as exc:
+        if exc.name != "tilepipe.checker":
+            raise
+        print("check: the protocol checker (tilepipe.checker) is not available yet in this version of tilepipe",
+              file=sys.stderr)
+        return 2
+    results = check_shipped_kernels()
+    print(format_results(results))
+    return 0 if all(getattr(result, "ok", True) for result in results) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilepipe", description=__doc__)
-    parser.add_argument("command", nargs="?", choices=("demo", "report", "bench"), default="demo",
-                        help="demo (default): run on the GPU, or report when there is none; report: compile only; "
-                             "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json")
+    parser.add_argument("command", nargs="?", choices=("demo", "bench", "report", "check"), default="demo",
+                        help="demo (default): the kernels against torch on the GPU, or report when there is none; "
+                             "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json and .png; "
+                             "report: compile every kernel and print its resources (no GPU needed); "
+                             "check: the pipeline protocol checker")
     parser.add_argument("--name", default="matmul-bf16", help="bench: the results file name")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
+    parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
+    parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
+                        help="bench: the bf16/fp16 GEMMs (NAME.json), the FP8 GEMMs (NAME-fp8.json), or both")
     args = parser.parse_args(argv)
-    if args.command == "bench":
-        from tilepipe import bench
+    if args.command == "check":
+        return check()
+    if args.command == "report":
+        return report()
+    from tilepipe import bench
 
-        bench.run(args.name, pairs=args.pairs)
+    if args.command == "bench" and args.plot:
+        print(f"wrote {bench.plot(args.plot)}")
         return 0
-    if args.command == "demo":
-        import torch
+    import torch
 
-        if torch.cuda.is_available():
-            return demo()
+    if not torch.cuda.is_available():
+        if args.command == "bench":
+            print("bench needs a CUDA GPU (none here); `--plot JSON` redraws a results file", file=sys.stderr)
+            return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
-    return report()
+        return report()
+    if args.command == "bench":
+        if args.family in ("all", "bf16"):
+            bench.run(args.name, pairs=args.pairs)
+        if args.family in ("all", "fp8"):
+            from tilepipe import bench_fp8
+
+            bench_fp8.run(f"{args.name}-fp8", pairs=args.pairs)
+        return 0
+    return demo()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """Benchmark tilepipe.matmul against cuBLAS (torch.matmul, torch.addmm) in one process, on the same random inputs.
 
+`python -m tilepipe.bench family` is the demo's GPU part: each public op on a few default shapes against torch,
+as a table and a last JSON line (tilepipe.debug.run_guarded runs it in a child process under a timeout).
+
 Timings are `triton.testing.do_bench` medians taken in interleaved pairs (ours, cuBLAS, ours, ...): an H100
 drops from about 795 to 690 TFLOP/s within seconds as it reaches its power limit, so blocks of one kernel
 then the other would be unfair. The ratio reported is the median of the per-pair ratios.
@@ -103,12 +106,43 @@ def bench_bias(M: int, N: int, K: int, pairs: int, rep_ms: int) -> Row:
                result[3])
 
 
+HOST_SHAPE = 256
+
+
+def host_overhead(calls: int = 2000, repeats: int = 15) -> dict:
+    """Host time per call at 256^3 (bf16, B K-major) of tilepipe.matmul and torch.matmul, allocating and with out=.
+
+    Each repeat times `calls` back-to-back calls of each function in turn (perf_counter, no sync inside: the
+    GPU work, a few us per call, finishes faster than the host enqueues it); the figures are medians of repeats.
+    """
+    a, b = _operands(HOST_SHAPE, HOST_SHAPE, HOST_SHAPE, "kmajor")
+    out = torch.empty(HOST_SHAPE, HOST_SHAPE, device="cuda", dtype=torch.bfloat16)
+    variants = {"tilepipe": lambda: tilepipe.matmul(a, b), "torch": lambda: torch.matmul(a, b),
+                "tilepipe_out": lambda: tilepipe.matmul(a, b, out=out), "torch_out": lambda: torch.matmul(a, b, out=out)}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            fn()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls * 1e6)
+            torch.cuda.synchronize()
+    us = {name: round(statistics.median(ts), 2) for name, ts in times.items()}
+    return {"shape": f"{HOST_SHAPE}^3 bf16, B K-major", "calls": calls, "repeats": repeats, "method":
+            " ".join(host_overhead.__doc__.split("\n\n")[1].split()), "us_per_call": us,
+            "over_torch_us": round(us["tilepipe"] - us["torch"], 2),
+            "over_torch_out_us": round(us["tilepipe_out"] - us["torch_out"], 2)}
+
+
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
-    """Benchmark every shape (B K-major, plus B row-major and the residual at 8192^3), print a table, and write
-    bench/results/NAME.json."""
+    """Benchmark every shape (B K-major, plus B row-major and the residual at 8192^3) and the host overhead at
+    256^3, print a table, and write bench/results/NAME.json and its plot NAME.png."""
     import triton
 
     start = time.time()
+    host = host_overhead()
     rows = [bench_matmul(M, N, K, "kmajor", pairs, rep_ms) for M, N, K in SHAPES]
     rows.append(bench_matmul(8192, 8192, 8192, "rowmajor", pairs, rep_ms))
     rows += bench_residual(8192, 8192, 8192, pairs, rep_ms)
@@ -118,14 +152,71 @@ def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DI
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
         "cuda": torch.version.cuda, "dtype": "bf16 in, bf16 out (C bf16)", "method": __doc__.strip(),
         "pairs": pairs, "rep_ms": rep_ms, "seconds": round(time.time() - start, 1),
-        "rows": [asdict(row) for row in rows],
+        "rows": [asdict(row) for row in rows], "host_overhead": host,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     print_table(rows)
-    print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
+    us = host["us_per_call"]
+    print(f"\nhost time per call at {host['shape']}: tilepipe {us['tilepipe']} us, torch.matmul {us['torch']} us "
+          f"(+{host['over_torch_us']} us); with out=: {us['tilepipe_out']} vs {us['torch_out']} us "
+          f"(+{host['over_torch_out_us']} us)")
+    print(f"{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path} and "
+          f"{plot(path).name}")
     return path
+
+
+def plot(results: Path) -> Path:
+    """Draw a results JSON as a bar chart of TFLOP/s by shape, tilepipe against its baseline; returns the PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    record = json.loads(results.read_text())
+    rows = [row for row in record["rows"] if "tilepipe" not in row["baseline"]]
+    labels = [f"{row['shape']}\n{row['variant'].replace('matmul ', '')}" for row in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(rows)), 4.5))
+    ax.bar([i - 0.2 for i in x], [row["tilepipe_tflops"] for row in rows], 0.4, label="tilepipe")
+    ax.bar([i + 0.2 for i in x], [row["baseline_tflops"] for row in rows], 0.4, label="cuBLAS (torch)")
+    ax.set_xticks(list(x), labels, fontsize=7, rotation=30, ha="right")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{record['name']}: {record['gpu']}, {record['dtype']}", fontsize=9)
+    ax.legend(loc="lower left")
+    fig.tight_layout()
+    path = results.with_suffix(".png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+FAMILY_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (7919, 4133, 3000)]
+
+
+def family(rep_ms: int = 50) -> list[tuple[str, ...]]:
+    """Each public op on FAMILY_SHAPES against its torch counterpart: a table of error and speed."""
+    from triton.testing import do_bench
+
+    torch.manual_seed(0)
+    rows = [("op", "shape", "dtype", "rel err", "tilepipe ms", "torch ms", "speedup")]
+    for M, N, K in FAMILY_SHAPES:
+        a, b = _operands(M, N, K, "kmajor")
+        bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+        a16, b16 = a.half(), b.contiguous().half()
+        cases = [("matmul", "bf16, B K-major", lambda: tilepipe.matmul(a, b), lambda: torch.matmul(a, b)),
+                 ("matmul", "fp16, B row-major", lambda: tilepipe.matmul(a16, b16), lambda: a16 @ b16),
+                 ("matmul", "bf16 -> fp32 (torch: mm, cast)", lambda: tilepipe.matmul(a, b, out_dtype=torch.float32),
+                  lambda: torch.matmul(a, b).float()),
+                 ("addmm", "bf16, bias row", lambda: tilepipe.addmm(bias, a, b), lambda: torch.addmm(bias, a, b))]
+        for op, dtype, ours, theirs in cases:
+            err = _rel_err(ours(), theirs())
+            t_ours = do_bench(ours, warmup=10, rep=rep_ms, return_mode="median")
+            t_theirs = do_bench(theirs, warmup=10, rep=rep_ms, return_mode="median")
+            rows.append((op, f"{M}x{N}x{K}", dtype, f"{err:.1e}", f"{t_ours:.3f}", f"{t_theirs:.3f}",
+                         f"{t_theirs / t_ours:.2f}x"))
+    return rows
 
 
 def print_table(rows: list[Row]) -> None:
@@ -133,3 +224,11 @@ def print_table(rows: list[Row]) -> None:
     table += [(r.shape, r.variant, r.baseline, f"{r.tilepipe_tflops:.0f}", f"{r.baseline_tflops:.0f}",
                f"{r.ratio:.3f}", f"{r.rel_err:.1e}") for r in rows]
     print(format_table(table))
+
+
+if __name__ == "__main__":
+    table = family()
+    print(format_table(table))
+    worst = max(float(row[3]) for row in table[1:])
+    print(json.dumps({"case": "family", "ok": worst < 2e-2, "worst_rel_err": worst}))
+    sys.exit(0 if worst < 2e-2 else 1)

@@ -12,17 +12,23 @@ returns None when the compiled kernel does not look as expected, and callers the
 """
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
 
 import torch
 
 _MAP_CACHE_SIZE = 4096
 
 
-@dataclass(frozen=True)
-class TmaOperand:
-    """A tensor passed to a TMA descriptor parameter (the box comes from the compiled kernel's metadata)."""
-    tensor: torch.Tensor
+class TmaOperand(NamedTuple):
+    """What a TMA descriptor parameter encodes of its tensor (the box comes from the compiled kernel's metadata)."""
+    address: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> "TmaOperand":
+        return cls(t.data_ptr(), tuple(t.shape), t.stride())
 
 
 class FastLauncher:
@@ -52,19 +58,22 @@ class FastLauncher:
         return cls(kernel, raw_launch, metas)
 
     def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
-        """Launch with `args` in kernel order; TmaOperand entries become encoded tensor maps."""
-        final, operand = [], 0
+        """Launch with `args` in kernel order (TmaOperand entries for the descriptor parameters)."""
+        self.raw_launch(*grid, stream, *self.bind(args))
+
+    def bind(self, args: tuple) -> tuple:
+        """The C launcher's arguments after grid and stream: TmaOperand entries become encoded tensor maps. The
+        result can be kept and launched again through raw_launch while the operands' addresses stay valid."""
+        final, operand = list(self.prefix), 0
         for arg in args:
             if isinstance(arg, TmaOperand):
-                t = arg.tensor
-                shape, strides = t.shape, t.stride()
-                final.append(self._tensor_map(t.data_ptr(), shape, strides, operand))
-                final.extend(shape)
-                final.extend(strides)
+                final.append(self._tensor_map(*arg, operand))
+                final.extend(arg.shape)
+                final.extend(arg.strides)
                 operand += 1
             else:
                 final.append(arg)
-        self.raw_launch(*grid, stream, *self.prefix, *final)
+        return tuple(final)
 
     def _tensor_map(self, address: int, shape: tuple, strides: tuple, operand: int):
         """The encoded tensor map of this geometry for descriptor parameter `operand`, with the kernel's box (the
@@ -87,8 +96,14 @@ class FastLauncher:
 
 def launch_hooks_active() -> bool:
     """Whether a Triton launch hook (e.g. a profiler) is installed: then launches must go through kernel.run."""
+    runtime = _triton_runtime()
+    # triton 3.6 keeps each hook as a HookChain, empty by default
+    return bool(runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls)
+
+
+@cache
+def _triton_runtime():
+    """triton.knobs.runtime, imported on first use (importing triton takes a while)."""
     from triton import knobs
 
-    # triton 3.6 keeps each hook as a HookChain (empty by default); older versions used None
-    return any(getattr(hook, "calls", hook) for hook in (knobs.runtime.launch_enter_hook,
-                                                          knobs.runtime.launch_exit_hook))
+    return knobs.runtime

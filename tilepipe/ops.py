@@ -57,23 +57,85 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
-           beta: float = 0.0, debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
+           beta: float = 0.0, config: MatmulConfig | None = None, debug: bool | None = None,
+           trace: str | os.PathLike | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
     K-major tensor.
 
     Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
     `out` when given. `c` (M x N, D's dtype or fp32) is read only when beta != 0, as in torch.addmm; it may be
     `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
-    e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. Raises TypeError /
-    ValueError naming the argument for bad input.
+    e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
+    configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
+    heuristic). Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
-    pass over that tensor but is never wrong.
+    pass over that tensor but is never wrong. Under torch.compile this calls the custom op tilepipe::matmul.
     Debug mode (`debug=True`, or TILEPIPE_DEBUG=1 when `debug` is None) waits for the kernel and, if its roles stop
     making progress, names the stuck roles and ends the process (tilepipe.debug). `trace=PATH` writes the launch's
     pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.timeline).
     """
+    if torch.compiler.is_compiling():
+        return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
     probe = _probe_request(debug, trace)
+    if probe is not None:
+        return _matmul(a, b, out, out_dtype, c, alpha, beta, config, None, probe)
+    try:  # a repeated call geometry skips validation and configuration: see _Plan
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, out_dtype,
+               alpha.__class__, alpha, beta.__class__, beta, config,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+               None if c is None else True if c is out else (c.shape, c.stride(), c.dtype, c.device))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable scalars: the checks below say which
+        key = plan = None
+    if plan is not None:
+        result = plan.run(a, b, out, c)
+        if result is not None:
+            return result
+    return _matmul(a, b, out, out_dtype, c, alpha, beta, config, key)
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+            c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, key: tuple | None,
+            probe: str | os.PathLike | bool | None = None) -> torch.Tensor:
+    """matmul with every check, staging copies where TMA needs them, and a _Plan for the call's geometry (none for
+    a bias row, whose address the plan would not follow, nor for debug and trace launches)."""
+    M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    else:
+        _check_no_overlap(out, a, b, c)
+    bias = None
+    if c is not None and c is not out and _is_column_bias(c):
+        bias, c = c[0], None
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        residual = c if c is not None else bias
+        return out.copy_(residual * beta) if residual is not None else out.zero_()
+    b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
+    a_view, b_view = _tma_ready(a), _tma_ready(b.t() if b_kmajor else b)
+    target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
+    source = None if c is None else (target if c is out else _tma_ready(c))
+    if source is target and target is not out:
+        target.copy_(out)
+    device = _device_index(a)
+    own_source = source is not None and source.dtype != out_dtype
+    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
+    launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, probe)
+    if target is not out:
+        out.copy_(target)
+    elif launcher is not None and key is not None and bias is None and a_view is a and (
+            b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
+        _remember(key, _Plan(launcher, grid, device, out_dtype, args, c is not None and c is not out))
+    return out
+
+
+def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                 c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None = None
+                 ) -> tuple[int, int, int, torch.dtype, torch.Tensor | None, float, float]:
+    """Every check of matmul's arguments that needs no memory address (so fake tensors pass through it too):
+    (M, N, K, out dtype, c or None when beta is 0, alpha, beta)."""
     _check_operands(a, b)
     out_dtype = _check_out_dtype(out_dtype, out, a.dtype)
     M, K = a.shape
@@ -82,36 +144,30 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if beta != 0.0 and c is None:
         raise ValueError("beta is nonzero but c is None: pass c, or leave beta at 0")
     c = c if beta != 0.0 else None
-    bias = None
     if c is not None:
         _check_residual(c, (M, N), out_dtype, a.device)
-        if c is not out and _is_column_bias(c):
-            bias, c = c[0], None
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
-    else:
+    if out is not None:
         _check_result_shaped(out, "out", (M, N), a.device)
-        for name, t in (("a", a), ("b", b)) + ((("c", c), ) if c is not None and c is not out else ()):
-            if _overlaps(out, t):
-                raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
-                                                                             if name == "c" else ""))
-    if M == 0 or N == 0:
-        return out
-    if K == 0:
-        residual = c if c is not None else bias
-        return out.copy_(residual * beta) if residual is not None else out.zero_()
-    b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
-    b_view = _tma_ready(b.t() if b_kmajor else b)
-    target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
-    source = None if c is None else (target if c is out else _tma_ready(c))
-    if source is target and target is not out:
-        target.copy_(out)
-    device = _device_index(a)
-    own_source = source is not None and source.dtype != out_dtype
-    _launch(_tma_ready(a), b_view, target, source, bias, alpha, beta, b_kmajor, device,
-            choose_config(M, N, out_dtype, _sm_count(device), FP32_SOURCE_CONFIGS if own_source else None), probe)
-    if target is not out:
-        out.copy_(target)
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    return M, N, K, out_dtype, c, alpha, beta
+
+
+def _check_no_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> None:
+    for name, t in (("a", a), ("b", b)) + ((("c", c), ) if c is not None and c is not out else ()):
+        if _overlaps(out, t):
+            raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
+                                                                         if name == "c" else ""))
+
+
+def _traced_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                   c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None) -> torch.Tensor:
+    """matmul under torch.compile: the custom ops of tilepipe.library, which the compiler treats as opaque."""
+    if config is not None:
+        raise ValueError("config= is not supported under torch.compile: autotune the shape instead")
+    if out is None:
+        return torch.ops.tilepipe.matmul(a, b, c, out_dtype=out_dtype, alpha=alpha, beta=beta)
+    torch.ops.tilepipe.matmul_out(out, a, b, c, out_dtype=out_dtype, alpha=alpha, beta=beta)
     return out
 
 
@@ -122,6 +178,24 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
     A bias row ((N,) or (1, N)) is added in the epilogue from its N values; another broadcast input (a column)
     is expanded through an aligned copy before the fused GEMM.
     """
+    c = addmm_residual(input, mat1, mat2)
+    return matmul(mat1, mat2, out=out, out_dtype=mat1.dtype, c=c, alpha=alpha, beta=beta)
+
+
+def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
+               device: int, own_source: bool = False) -> MatmulConfig:
+    """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
+    wave-efficiency heuristic. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles."""
+    from tilepipe.tuning import cached_config
+
+    if own_source:
+        return choose_config(M, N, out_dtype, _sm_count(device), FP32_SOURCE_CONFIGS)
+    return (cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
+            or choose_config(M, N, out_dtype, _sm_count(device)))
+
+
+def addmm_residual(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+    """addmm's checks: `input` expanded to the (M, N) residual C."""
     _check_operands(mat1, mat2)
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
@@ -129,10 +203,9 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
         raise TypeError(f"input must have mat1's dtype {mat1.dtype}, got {input.dtype}")
     shape = (mat1.shape[0], mat2.shape[1])
     try:
-        c = input.expand(shape)
+        return input.expand(shape)
     except RuntimeError:
         raise ValueError(f"input of shape {tuple(input.shape)} does not broadcast to {shape}") from None
-    return matmul(mat1, mat2, out=out, out_dtype=mat1.dtype, c=c, alpha=alpha, beta=beta)
 
 
 def _probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | os.PathLike | bool | None:
@@ -150,26 +223,25 @@ def _probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str |
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
             alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig,
-            probe: str | os.PathLike | bool | None = None) -> None:
+            probe: str | os.PathLike | bool | None = None) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
-    Debug and trace launches (`probe`, from _probe_request) always go through the JIT, to their own binaries."""
+    Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
+    launches (`probe`, from _probe_request) always go through the JIT, to their own binaries."""
     M, K = a.shape
     N = out.shape[1]
     dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
-    a_block = (cfg.block_m, cfg.block_k)
-    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
-    c_block = (cfg.block_m, cfg.block_n)
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    bias_arg = bias if has_bias else out  # nor its bias pointer without a bias
     scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
-    key = (cfg, dtype, c_dtype, source.dtype, bias_arg.dtype, b_kmajor, has_c, has_bias, device)
+    # the bias pointer is never read without a bias: a null one keeps plans free of stale tensors
+    args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
+            bias.data_ptr() if has_bias else 0, *scalars, None, 0)
+    key = (cfg, dtype, c_dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, device)
     launcher = _LAUNCHERS.get(key)
     if launcher is not None and not launch_hooks_active() and probe is None:
-        launcher(grid, torch._C._cuda_getCurrentRawStream(device),
-                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), bias_arg, *scalars, None, 0))
-        return
+        launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
+        return launcher, grid, args
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tilepipe.kernels.matmul import matmul_kernel
@@ -177,16 +249,20 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     def desc(t: torch.Tensor, block: tuple[int, int], dt: str) -> TensorDescriptor:
         return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dt))
 
-    args = (desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
-            desc(source, c_block, _GL_DTYPES[source.dtype]), bias_arg, *scalars)
+    a_block = (cfg.block_m, cfg.block_k)
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    c_block = (cfg.block_m, cfg.block_n)
+    jit_args = (desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
+                desc(source, c_block, _GL_DTYPES[source.dtype]), bias if has_bias else out, *scalars)
     if probe is not None:
-        _launch_probed(lambda buf, mode: matmul_kernel[grid](*args, buf, mode, num_warps=cfg.num_warps), grid[0],
-                       probe, a.device)
-        return
-    kernel = matmul_kernel[grid](*args, num_warps=cfg.num_warps)
+        _launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps),
+                       grid[0], probe, a.device)
+        return None, grid, args
+    kernel = matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps)
     fast = FastLauncher.create(kernel)
     if fast is not None:
         _LAUNCHERS[key] = fast
+    return None, grid, args
 
 
 def _launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device) -> None:
@@ -207,6 +283,61 @@ _LAUNCHERS: dict[tuple, FastLauncher] = {}
 """GEMM launchers by (config, dtypes, B layout, epilogue, device): everything the binary is specialized on, since
 matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
+
+
+class _Plan:
+    """A call geometry that passed every check and needed no staging copy: shapes, strides, dtypes, devices,
+    scalars and config (the key in _PLANS), with its launcher, grid and kernel arguments. A repeated call reads
+    only its tensors' addresses; each new address tuple is checked (alignment, overlap) and bound once."""
+
+    __slots__ = ("launcher", "grid", "device", "out_shape", "out_dtype", "out_device", "args", "separate_c",
+                 "bound")
+
+    def __init__(self, launcher: FastLauncher, grid: tuple[int, int, int], device: int, out_dtype: torch.dtype,
+                 args: tuple, separate_c: bool) -> None:
+        self.launcher, self.grid, self.device, self.args, self.separate_c = launcher, grid, device, args, separate_c
+        self.out_shape, self.out_dtype, self.out_device = args[2].shape, out_dtype, torch.device("cuda", device)
+        self.bound: dict[tuple[int, int, int, int], tuple] = {}
+
+    def run(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, c: torch.Tensor | None
+            ) -> torch.Tensor | None:
+        """Launch for these tensors and return the output, or None when the full path must run instead (an
+        unaligned address, or a Triton launch hook installed)."""
+        if launch_hooks_active():
+            return None
+        fresh = out is None
+        if fresh:
+            out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.out_device)
+        d = out.data_ptr()
+        addresses = (a.data_ptr(), b.data_ptr(), d, c.data_ptr() if self.separate_c else d)
+        bound = self.bound.get(addresses)
+        if bound is None:
+            if any(address % TMA_ALIGN_BYTES for address in addresses):
+                return None
+            if not fresh:
+                _check_no_overlap(out, a, b, c if self.separate_c else None)
+            if len(self.bound) >= _BOUND_PER_PLAN:
+                self.bound.clear()
+            operands = [operand._replace(address=address) for operand, address in zip(self.args, addresses)]
+            bound = self.bound[addresses] = self.launcher.bind((*operands, *self.args[4:]))
+        self.launcher.raw_launch(*self.grid, torch._C._cuda_getCurrentRawStream(self.device), *bound)
+        return out
+
+
+_PLANS: dict[tuple, _Plan] = {}
+_PLAN_LIMIT = 1024
+_BOUND_PER_PLAN = 64
+
+
+def _remember(key: tuple, plan: _Plan) -> None:
+    if len(_PLANS) >= _PLAN_LIMIT:
+        _PLANS.clear()
+    _PLANS[key] = plan
+
+
+def forget_plans() -> None:
+    """Drop every cached call plan, so the next calls choose their configuration again (after autotuning)."""
+    _PLANS.clear()
 
 
 @cache

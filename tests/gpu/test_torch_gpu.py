@@ -1,0 +1,37 @@
+"""GPU: custom ops under torch.compile and CUDA graphs, the host fast path, and the autotune cache across two
+processes (tests/gpu/torch_cases.py, each case in its own process under a timeout)."""
+
+import pytest
+
+from tilepipe.debug import run_all_guarded, run_guarded
+
+CASES = ["compile", "cudagraph", "repeat"]
+TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return dict(zip(CASES, run_all_guarded([["-m", "tests.gpu.torch_cases", case] for case in CASES], TIMEOUT_S)))
+
+
+def assert_ok(run):
+    assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
+    assert run.result is not None and run.result["ok"], run.result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES)
+def test_torch_integration(runs, case):
+    assert_ok(runs[case])
+
+
+@pytest.mark.gpu
+def test_autotune_cache_across_two_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEPIPE_CACHE_DIR", str(tmp_path))
+    first, second = (run_guarded(["-m", "tests.gpu.torch_cases", "autotune"], TIMEOUT_S) for _ in range(2))
+    for run in (first, second):
+        assert_ok(run)
+    assert (first.result["timed"], first.result["cache_hits"]) == (2, 0)
+    assert (second.result["timed"], second.result["cache_hits"]) == (0, 1)
+    assert second.result["best"] == first.result["best"] == second.result["config_before"]
+    assert "autotune 256x256x256" in first.output and "2/2" in first.output

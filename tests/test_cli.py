@@ -1,0 +1,73 @@
+"""The command line's CPU subcommands: report, check, demo without a GPU, bench without a GPU and bench --plot."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tilepipe_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "tilepipe", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def needs_no_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("tests the behaviour without a GPU")
+
+
+@pytest.fixture(scope="module")
+def report():
+    return tilepipe_cli("report")
+
+
+def test_report_lists_every_kernel_with_its_resources(report):
+    assert report.returncode == 0, report.stderr[-3000:]
+    lines = report.stdout.splitlines()
+    assert lines[0].split()[:4] == ["kernel", "target", "smem", "B"]
+    rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel"))]
+    assert sum("sm_100a" in row for row in rows) >= 3 and sum("matmul_kernel" in row for row in rows) == 3
+    assert all("FAILED" not in row for row in rows)
+    assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout
+
+
+def test_check_without_the_checker_says_so_and_exits_2():
+    try:
+        import tilepipe.checker  # noqa: F401
+        pytest.skip("the checker exists in this version")
+    except ImportError:
+        pass
+    result = tilepipe_cli("check", timeout=120)
+    assert result.returncode == 2 and "not available yet" in result.stderr
+
+
+def test_demo_without_a_gpu_falls_back_to_the_report(report):
+    needs_no_gpu()
+    result = tilepipe_cli()
+    assert result.returncode == 0
+    assert result.stdout.startswith("no CUDA GPU here") and report.stdout in result.stdout
+
+
+def test_bench_without_a_gpu_exits_2():
+    needs_no_gpu()
+    result = tilepipe_cli("bench", timeout=120)
+    assert result.returncode == 2 and "needs a CUDA GPU" in result.stderr
+
+
+def test_bench_plot_redraws_a_results_file(tmp_path):
+    results = tmp_path / "run.json"
+    shutil.copy(REPO / "bench" / "results" / "matmul-bf16-h100-v5.json", results)
+    result = tilepipe_cli("bench", "--plot", str(results), timeout=120)
+    assert result.returncode == 0, result.stderr
+    png = results.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert json.loads(results.read_text())["rows"]
