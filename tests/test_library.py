@@ -105,3 +105,26 @@ def test_register_makes_a_functional_and_an_out_op(scale_op):
     with pytest.raises(ValueError, match="out must have shape"):
         with FakeTensorMode(allow_non_fake_inputs=True):
             torch.ops.tilepipe._test_scale_out(torch.empty(2, 2), torch.empty(5, 3))
+
+
+def test_fake_matmul_fp8_gives_shape_dtype_and_checks(fake):
+    a, w = fake(64, 128, dtype=torch.float8_e4m3fn), fake(96, 128, dtype=torch.float8_e4m3fn)
+    one = fake(1, dtype=torch.float32)
+    result = torch.ops.tilepipe.matmul_fp8(a, w.t(), one, one, out_dtype=torch.float16)
+    assert result.shape == (64, 96) and result.dtype == torch.float16 and result.device.type == "cuda"
+    assert torch.ops.tilepipe.matmul_fp8_out(fake(64, 96), a, w.t(), one, one) is None
+    with pytest.raises(ValueError, match="b must be column-major"):
+        torch.ops.tilepipe.matmul_fp8(a, fake(128, 96, dtype=torch.float8_e4m3fn), one, one)
+
+
+def test_compile_fullgraph_traces_matmul_fp8(fake):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(lambda a, w, s: torch.relu(tilepipe.matmul_fp8(a, w.t(), s, s)), fullgraph=True,
+                             backend=counter)
+    y = compiled(fake(64, 128, dtype=torch.float8_e4m3fn), fake(96, 128, dtype=torch.float8_e4m3fn),
+                 fake(1, dtype=torch.float32))
+    assert y.shape == (64, 96) and y.dtype == torch.bfloat16 and counter.frame_count == 1
+    assert "tilepipe.matmul_fp8" in counter.graphs[0].code

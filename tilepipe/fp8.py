@@ -66,20 +66,15 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     bf16, fp16 or fp32, written into `out` when given. Rows that TMA cannot address (K not a multiple of 16) are
     staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input.
     """
-    _check_fp8_operands(a, b)
-    M, K = a.shape
-    N = b.shape[1]
-    mode = _scaling(scale_a, scale_b, M, N, K)
-    out_dtype = _check_out_dtype(out_dtype if out is None else None, out, out_dtype)
-    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
-        if t.device.type != "cuda":
-            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-        if t.device != a.device:
-            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    if torch.compiler.is_compiling():  # an opaque custom op for the compiler (tilepipe.library)
+        if out is None:
+            return torch.ops.tilepipe.matmul_fp8(a, b, scale_a, scale_b, out_dtype=out_dtype)
+        torch.ops.tilepipe.matmul_fp8_out(out, a, b, scale_a, scale_b, out_dtype=out_dtype)
+        return out
+    M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
-        _check_result_shaped(out, "out", (M, N), a.device)
         for name, t in (("a", a), ("b", b)):
             if _overlaps(out, t):
                 raise ValueError(f"out must not share memory with {name}")
@@ -100,6 +95,25 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     if target is not out:
         out.copy_(target)
     return out
+
+
+def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                     out_dtype: torch.dtype, out: torch.Tensor | None) -> tuple[int, int, int, str, torch.dtype]:
+    """Every check of matmul_fp8's arguments that needs no memory address (fake tensors pass through it too):
+    (M, N, K, scaling mode, out dtype)."""
+    _check_fp8_operands(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    mode = _scaling(scale_a, scale_b, M, N, K)
+    out_dtype = _check_out_dtype(out_dtype if out is None else None, out, out_dtype)
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    if out is not None:
+        _check_result_shaped(out, "out", (M, N), a.device)
+    return M, N, K, mode, out_dtype
 
 
 def _check_fp8_operands(a: torch.Tensor, b: torch.Tensor) -> None:

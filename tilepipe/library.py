@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 from torch._library.custom_ops import CustomOpDef
 
-from tilepipe import ops
+from tilepipe import fp8, ops
 
 
 class PublicOp(NamedTuple):
@@ -70,3 +70,13 @@ MATMUL = register("matmul", "Tensor a, Tensor b, Tensor? c=None", "ScalarType? o
                   "float beta=0.0", ops.matmul, _matmul_like)
 ADDMM = register("addmm", "Tensor input, Tensor mat1, Tensor mat2", "float beta=1.0, float alpha=1.0", ops.addmm,
                  _addmm_like)
+
+
+def _matmul_fp8_like(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+                     out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None) -> torch.Tensor:
+    M, N, _, _, out_dtype = fp8.check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
+    return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
+
+
+MATMUL_FP8 = register("matmul_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor scale_b",
+                      "ScalarType out_dtype=bfloat16", fp8.matmul_fp8, _matmul_fp8_like)

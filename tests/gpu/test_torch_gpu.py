@@ -5,7 +5,7 @@ import pytest
 
 from tilepipe.debug import run_all_guarded, run_guarded
 
-CASES = ["compile", "cudagraph", "repeat"]
+CASES = ["compile", "cudagraph", "repeat", "fp8"]
 TIMEOUT_S = 240
 
 
