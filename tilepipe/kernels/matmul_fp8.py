@@ -45,7 +45,8 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
                     c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
                     pipelines=SmemPipelineBundleNoClc(
                         InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async"),
-                        OutputPipelineStorage(c_stages, producer_proxy="generic", consumer_proxy="async")))
+                        OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
+                                              consumer_proxy="async")))
 
 
 @gluon.constexpr_function

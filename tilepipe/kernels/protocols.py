@@ -26,14 +26,15 @@ def plan_storages(plan: SmemPlan) -> tuple[Storage, ...]:
     return tuple(storage for _, storage in plan.storages)
 
 
-def matmul_roles(has_c: bool) -> tuple[Role, ...]:
-    """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each."""
+def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role") -> tuple[Role, ...]:
+    """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each. The FP8 kernels
+    have the same protocol with their own mma (and, blockwise, load) role functions."""
     with_c = (lambda *body: body) if has_c else (lambda *body: ())
-    mma = Role("mma", "mma_role", (
+    mma = Role("mma", mma_fn, (
         loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"),
              *produce("output", *with_c(*wait_filled("epi_load")))),
         Drain("output")), release_lag=(("input", 1), ))
-    load = Role("load", "load_role", (
+    load = Role("load", load_fn, (
         loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
         Drain("input"), *with_c(Drain("load_order"))))
     store = Role("store", "store_role", (loop("tile", "tiles", *consume("output", *with_c(*consume("epi_load")))), ))
@@ -70,6 +71,29 @@ def matmul_protocol(name: str, cfg: ops.MatmulConfig, variant: str = "matmul") -
                     matmul_roles(has_c), tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, **args))
 
 
+def fp8_protocols() -> list[Protocol]:
+    """tilepipe/kernels/matmul_fp8.py in every configuration tilepipe.fp8 may choose (bf16 and fp32 output)."""
+    import torch
+
+    from tilepipe import fp8
+    from tilepipe.kernels.matmul_fp8 import blockwise_spec, fp8_plan, scaled_spec
+
+    protocols = []
+    for blockwise in (False, True):
+        for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+            for cfg in fp8.configs(blockwise, out_dtype):
+                plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
+                                   "fp8e4nv", c_dtype, blockwise)
+                roles = (matmul_roles(False, "blockwise_mma_role", "blockwise_load_role") if blockwise
+                         else matmul_roles(False, "scaled_mma_role"))
+                spec = ((lambda cfg=cfg, c=c_dtype: blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", c)) if blockwise
+                        else (lambda cfg=cfg, c=c_dtype: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", c, True)))
+                name = f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> {c_dtype}"
+                protocols.append(Protocol("matmul_fp8 " + ("blockwise" if blockwise else "scaled"), name,
+                                          plan_storages(plan), roles, tile_cases(cfg.stages), spec))
+    return protocols
+
+
 def stress_protocol(stages: int, consumers: int) -> Protocol:
     """pipeline_demo.stress_kernel: one producer, `consumers` consumer roles, one item per loop trip."""
     names = [f"consumer{i}" for i in range(consumers)]
@@ -95,8 +119,9 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 
 def shipped_protocols() -> list[Protocol]:
-    """Every matmul variant in every tilepipe.ops configuration, the stress kernel and the wgmma kernel."""
+    """Every matmul variant in every tilepipe.ops configuration, the FP8 kernels, the stress kernel and the wgmma
+    kernel."""
     protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_VARIANTS]
+                 for variant in MATMUL_VARIANTS] + fp8_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
