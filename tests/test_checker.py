@@ -61,8 +61,9 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_VARIANTS, "pipeline_demo stress", "pipeline_demo wgmma"}
-    configs = {r.config.split()[0] for r in shipped if r.kernel.startswith("matmul")}
+    assert kernels == {*MATMUL_VARIANTS, "matmul_fp8 scaled", "matmul_fp8 blockwise", "pipeline_demo stress",
+                       "pipeline_demo wgmma"}
+    configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_VARIANTS}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
 
 
