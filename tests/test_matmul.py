@@ -6,11 +6,14 @@ import torch
 import tilepipe
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config
+from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config, choose_scheduler
 
-CASES = [(cfg, dtype, c_dtype, kmajor, has_c)
-         for cfg, c_dtypes in ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
+CONFIGS = ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
+CASES = [(cfg, dtype, c_dtype, kmajor, has_c, False)
+         for cfg, c_dtypes in CONFIGS
          for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False) for has_c in (False, True)]
+# the dynamic scheduler: every configuration, with and without the epilogue-load role, both B layouts
+CASES += [(cfg, "bf16", c_dtypes[-1], not has_c, has_c, True) for cfg, c_dtypes in CONFIGS for has_c in (False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -18,10 +21,11 @@ def reports():
     return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case) for case in CASES])))
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}{4}".format(
-    *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor", "-residual" if CASES[i][4] else ""))
+@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}{4}{5}".format(
+    *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor", "-residual" if CASES[i][4] else "",
+    "-dynamic" if CASES[i][5] else ""))
 def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
-    cfg, dtype, c_dtype, kmajor, has_c = CASES[index]
+    cfg, dtype, c_dtype, kmajor, has_c, dynamic = CASES[index]
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
@@ -33,9 +37,12 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
     planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
-                             has_c)
+                             has_c, dynamic)
     assert planned.fits
     assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
+    # the dynamic scheduler draws tickets with one atomic add and leaves the counter at zero with one exchange
+    assert report.count("atom.global.gpu.acq_rel.add") == report.count("atom.global.gpu.acq_rel.exch") == dynamic
+    assert report.num_warps == cfg.num_warps + 4  # up to 4 one-warp roles: one warpgroup of workers either way
 
 
 def test_config_fills_the_machine():
@@ -45,6 +52,32 @@ def test_config_fills_the_machine():
     assert choose_config(1024, 1024, torch.bfloat16, 132) == SMALL  # 32 large tiles would leave 100 SMs idle
     assert choose_config(1408, 1408, torch.bfloat16, 132) == MEDIUM  # 121 tiles of 128x128: 92%
     assert choose_config(1536, 1536, torch.bfloat16, 132) == SMALL  # none reaches 75%: the best-filled one
+
+
+def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():
+    plain = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, False, True)
+    residual = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, True, True)
+    ring = {use.name: use for use in residual.barrier_map()}
+    assert ring["pipelines.clc.empty"].arrivals == 4 and ring["pipelines.clc.full"].arrivals == 1
+    assert {use.name: use for use in plain.barrier_map()}["pipelines.clc.empty"].arrivals == 3
+    assert ring["pipelines.clc_throttle.full"].producer == "load"  # the load role paces the scheduler
+    static = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, True, False)
+    assert residual.total_bytes - static.total_bytes < 256 and residual.fits  # ring + throttle + responses: tiny
+
+
+def test_scheduler_choice():
+    # one wave or less, or whole waves: nothing to balance
+    assert choose_scheduler(2048, 2048, LARGE_16BIT, 132) == "static"  # 128 tiles
+    assert choose_scheduler(128 * 12, 256 * 11, LARGE_16BIT, 132) == "static"  # exactly 132 tiles
+    assert choose_scheduler(128 * 24, 256 * 11, LARGE_16BIT, 132) == "static"  # exactly 2 waves
+    # a partial last wave after full ones
+    assert choose_scheduler(8192, 8192, LARGE_16BIT, 132) == "dynamic"  # 2048 tiles: 15.5 waves
+    assert choose_scheduler(128 * 7, 256 * 19, LARGE_16BIT, 132) == "dynamic"  # 133 tiles
+
+
+def test_bad_scheduler_names_the_argument():
+    with pytest.raises(ValueError, match="scheduler must be one of"):
+        tilepipe.matmul(t(4, 8), t(8, 4), scheduler="fast")
 
 
 def t(*shape, dtype=torch.bfloat16):

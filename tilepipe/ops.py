@@ -31,6 +31,7 @@ MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 MIN_WAVE_EFFICIENCY = 0.75
+SCHEDULERS = ("static", "dynamic")
 
 
 @cache
@@ -48,9 +49,16 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulCon
     return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
 
 
+def choose_scheduler(M: int, N: int, cfg: MatmulConfig, sms: int) -> str:
+    """Static unless the grid runs more than one wave and the last one is partial: there a CTA that ran slow
+    tiles should not also own a last-wave tile, which only the dynamic scheduler avoids (docs/scheduler.md)."""
+    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    return "dynamic" if tiles > sms and tiles % sms else "static"
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
-           beta: float = 0.0) -> torch.Tensor:
+           beta: float = 0.0, scheduler: str | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
     K-major tensor.
 
@@ -60,7 +68,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong.
+    `scheduler` ("static" or "dynamic", tilepipe/scheduler.py) overrides the per-shape choice of choose_scheduler.
     """
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
     _check_operands(a, b)
     out_dtype = _check_out_dtype(out_dtype, out, a.dtype)
     M, K = a.shape
@@ -90,8 +101,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if source is target and target is not out:
         target.copy_(out)
     device = _device_index(a)
-    _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor, device,
-            choose_config(M, N, out_dtype, _sm_count(device)))
+    cfg = choose_config(M, N, out_dtype, _sm_count(device))
+    dynamic = (scheduler or choose_scheduler(M, N, cfg, _sm_count(device))) == "dynamic"
+    _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor, device, cfg, dynamic)
     if target is not out:
         out.copy_(target)
     return out
@@ -117,7 +129,7 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, alpha: float,
-            beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig) -> None:
+            beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, dynamic: bool) -> None:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher."""
     M, K = a.shape
     N = out.shape[1]
@@ -127,13 +139,14 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     c_block = (cfg.block_m, cfg.block_n)
     has_c = c is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, dynamic)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
-    key = (cfg, dtype, c_dtype, b_kmajor, has_c, device)
+    key = (cfg, dtype, c_dtype, b_kmajor, has_c, dynamic, device)
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    counter = tile_counter(device, stream)
     launcher = _LAUNCHERS.get(key)
     if launcher is not None and not launch_hooks_active():
-        launcher(grid, torch._C._cuda_getCurrentRawStream(device),
-                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), *scalars))
+        launcher(grid, stream, (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), counter, *scalars))
         return
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -143,16 +156,29 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
         return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dt))
 
     kernel = matmul_kernel[grid](desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
-                                 desc(source, c_block, c_dtype), *scalars, num_warps=cfg.num_warps)
+                                 desc(source, c_block, c_dtype), counter, *scalars, num_warps=cfg.num_warps)
     fast = FastLauncher.create(kernel)
     if fast is not None:
         _LAUNCHERS[key] = fast
 
 
 _LAUNCHERS: dict[tuple, FastLauncher] = {}
-"""GEMM launchers by (config, dtypes, B layout, device): everything the binary is specialized on, since
+"""GEMM launchers by (config, dtypes, B layout, residual, scheduler, device): everything the binary is specialized on, since
 matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
+
+
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def tile_counter(device: int, stream: int) -> torch.Tensor:
+    """The dynamic scheduler's tile counter for launches on `stream`: zeroed once, then left at zero by every
+    launch (tilepipe/scheduler.py). One per stream, since launches that share a counter must not overlap.
+    Created while a CUDA graph is being captured, its zeroing is captured too (harmless: zero is its resting value)."""
+    counter = _COUNTERS.get((device, stream))
+    if counter is None:
+        counter = _COUNTERS[device, stream] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
+    return counter
 
 
 @cache

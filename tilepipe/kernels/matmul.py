@@ -1,12 +1,13 @@
 """Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's
 roles and pipelines.
 
-Roles (one CTA per SM, static grouped schedule):
-  load           (1 warp)   TMA A and B tiles into the input tile pipeline
+Roles (one CTA per SM; tiles in grouped order, from the static or the dynamic scheduler, tilepipe/scheduler.py):
+  load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
   mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
   epilogue_load  (1 warp, with C)  TMA-loads the C tile into the output stage the tile will use, once the tile's
                  main-loop loads were issued (load-order pipeline) and the store role freed the stage
+  scheduler      (1 warp, DYNAMIC)  draws tile ids from a global counter and hands them to every other role
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype and may be D itself:
 each tile is read before it is written, by the same CTA.
 """
@@ -18,41 +19,45 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.output import OutputTilePipeline
 from tilepipe.roles import warp_specialize
-from tilepipe.scheduler import StaticTileScheduler
-from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
-                              OutputPipelineStorage, OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan,
+from tilepipe.scheduler import DynamicTileScheduler, StaticTileScheduler, scheduler_role
+from tilepipe.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
+                              OutputPipelineStorage, OutputTileStorage, SmemPipelineBundle, SmemPlan,
                               StandardTileStorage)
 from tilepipe.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
 WORKER_REGS = gl.constexpr(40)
+SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one tile ahead of the load role
 
 
 @gluon.constexpr_function
-def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False):
-    """Shared memory: operand stages, output stages (which also receive C), and the pipelines between the roles."""
+def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, dynamic=False):
+    """Shared memory: operand stages, output stages (which also receive C), and the pipelines between the roles
+    (with the dynamic scheduler, its tile-id ring: every other role consumes it)."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
+    clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()))
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
                     c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
-                    pipelines=SmemPipelineBundleNoClc(
+                    pipelines=SmemPipelineBundle(
                         InputPipelineStorage(stages),
                         OutputPipelineStorage(c_stages, producer_proxy="generic", consumer_proxy="async"),
-                        epi_load=sources))
+                        clc=clc if dynamic else None, epi_load=sources))
     if has_c:
         storages["load_order"] = LoadOrderBarrierStorage()
     return SmemPlan("sm_90a", **storages)
 
 
 @gluon.jit
-def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched: StaticTileScheduler,
-              k_tiles, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
+              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     producer = inputs.producer()
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work(paces=True)
+    while work.valid:
+        pid_m, pid_n = work.coords()
         for k in range(k_tiles):
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -63,6 +68,7 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                     tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
         if HAS_C:
             load_order = load_order.signal()  # this tile's main-loop loads are on their way
+        work = work.next()
     producer.drain()
     if HAS_C:
         load_order.drain()
@@ -70,13 +76,14 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
 
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline,
-             sched: StaticTileScheduler, k_tiles, alpha, beta, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+             sched, k_tiles, alpha, beta, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                          instr_shape=[16, BN, 16])
     consumer = inputs.consumer().with_release_lag(1)
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
+    work = sched.work()
+    while work.valid:
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         for k in range(k_tiles):
             tiles = consumer.acquire()
@@ -96,69 +103,74 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                 acc = alpha * acc
             out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
+        work = work.next()
     outputs.drain()
 
 
 @gluon.jit
-def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched: StaticTileScheduler,
-               HAS_C: gl.constexpr):
+def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
         with outputs.consume() as out:
             tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], out.tile())
             tma.store_wait(0)
             if HAS_C:
                 sources = sources.release()  # C was used and D stored: the stage may receive the next C
+        work = work.next()
 
 
 @gluon.jit
-def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched: StaticTileScheduler):
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
         load_order = load_order.wait()  # this tile's main-loop loads were issued first
         sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+        work = work.next()
     sources.drain()
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta"])  # one binary per configuration: ops.py caches it
-def matmul_kernel(a_desc, b_desc, d_desc, c_desc, M, N, K, alpha, beta, STAGES: gl.constexpr,
-                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+def matmul_kernel(a_desc, b_desc, d_desc, c_desc, counter, M, N, K, alpha, beta, STAGES: gl.constexpr,
+                  C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+                  DYNAMIC: gl.constexpr):
+    """`counter`: the dynamic scheduler's int32 tile counter (zero between launches; unused by the static one)."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
+                                     DYNAMIC)
     k_tiles = gl.cdiv(K, BK)
-    if HAS_C:
-        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate()
-        input_pipeline, output_pipeline, source_pipeline = pipelines
+    allocated = PLAN.allocate()  # operands, C stages, pipelines (input, output[, clc][, epi_load])[, load order]
+    operands, c_tiles, pipelines = allocated[0], allocated[1], allocated[2]
+    if DYNAMIC:
+        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], counter)
     else:
-        operands, c_tiles, pipelines = PLAN.allocate()
-        input_pipeline, output_pipeline = pipelines
-        source_pipeline, order_pipeline = output_pipeline, output_pipeline  # never used without C
-    inputs = InputTilePipeline(input_pipeline, operands, 1)
-    outputs = OutputTilePipeline(output_pipeline, c_tiles)
+        sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    if HAS_C:
+        source_pipeline, order_pipeline = pipelines[len(pipelines) - 1], allocated[3]
+    else:
+        source_pipeline, order_pipeline = pipelines[1], pipelines[1]  # never used without C
+    inputs = InputTilePipeline(pipelines[0], operands, 1)
+    outputs = OutputTilePipeline(pipelines[1], c_tiles)
     sources = EpiLoadPipeline(source_pipeline, c_tiles)  # C lands in the output stage it will be stored from
     load_order = LoadOrderBarrier(order_pipeline)
-    if HAS_C:
-        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, True)),
-                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, True)),
-                         (store_role, (outputs, sources, d_desc, sched, True)),
-                         (epilogue_load_role, (sources, load_order, c_desc, sched))],
-                        [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS, WORKER_REGS])
-    else:
-        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, False)),
-                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False)),
-                         (store_role, (outputs, sources, d_desc, sched, False))],
-                        [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
+    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, B_KMAJOR, HAS_C)),
+                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C)),
+                     (store_role, (outputs, sources, d_desc, sched, HAS_C)),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched)) if HAS_C else None,
+                     (scheduler_role, (sched, )) if DYNAMIC else None],
+                    [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS, WORKER_WARPS],
+                    [WORKER_REGS, WORKER_REGS, WORKER_REGS, WORKER_REGS])
 
 
-def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False):
-    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a)."""
+def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, dynamic: bool = False):
+    """matmul_kernel for one configuration and scheduler as a tilepipe.compile KernelSpec (sm_90a)."""
     from tilepipe.compile import KernelSpec, tdesc_signature
     from tilepipe.storage import Part
 
@@ -169,9 +181,10 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     return KernelSpec(f"{__name__}:matmul_kernel",
                       {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
                        "d_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)),
-                       "c_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
+                       "c_desc": desc(c_dtype, (cfg.block_m, cfg.block_n)), "counter": "*i32", "M": "i32", "N": "i32", "K": "i32",
                        "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr"},
+                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
+                       "DYNAMIC": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c},
+                       "HAS_C": has_c, "DYNAMIC": dynamic},
                       num_warps=cfg.num_warps)
