@@ -6,7 +6,7 @@ import torch
 import tilepipe
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config, choose_scheduler
+from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config
 
 CONFIGS = ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
 CASES = [(cfg, dtype, c_dtype, kmajor, has_c, False)
@@ -63,16 +63,6 @@ def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():
     assert ring["pipelines.clc_throttle.full"].producer == "load"  # the load role paces the scheduler
     static = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, True, False)
     assert residual.total_bytes - static.total_bytes < 256 and residual.fits  # ring + throttle + responses: tiny
-
-
-def test_scheduler_choice():
-    # one wave or less, or whole waves: nothing to balance
-    assert choose_scheduler(2048, 2048, LARGE_16BIT, 132) == "static"  # 128 tiles
-    assert choose_scheduler(128 * 12, 256 * 11, LARGE_16BIT, 132) == "static"  # exactly 132 tiles
-    assert choose_scheduler(128 * 24, 256 * 11, LARGE_16BIT, 132) == "static"  # exactly 2 waves
-    # a partial last wave after full ones
-    assert choose_scheduler(8192, 8192, LARGE_16BIT, 132) == "dynamic"  # 2048 tiles: 15.5 waves
-    assert choose_scheduler(128 * 7, 256 * 19, LARGE_16BIT, 132) == "dynamic"  # 133 tiles
 
 
 def test_bad_scheduler_names_the_argument():

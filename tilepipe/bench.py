@@ -22,8 +22,6 @@ SCHEDULER_SHAPES = [(896, 4864, 4096), (8192, 8192, 1024), (7000, 5000, 3000), (
                     (1536, 2816, 4096)]
 """Partial last waves on 132 SMs (133 tiles of 128x256; 15.5 waves; a ragged 8.3), then 15.5 waves at large K,
 one wave (128 tiles) and exactly one full wave of 128x256 tiles."""
-BUSY_CASES = [((8192, 8192, 1024), (33, 100.0)), ((896, 4864, 4096), (33, 40.0))]
-"""The GEMM beside another stream's kernel that holds some SMs for part of its run (programs, microseconds)."""
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 2048), (1024, 1024, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336), (7919, 4133, 3000)]
 
@@ -95,55 +93,27 @@ def bench_residual(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]
             Row(shape, "addmm (beta=1)", "tilepipe.matmul (no C)", *vs_plain[:3], err, vs_plain[3])]
 
 
-def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int,
-                     busy: tuple[int, float] | None = None) -> list[Row]:
-    """The static and the dynamic scheduler against cuBLAS and against each other, on the same inputs; with
-    `busy` = (programs, microseconds), each call runs beside busy_kernel on another stream, launched first."""
-    from tilepipe.ops import _sm_count, choose_config, choose_scheduler
+def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]:
+    """The static and the dynamic scheduler against cuBLAS and against each other, on the same inputs."""
+    from tilepipe.ops import DEFAULT_SCHEDULER, _sm_count, choose_config
 
     a, b = _operands(M, N, K, "kmajor")
     theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     torch.matmul(a, b, out=theirs)
-    cublas, context = beside_busy_sms(lambda: torch.matmul(a, b, out=theirs), busy)
     cfg = choose_config(M, N, torch.bfloat16, _sm_count(torch.cuda.current_device()))
-    auto = choose_scheduler(M, N, cfg, _sm_count(torch.cuda.current_device()))
     tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
     runs, rows, flops = {}, [], 2.0 * M * N * K
     for scheduler in ("static", "dynamic"):
         ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        runs[scheduler] = beside_busy_sms(lambda out=ours, s=scheduler: tilepipe.matmul(a, b, out=out, scheduler=s),
-                                          busy)[0]
+        runs[scheduler] = lambda out=ours, s=scheduler: tilepipe.matmul(a, b, out=out, scheduler=s)  # noqa: E731
         runs[scheduler]()
         err = _rel_err(ours, theirs)
-        result = compare(runs[scheduler], cublas, flops, pairs, rep_ms)
-        rows.append(Row(f"{M}x{N}x{K}", f"{scheduler} ({tiles} tiles of {cfg.block_m}x{cfg.block_n}; auto: {auto})"
-                        f"{context()}", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
+        result = compare(runs[scheduler], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
+        rows.append(Row(f"{M}x{N}x{K}", f"{scheduler} ({tiles} tiles of {cfg.block_m}x{cfg.block_n}; "
+                        f"default: {DEFAULT_SCHEDULER})", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
     result = compare(runs["dynamic"], runs["static"], flops, pairs, rep_ms)
-    rows.append(Row(f"{M}x{N}x{K}", f"dynamic (auto: {auto}){context()}", "tilepipe static", *result[:3],
-                    rows[1].rel_err, result[3]))
+    rows.append(Row(f"{M}x{N}x{K}", "dynamic", "tilepipe static", *result[:3], rows[1].rel_err, result[3]))
     return rows
-
-
-def beside_busy_sms(gemm, busy: tuple[int, float] | None):
-    """(`gemm`, no description) when `busy` is None; else a callable that first launches busy_kernel (programs,
-    microseconds) on a side stream, then `gemm` on the current one, and joins them, and a description of the busy SMs
-    seen."""
-    if busy is None:
-        return gemm, lambda: ""
-    from tilepipe.kernels.busy import busy_kernel
-
-    programs, micros = busy
-    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
-    sm_ids = torch.full((programs, ), -1, device="cuda", dtype=torch.int32)
-
-    def run():
-        side.wait_stream(main)
-        with torch.cuda.stream(side):
-            busy_kernel[(programs, )](sm_ids, int(micros * 1000), num_warps=32)
-        gemm()
-        main.wait_stream(side)
-
-    return run, lambda: f"; beside {programs} programs on {len(set(sm_ids.tolist()))} SMs busy for {micros:g} us"
 
 
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
@@ -160,7 +130,6 @@ def run_schedulers(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path =
     """Benchmark both tile schedulers on SCHEDULER_SHAPES and write bench/results/NAME.json."""
     start = time.time()
     rows = [row for M, N, K in SCHEDULER_SHAPES for row in bench_schedulers(M, N, K, pairs, rep_ms)]
-    rows += [row for (M, N, K), busy in BUSY_CASES for row in bench_schedulers(M, N, K, pairs, rep_ms, busy)]
     return _write(name, rows, start, pairs, rep_ms, out_dir)
 
 

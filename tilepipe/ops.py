@@ -32,6 +32,9 @@ LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 MIN_WAVE_EFFICIENCY = 0.75
 SCHEDULERS = ("static", "dynamic")
+DEFAULT_SCHEDULER = "static"
+"""The static scheduler was as fast or faster on every shape measured on an H100, partial last waves included
+(bench/results/scheduler-h100.json: the dynamic one at 0.88-0.99x); docs/scheduler.md says why."""
 
 
 @cache
@@ -49,13 +52,6 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulCon
     return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
 
 
-def choose_scheduler(M: int, N: int, cfg: MatmulConfig, sms: int) -> str:
-    """Static unless the grid runs more than one wave and the last one is partial: there a CTA that ran slow
-    tiles should not also own a last-wave tile, which only the dynamic scheduler avoids (docs/scheduler.md)."""
-    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
-    return "dynamic" if tiles > sms and tiles % sms else "static"
-
-
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
            beta: float = 0.0, scheduler: str | None = None) -> torch.Tensor:
@@ -68,7 +64,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong.
-    `scheduler` ("static" or "dynamic", tilepipe/scheduler.py) overrides the per-shape choice of choose_scheduler.
+    `scheduler` ("static" or "dynamic", tilepipe/scheduler.py; default DEFAULT_SCHEDULER) picks the tile scheduler.
     """
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
@@ -102,7 +98,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         target.copy_(out)
     device = _device_index(a)
     cfg = choose_config(M, N, out_dtype, _sm_count(device))
-    dynamic = (scheduler or choose_scheduler(M, N, cfg, _sm_count(device))) == "dynamic"
+    dynamic = (scheduler or DEFAULT_SCHEDULER) == "dynamic"
     _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor, device, cfg, dynamic)
     if target is not out:
         out.copy_(target)
