@@ -67,11 +67,20 @@ class TileGrid:
         return pid_m, pid_n
 
 
+class _Work:
+    """What both work types share: a tile id (`tile_id`) in a TileGrid (`grid`)."""
+
+    @gluon.jit
+    def coords(self):
+        """(pid_m, pid_n) of the current tile."""
+        return self.grid.coords(self.tile_id)
+
+
 # ---- static ----------------------------------------------------------------------------------------
 
 
 @aggregate
-class StaticWork:
+class StaticWork(_Work):
     """One role's current tile under the static schedule."""
     tile_id: gl.tensor
     valid: gl.tensor
@@ -86,10 +95,6 @@ class StaticWork:
     @gluon.jit
     def at(tile_id, grid: TileGrid):
         return StaticWork(tile_id, tile_id < grid.num_tiles, grid)
-
-    @gluon.jit
-    def coords(self):
-        return self.grid.coords(self.tile_id)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
@@ -126,7 +131,7 @@ def _response_layout(num_warps):
 
 
 @aggregate
-class DynamicWork:
+class DynamicWork(_Work):
     """One role's current tile under the dynamic schedule, and its cursor into the scheduler ring."""
     tile_id: gl.tensor
     valid: gl.tensor
@@ -161,10 +166,6 @@ class DynamicWork:
                 with throttle.produce() as taken:
                     taken.arrive()
         return DynamicWork(tile_id, valid, grid, ring, throttle, response, PACES, ROLE)
-
-    @gluon.jit
-    def coords(self):
-        return self.grid.coords(self.tile_id)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
