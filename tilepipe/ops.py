@@ -159,8 +159,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
 
 
 _LAUNCHERS: dict[tuple, FastLauncher] = {}
-"""GEMM launchers by (config, dtypes, B layout, residual, scheduler, device): everything the binary is specialized on, since
-matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
+"""GEMM launchers by (config, dtypes, B layout, residual, scheduler, device): everything the binary is specialized
+on, since matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
 
 

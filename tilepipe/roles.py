@@ -2,7 +2,6 @@
 
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
 
@@ -17,7 +16,7 @@ def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=Non
     After tracing, a stage handle never released, or a pipeline whose declared arrival counts differ from
     the number of roles that signal its barriers, is a compile error naming the source lines.
     """
-    keep = [_unwrap_if_constexpr(p) is not None for p in partitions]
+    keep = [not (p is None or isinstance(p, gl.constexpr) and p.value is None) for p in partitions]
     if not keep[0]:
         raise ValueError("the default partition (the first) cannot be left out")
     partitions = [p for p, kept in zip(partitions, keep) if kept]

@@ -14,13 +14,14 @@ Every role walks its tiles through the same loop, whichever scheduler the kernel
   tile id (16 bytes, the size of sm_100a's CLC response), full/empty barriers whose empty side counts
   every consuming role. The load role paces the scheduler through the throttle pair: the scheduler
   takes the next tile only once the load role started the previous one, so a CTA never reserves work
-  long before it can start it (that is what balances the last wave). A tile id >= num_tiles is the
+  long before it can start it (reserving earlier measured slower, docs/scheduler.md). A tile id >= num_tiles is the
   sentinel that ends every role's loop; the scheduler drains the ring before it exits.
 
 The counter needs no reset from the host: program p's first tile is p, later ones are
 `grid + atomic_add(counter, 1)`, and a scheduler whose first tile is valid draws tickets up to its first
 one past the end. A launch therefore hands out exactly num_tiles tickets (num_tiles - grid that land,
-one per program that misses), and the scheduler that draws ticket num_tiles - 1 sets the counter back to 0, so the next launch (or CUDA-graph replay) on the stream starts from 0.
+one per program that misses), and the scheduler that draws ticket num_tiles - 1 sets the counter back to 0,
+so the next launch (or CUDA-graph replay) on the stream starts from 0.
 Two launches that share a counter must not run concurrently (ops.py keeps one counter per stream).
 """
 

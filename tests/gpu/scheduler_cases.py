@@ -39,7 +39,8 @@ def operands(M: int, N: int, K: int, out: str, kmajor: bool) -> tuple[torch.Tens
     return a, b, torch.randint(0, 9, (M, N), device="cuda").to(DTYPES[out])
 
 
-def check(d: torch.Tensor, d0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, launches: int, shape, out: str) -> dict | None:
+def check(d: torch.Tensor, d0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, launches: int, shape,
+          out: str) -> dict | None:
     """None if d == d0 + launches * a @ b exactly, else which tiles differ and by how many launches' worth."""
     product = a.double() @ b.double()
     expected = d0.double() + launches * product
