@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
                         help="bench: the bf16/fp16 GEMMs (NAME.json), the FP8 GEMMs (NAME-fp8.json), or both")
+    parser.add_argument("--schedulers", action="store_true",
+                        help="bench: the static against the dynamic tile scheduler (tilepipe/scheduler.py)")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -115,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
+    if args.command == "bench" and args.schedulers:
+        bench.run_schedulers(args.name, pairs=args.pairs)
+        return 0
     if args.command == "bench":
         if args.family in ("all", "bf16"):
             bench.run(args.name, pairs=args.pairs)

@@ -34,6 +34,10 @@ MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp3
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 MIN_WAVE_EFFICIENCY = 0.75
+SCHEDULERS = ("static", "dynamic")
+DEFAULT_SCHEDULER = "static"
+"""The static scheduler was as fast or faster on every shape measured on an H100, partial last waves included
+(bench/results/scheduler-h100.json: the dynamic one at 0.88-0.99x); docs/scheduler.md says why."""
 
 
 @cache
@@ -57,8 +61,8 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
-           beta: float = 0.0, config: MatmulConfig | None = None, debug: bool | None = None,
-           trace: str | os.PathLike | None = None) -> torch.Tensor:
+           beta: float = 0.0, config: MatmulConfig | None = None, scheduler: str | None = None,
+           debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
     K-major tensor.
 
@@ -67,7 +71,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
     e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
-    heuristic). Raises TypeError / ValueError naming the argument for bad input.
+    heuristic). `scheduler` ("static" or "dynamic", tilepipe/scheduler.py; default DEFAULT_SCHEDULER) picks the
+    tile scheduler. Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. Under torch.compile this calls the custom op tilepipe::matmul.
@@ -77,9 +82,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     """
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
+    dynamic = (scheduler or DEFAULT_SCHEDULER) == "dynamic"
     probe = _probe_request(debug, trace)
-    if probe is not None:
-        return _matmul(a, b, out, out_dtype, c, alpha, beta, config, None, probe)
+    if probe is not None or dynamic:  # cached plans would bind one stream's tile counter
+        return _matmul(a, b, out, out_dtype, c, alpha, beta, config, None, probe, dynamic)
     try:  # a repeated call geometry skips validation and configuration: see _Plan
         key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, out_dtype,
                alpha.__class__, alpha, beta.__class__, beta, config,
@@ -97,7 +105,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
             c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, key: tuple | None,
-            probe: str | os.PathLike | bool | None = None) -> torch.Tensor:
+            probe: str | os.PathLike | bool | None = None, dynamic: bool = False) -> torch.Tensor:
     """matmul with every check, staging copies where TMA needs them, and a _Plan for the call's geometry (none for
     a bias row, whose address the plan would not follow, nor for debug and trace launches)."""
     M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
@@ -122,7 +130,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     device = _device_index(a)
     own_source = source is not None and source.dtype != out_dtype
     cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
-    launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, probe)
+    launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, probe,
+                                   dynamic)
     if target is not out:
         out.copy_(target)
     elif launcher is not None and key is not None and bias is None and a_view is a and (
@@ -223,7 +232,8 @@ def _probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str |
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
             alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig,
-            probe: str | os.PathLike | bool | None = None) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
+            probe: str | os.PathLike | bool | None = None, dynamic: bool = False
+            ) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
     Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
     launches (`probe`, from _probe_request) always go through the JIT, to their own binaries."""
@@ -232,15 +242,18 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, dynamic)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
-    # the bias pointer is never read without a bias: a null one keeps plans free of stale tensors
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    counter = tile_counter(device, stream) if dynamic else None
+    # the bias pointer and the tile counter are never read without a bias or the dynamic scheduler: null ones keep
+    # cached plans free of stale tensors
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
-            bias.data_ptr() if has_bias else 0, *scalars, None, 0)
-    key = (cfg, dtype, c_dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, device)
+            bias.data_ptr() if has_bias else 0, counter.data_ptr() if dynamic else 0, *scalars, None, 0)
+    key = (cfg, dtype, c_dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, dynamic, device)
     launcher = _LAUNCHERS.get(key)
     if launcher is not None and not launch_hooks_active() and probe is None:
-        launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
+        launcher(grid, stream, args)
         return launcher, grid, args
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -253,7 +266,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     c_block = (cfg.block_m, cfg.block_n)
     jit_args = (desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
-                desc(source, c_block, _GL_DTYPES[source.dtype]), bias if has_bias else out, *scalars)
+                desc(source, c_block, _GL_DTYPES[source.dtype]), bias if has_bias else out,
+                counter if dynamic else tile_counter(device, stream), *scalars)
     if probe is not None:
         _launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps),
                        grid[0], probe, a.device)
@@ -280,7 +294,7 @@ def _launch_probed(launch, programs: int, probe: str | os.PathLike | bool, devic
 
 
 _LAUNCHERS: dict[tuple, FastLauncher] = {}
-"""GEMM launchers by (config, dtypes, B layout, epilogue, device): everything the binary is specialized on, since
+"""GEMM launchers by (config, dtypes, B layout, epilogue, scheduler, device): everything the binary is specialized on, since
 matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
 
@@ -338,6 +352,19 @@ def _remember(key: tuple, plan: _Plan) -> None:
 def forget_plans() -> None:
     """Drop every cached call plan, so the next calls choose their configuration again (after autotuning)."""
     _PLANS.clear()
+
+
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def tile_counter(device: int, stream: int) -> torch.Tensor:
+    """The dynamic scheduler's tile counter for launches on `stream`: zeroed once, then left at zero by every
+    launch (tilepipe/scheduler.py). One per stream, since launches that share a counter must not overlap.
+    Created while a CUDA graph is being captured, its zeroing is captured too (harmless: zero is its resting value)."""
+    counter = _COUNTERS.get((device, stream))
+    if counter is None:
+        counter = _COUNTERS[device, stream] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
+    return counter
 
 
 @cache

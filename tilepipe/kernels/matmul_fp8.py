@@ -73,8 +73,9 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
     BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
     consumer = inputs.consumer().with_release_lag(1)
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         for k in range(k_tiles):
             tiles = consumer.acquire()
@@ -91,6 +92,7 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
         with outputs.produce() as out:
             out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
+        work = work.next()
     outputs.drain()
 
 
@@ -125,8 +127,9 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0]
     producer = inputs.producer()
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work(paces=True)
+    while work.valid:
+        pid_m, pid_n = work.coords()
         for k in range(k_tiles):
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes + sa_desc.block_type.nbytes
@@ -136,6 +139,7 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
                 tma.async_copy_global_to_shared(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
                 tma.async_copy_global_to_shared(sb_desc, [pid_n, k - k % SCALE_ALIGN], tiles.mbar(),
                                                 tiles.tile("b_scales"))
+        work = work.next()
     producer.drain()
 
 
@@ -187,7 +191,8 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
     rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
     consumer = inputs.consumer().with_release_lag(1)  # a stage is freed once the wgmma reading it retired
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
+    work = sched.work()
+    while work.valid:
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         tiles = consumer.acquire()
         p0 = issue_partial(tiles, acc)
@@ -210,6 +215,7 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
         with outputs.produce() as out:
             out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
+        work = work.next()
     outputs.drain()
 
 
