@@ -6,15 +6,14 @@ import torch
 import tilepipe
 from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL, choose_config
+from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM, SMALL, choose_config
 
-# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, per-column bias dtype)
-CASES = [(cfg, dtype, c_dtype, kmajor, has_c, None, None)
-         for cfg, c_dtypes in ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
+CONFIGS = ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
+CASES = [(cfg, dtype, c_dtype, kmajor, has_c, False)
+         for cfg, c_dtypes in CONFIGS
          for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False) for has_c in (False, True)]
-CASES += [(cfg, "bf16", "bf16", kmajor, True, "fp32", None) for cfg in (MEDIUM_FP32_SOURCE, SMALL)
-          for kmajor in (True, False)]  # fp32 C, 16-bit D: C in source stages of its own
-CASES += [(LARGE_16BIT, "bf16", "bf16", True, False, None, bias) for bias in ("bf16", "fp32")]
+# the dynamic scheduler: every configuration, with and without the epilogue-load role, both B layouts
+CASES += [(cfg, "bf16", c_dtypes[-1], not has_c, has_c, True) for cfg, c_dtypes in CONFIGS for has_c in (False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -22,27 +21,28 @@ def reports():
     return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case) for case in CASES])))
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}{4}{5}{6}".format(
+@pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}{4}{5}".format(
     *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor", "-residual" if CASES[i][4] else "",
-    f"-{CASES[i][5]}C" if CASES[i][5] else "", f"-{CASES[i][6]}bias" if CASES[i][6] else ""))
+    "-dynamic" if CASES[i][5] else ""))
 def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
-    cfg, dtype, c_dtype, kmajor, has_c, source_dtype, bias_dtype = CASES[index]
+    cfg, dtype, c_dtype, kmajor, has_c, dynamic = CASES[index]
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
     # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
     b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
-    c_boxes = cfg.block_n * (4 if "fp32" in (c_dtype, source_dtype) else 2) // 128 if has_c else 0  # C loads
+    c_boxes = cfg.block_n * (4 if c_dtype == "fp32" else 2) // 128 if has_c else 0  # the epilogue-load role's C
     assert report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") == 1 + b_boxes + c_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
     planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
-                             has_c, source_dtype)
+                             has_c, dynamic)
     assert planned.fits
-    assert ("src" in str(planned)) == (source_dtype is not None)  # fp32 C gets source stages of its own
-    assert (report.count("ld.global") > 0) == (bias_dtype is not None)  # only the bias is read without TMA
     assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
+    # the dynamic scheduler draws tickets with one atomic add and leaves the counter at zero with one exchange
+    assert report.count("atom.global.gpu.acq_rel.add") == report.count("atom.global.gpu.acq_rel.exch") == dynamic
+    assert report.num_warps == cfg.num_warps + 4  # up to 4 one-warp roles: one warpgroup of workers either way
 
 
 def test_config_fills_the_machine():
@@ -52,7 +52,22 @@ def test_config_fills_the_machine():
     assert choose_config(1024, 1024, torch.bfloat16, 132) == SMALL  # 32 large tiles would leave 100 SMs idle
     assert choose_config(1408, 1408, torch.bfloat16, 132) == MEDIUM  # 121 tiles of 128x128: 92%
     assert choose_config(1536, 1536, torch.bfloat16, 132) == SMALL  # none reaches 75%: the best-filled one
-    assert choose_config(8192, 8192, torch.bfloat16, 132, own_source=True) == MEDIUM_FP32_SOURCE
+
+
+def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():
+    plain = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, False, True)
+    residual = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, True, True)
+    ring = {use.name: use for use in residual.barrier_map()}
+    assert ring["pipelines.clc.empty"].arrivals == 4 and ring["pipelines.clc.full"].arrivals == 1
+    assert {use.name: use for use in plain.barrier_map()}["pipelines.clc.empty"].arrivals == 3
+    assert ring["pipelines.clc_throttle.full"].producer == "load"  # the load role paces the scheduler
+    static = matmul_plan.fn(128, 256, 64, 3, 1, "bf16", "bf16", True, True, False)
+    assert residual.total_bytes - static.total_bytes < 256 and residual.fits  # ring + throttle + responses: tiny
+
+
+def test_bad_scheduler_names_the_argument():
+    with pytest.raises(ValueError, match="scheduler must be one of"):
+        tilepipe.matmul(t(4, 8), t(8, 4), scheduler="fast")
 
 
 def t(*shape, dtype=torch.bfloat16):
@@ -92,9 +107,7 @@ def test_bad_cuda_input_names_the_argument():
     with pytest.raises(ValueError, match="beta is nonzero but c is None"):
         tilepipe.matmul(a, b, beta=1.0)
     with pytest.raises(TypeError, match="c must have the output dtype"):
-        tilepipe.matmul(a, b, c=c.half(), beta=1.0)
-    with pytest.raises(TypeError, match="c must have the output dtype"):
-        tilepipe.matmul(a, b, out_dtype=torch.float32, c=c, beta=1.0)
+        tilepipe.matmul(a, b, c=c.float(), beta=1.0)
     with pytest.raises(ValueError, match="c must have shape"):
         tilepipe.matmul(a, b, c=c[:3], beta=1.0)
     with pytest.raises(TypeError, match="alpha must be a real number"):

@@ -65,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
                              "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json")
     parser.add_argument("--name", default="matmul-bf16", help="bench: the results file name")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
+    parser.add_argument("--schedulers", action="store_true",
+                        help="bench: the static against the dynamic tile scheduler (tilepipe/scheduler.py)")
     args = parser.parse_args(argv)
     if args.command == "bench":
         from tilepipe import bench
 
-        bench.run(args.name, pairs=args.pairs)
+        (bench.run_schedulers if args.schedulers else bench.run)(args.name, pairs=args.pairs)
         return 0
     if args.command == "demo":
         import torch

@@ -123,6 +123,13 @@ def record_signal(pipeline: str, barrier: str, producer_arrivals: int, consumer_
         session.signals.setdefault((pipeline, barrier), {}).setdefault(session.role, source_line(semantic))
 
 
+def current_role() -> str:
+    """The role now being traced ("" outside warp_specialize): a constexpr that keeps a helper shared by several
+    roles traced once per role, so each role's signals are recorded (Triton traces one specialization once)."""
+    session = _session()
+    return (session.role or "") if session is not None else ""
+
+
 def open_stage(side: str, pipeline: str, semantic) -> StageToken:
     """Register a freshly acquired stage handle; returns its token."""
     token = next(_tokens)

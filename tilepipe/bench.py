@@ -18,6 +18,10 @@ import tilepipe
 from tilepipe._text import format_table
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench" / "results"
+SCHEDULER_SHAPES = [(896, 4864, 4096), (8192, 8192, 1024), (7000, 5000, 3000), (8192, 8192, 8192), (2048, 2048, 2048),
+                    (1536, 2816, 4096)]
+"""Partial last waves on 132 SMs (133 tiles of 128x256; 15.5 waves; a ragged 8.3), then 15.5 waves at large K,
+one wave (128 tiles) and exactly one full wave of 128x256 tiles."""
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 2048), (1024, 1024, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336), (7919, 4133, 3000)]
 
@@ -89,30 +93,50 @@ def bench_residual(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]
             Row(shape, "addmm (beta=1)", "tilepipe.matmul (no C)", *vs_plain[:3], err, vs_plain[3])]
 
 
-def bench_bias(M: int, N: int, K: int, pairs: int, rep_ms: int) -> Row:
-    """addmm with a bias row (nn.Linear's bias): tilepipe reads N values in the epilogue, cuBLASLt fuses it too."""
+def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]:
+    """The static and the dynamic scheduler against cuBLAS and against each other, on the same inputs."""
+    from tilepipe.ops import DEFAULT_SCHEDULER, _sm_count, choose_config
+
     a, b = _operands(M, N, K, "kmajor")
-    bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
-    ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    theirs = torch.empty_like(ours)
-    tilepipe.addmm(bias, a, b, out=ours)
-    torch.addmm(bias, a, b, out=theirs)
-    result = compare(lambda: tilepipe.addmm(bias, a, b, out=ours), lambda: torch.addmm(bias, a, b, out=theirs),
-                     2.0 * M * N * K, pairs, rep_ms)
-    return Row(f"{M}x{N}x{K}", "addmm (bias row)", "cuBLAS (torch.addmm)", *result[:3], _rel_err(ours, theirs),
-               result[3])
+    theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
+    torch.matmul(a, b, out=theirs)
+    cfg = choose_config(M, N, torch.bfloat16, _sm_count(torch.cuda.current_device()))
+    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    runs, rows, flops = {}, [], 2.0 * M * N * K
+    for scheduler in ("static", "dynamic"):
+        ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        runs[scheduler] = lambda out=ours, s=scheduler: tilepipe.matmul(a, b, out=out, scheduler=s)  # noqa: E731
+        runs[scheduler]()
+        err = _rel_err(ours, theirs)
+        result = compare(runs[scheduler], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
+        rows.append(Row(f"{M}x{N}x{K}", f"{scheduler} ({tiles} tiles of {cfg.block_m}x{cfg.block_n}; "
+                        f"default: {DEFAULT_SCHEDULER})", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
+    result = compare(runs["dynamic"], runs["static"], flops, pairs, rep_ms)
+    rows.append(Row(f"{M}x{N}x{K}", "dynamic", "tilepipe static", *result[:3], rows[1].rel_err, result[3]))
+    return rows
 
 
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
     """Benchmark every shape (B K-major, plus B row-major and the residual at 8192^3), print a table, and write
     bench/results/NAME.json."""
-    import triton
-
     start = time.time()
     rows = [bench_matmul(M, N, K, "kmajor", pairs, rep_ms) for M, N, K in SHAPES]
     rows.append(bench_matmul(8192, 8192, 8192, "rowmajor", pairs, rep_ms))
     rows += bench_residual(8192, 8192, 8192, pairs, rep_ms)
-    rows.append(bench_bias(8192, 8192, 8192, pairs, rep_ms))
+    return _write(name, rows, start, pairs, rep_ms, out_dir)
+
+
+def run_schedulers(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
+    """Benchmark both tile schedulers on SCHEDULER_SHAPES and write bench/results/NAME.json."""
+    start = time.time()
+    rows = [row for M, N, K in SCHEDULER_SHAPES for row in bench_schedulers(M, N, K, pairs, rep_ms)]
+    return _write(name, rows, start, pairs, rep_ms, out_dir)
+
+
+def _write(name: str, rows: list[Row], start: float, pairs: int, rep_ms: int, out_dir: Path) -> Path:
+    """Print the table and write the rows with the run's environment to OUT_DIR/NAME.json."""
+    import triton
+
     record = {
         "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe", *sys.argv[1:]]),
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,

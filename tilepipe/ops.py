@@ -29,22 +29,21 @@ class MatmulConfig:
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
-MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 MIN_WAVE_EFFICIENCY = 0.75
+SCHEDULERS = ("static", "dynamic")
+DEFAULT_SCHEDULER = "static"
+"""The static scheduler was as fast or faster on every shape measured on an H100, partial last waves included
+(bench/results/scheduler-h100.json: the dynamic one at 0.88-0.99x); docs/scheduler.md says why."""
 
 
 @cache
-def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int, own_source: bool = False) -> MatmulConfig:
+def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
     """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
 
     Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
-    `own_source`: C is fp32 while D is 16-bit, so C has source stages of its own beside the output stages.
     """
-    if own_source:
-        candidates = [MEDIUM_FP32_SOURCE, SMALL]
-    else:
-        candidates = [MEDIUM, SMALL] if out_dtype == torch.float32 else [LARGE_16BIT, MEDIUM, SMALL]
+    candidates = [MEDIUM, SMALL] if out_dtype == torch.float32 else [LARGE_16BIT, MEDIUM, SMALL]
 
     def efficiency(cfg: MatmulConfig) -> float:
         tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
@@ -55,19 +54,20 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int, own_source: 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
-           beta: float = 0.0) -> torch.Tensor:
+           beta: float = 0.0, scheduler: str | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
     K-major tensor.
 
     Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
-    `out` when given. `c` (M x N, D's dtype or fp32) is read only when beta != 0, as in torch.addmm; it may be
-    `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
-    e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. Raises TypeError /
-    ValueError naming the argument for bad input.
+    `out` when given. `c` (M x N, D's dtype) is read only when beta != 0, as in torch.addmm; it may be `out`
+    itself (an in-place residual). Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong.
+    `scheduler` ("static" or "dynamic", tilepipe/scheduler.py; default DEFAULT_SCHEDULER) picks the tile scheduler.
     """
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
     _check_operands(a, b)
     out_dtype = _check_out_dtype(out_dtype, out, a.dtype)
     M, K = a.shape
@@ -76,11 +76,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if beta != 0.0 and c is None:
         raise ValueError("beta is nonzero but c is None: pass c, or leave beta at 0")
     c = c if beta != 0.0 else None
-    bias = None
     if c is not None:
         _check_residual(c, (M, N), out_dtype, a.device)
-        if c is not out and _is_column_bias(c):
-            bias, c = c[0], None
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
@@ -92,8 +89,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if M == 0 or N == 0:
         return out
     if K == 0:
-        residual = c if c is not None else bias
-        return out.copy_(residual * beta) if residual is not None else out.zero_()
+        return out.copy_(c).mul_(beta) if c is not None else out.zero_()
     b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
     b_view = _tma_ready(b.t() if b_kmajor else b)
     target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
@@ -101,9 +97,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if source is target and target is not out:
         target.copy_(out)
     device = _device_index(a)
-    own_source = source is not None and source.dtype != out_dtype
-    _launch(_tma_ready(a), b_view, target, source, bias, alpha, beta, b_kmajor, device,
-            choose_config(M, N, out_dtype, _sm_count(device), own_source))
+    cfg = choose_config(M, N, out_dtype, _sm_count(device))
+    dynamic = (scheduler or DEFAULT_SCHEDULER) == "dynamic"
+    _launch(_tma_ready(a), b_view, target, source, alpha, beta, b_kmajor, device, cfg, dynamic)
     if target is not out:
         out.copy_(target)
     return out
@@ -113,8 +109,7 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
           out: torch.Tensor | None = None) -> torch.Tensor:
     """torch.addmm: beta * input + alpha * (mat1 @ mat2), with `input` broadcastable to (M, N) and of mat1's dtype.
 
-    A bias row ((N,) or (1, N)) is added in the epilogue from its N values; another broadcast input (a column)
-    is expanded through an aligned copy before the fused GEMM.
+    A broadcast input (a bias row or column) is expanded through an aligned copy before the fused GEMM.
     """
     _check_operands(mat1, mat2)
     if not isinstance(input, torch.Tensor):
@@ -129,8 +124,8 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
     return matmul(mat1, mat2, out=out, out_dtype=mat1.dtype, c=c, alpha=alpha, beta=beta)
 
 
-def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
-            alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig) -> None:
+def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, alpha: float,
+            beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, dynamic: bool) -> None:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher."""
     M, K = a.shape
     N = out.shape[1]
@@ -138,16 +133,16 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     a_block = (cfg.block_m, cfg.block_k)
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     c_block = (cfg.block_m, cfg.block_n)
-    has_c, has_bias = c is not None, bias is not None
+    has_c = c is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    bias_arg = bias if has_bias else out  # nor its bias pointer without a bias
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, dynamic)
     grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
-    key = (cfg, dtype, c_dtype, source.dtype, bias_arg.dtype, b_kmajor, has_c, has_bias, device)
+    key = (cfg, dtype, c_dtype, b_kmajor, has_c, dynamic, device)
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    counter = tile_counter(device, stream)
     launcher = _LAUNCHERS.get(key)
     if launcher is not None and not launch_hooks_active():
-        launcher(grid, torch._C._cuda_getCurrentRawStream(device),
-                 (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), bias_arg, *scalars))
+        launcher(grid, stream, (TmaOperand(a), TmaOperand(b), TmaOperand(out), TmaOperand(source), counter, *scalars))
         return
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -157,17 +152,29 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
         return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dt))
 
     kernel = matmul_kernel[grid](desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
-                                 desc(source, c_block, _GL_DTYPES[source.dtype]), bias_arg, *scalars,
-                                 num_warps=cfg.num_warps)
+                                 desc(source, c_block, c_dtype), counter, *scalars, num_warps=cfg.num_warps)
     fast = FastLauncher.create(kernel)
     if fast is not None:
         _LAUNCHERS[key] = fast
 
 
 _LAUNCHERS: dict[tuple, FastLauncher] = {}
-"""GEMM launchers by (config, dtypes, B layout, epilogue, device): everything the binary is specialized on, since
-matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
+"""GEMM launchers by (config, dtypes, B layout, residual, scheduler, device): everything the binary is specialized
+on, since matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
+
+
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def tile_counter(device: int, stream: int) -> torch.Tensor:
+    """The dynamic scheduler's tile counter for launches on `stream`: zeroed once, then left at zero by every
+    launch (tilepipe/scheduler.py). One per stream, since launches that share a counter must not overlap.
+    Created while a CUDA graph is being captured, its zeroing is captured too (harmless: zero is its resting value)."""
+    counter = _COUNTERS.get((device, stream))
+    if counter is None:
+        counter = _COUNTERS[device, stream] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
+    return counter
 
 
 @cache
@@ -230,13 +237,8 @@ def _check_residual(c: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype,
     if not isinstance(c, torch.Tensor):
         raise TypeError(f"c must be a torch.Tensor, got {type(c).__name__}")
     _check_result_shaped(c, "c", shape, device)
-    if c.dtype != dtype and not (c.dtype == torch.float32 and dtype.itemsize == 2):
-        raise TypeError(f"c must have the output dtype {dtype} or float32, got {c.dtype}")
-
-
-def _is_column_bias(c: torch.Tensor) -> bool:
-    """One row broadcast to every row (stride 0 along M) and contiguous along N: a per-column bias."""
-    return c.stride(0) == 0 and (c.stride(1) == 1 or c.shape[1] == 1)
+    if c.dtype != dtype:
+        raise TypeError(f"c must have the output dtype {dtype}, got {c.dtype}")
 
 
 def _check_result_shaped(t: torch.Tensor, name: str, shape: tuple[int, int], device: torch.device) -> None:

@@ -10,9 +10,18 @@ from tilepipe import _trace
 def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=None, _generator=None):
     """`gl.warp_specialize` that names each partition as a role while it is traced, then checks the protocol.
 
+    A partition given as None (`(role, args) if FLAG else None`) is left out with its worker warps and registers,
+    so one call covers a kernel's optional roles.
+
     After tracing, a stage handle never released, or a pipeline whose declared arrival counts differ from
     the number of roles that signal its barriers, is a compile error naming the source lines.
     """
+    keep = [not (p is None or isinstance(p, gl.constexpr) and p.value is None) for p in partitions]
+    if not keep[0]:
+        raise ValueError("the default partition (the first) cannot be left out")
+    partitions = [p for p, kept in zip(partitions, keep) if kept]
+    worker_num_warps = [w for w, kept in zip(worker_num_warps, keep[1:]) if kept]
+    worker_num_regs = [r for r, kept in zip(worker_num_regs, keep[1:]) if kept]
     session = _trace.begin_session()
     original = _generator.call_JitFunction
 

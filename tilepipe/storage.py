@@ -340,8 +340,8 @@ class ClcPipelines:
 class ClcPipelineStorage(Storage):
     """Scheduler ring: full/empty per stage (every other role consumes), a throttle pair, and 16 B per stage.
 
-    The 16-byte response matches sm_100a's CLC `try_cancel` result; the Hopper dynamic scheduler uses its first
-    word for the tile id.
+    The 16-byte response matches sm_100a's CLC `try_cancel` result; the Hopper dynamic scheduler writes the tile
+    id into all four words. The throttle pair lets the pacing role (load) hold the scheduler back.
     """
     stages: int
     consumers: tuple[str, ...]

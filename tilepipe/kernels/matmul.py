@@ -1,12 +1,13 @@
 """Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's
 roles and pipelines.
 
-Roles (one CTA per SM, static grouped schedule):
-  load           (1 warp)   TMA A and B tiles into the input tile pipeline
+Roles (one CTA per SM; tiles in grouped order, from the static or the dynamic scheduler, tilepipe/scheduler.py):
+  load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
   mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
   epilogue_load  (1 warp, with C)  TMA-loads the C tile into the output stage the tile will use, once the tile's
                  main-loop loads were issued (load-order pipeline) and the store role freed the stage
+  scheduler      (1 warp, DYNAMIC)  draws tile ids from a global counter and hands them to every other role
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype, and then lands in the
 output stage it will be stored from, or is fp32 with a 16-bit D, and then lands in its own source stages
 (`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
@@ -21,29 +22,33 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.output import OutputTilePipeline
 from tilepipe.roles import warp_specialize
-from tilepipe.scheduler import StaticTileScheduler
-from tilepipe.storage import (EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
-                              OutputPipelineStorage, OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan,
+from tilepipe.scheduler import DynamicTileScheduler, StaticTileScheduler, scheduler_role
+from tilepipe.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
+                              OutputPipelineStorage, OutputTileStorage, SmemPipelineBundle, SmemPlan,
                               SourceTileStorage, StandardTileStorage)
 from tilepipe.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
 WORKER_REGS = gl.constexpr(40)
+SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one tile ahead of the load role
 
 
 @gluon.constexpr_function
-def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None):
+def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
+                dynamic=False):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
-    another dtype (`src_dtype`), and the pipelines between the roles."""
+    another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
+    ring: every other role consumes it)."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
+    clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()))
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
                     c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
-                    pipelines=SmemPipelineBundleNoClc(
+                    pipelines=SmemPipelineBundle(
                         InputPipelineStorage(stages),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async"),
-                        epi_load=sources))
+                        clc=clc if dynamic else None, epi_load=sources))
     if has_c:
         storages["load_order"] = LoadOrderBarrierStorage()
     if has_c and src_dtype is not None and src_dtype != c_dtype:
@@ -52,14 +57,15 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 
 
 @gluon.jit
-def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched: StaticTileScheduler,
-              k_tiles, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
+              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     producer = inputs.producer()
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work(paces=True)
+    while work.valid:
+        pid_m, pid_n = work.coords()
         for k in range(k_tiles):
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -70,21 +76,22 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                     tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
         if HAS_C:
             load_order = load_order.signal()  # this tile's main-loop loads are on their way
+        work = work.next()
     producer.drain()
     if HAS_C:
         load_order.drain()
 
 
 @gluon.jit
-def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline,
-             sched: StaticTileScheduler, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR: gl.constexpr,
-             HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
+def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
+             beta, bias_ptr, N, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                          instr_shape=[16, BN, 16])
     consumer = inputs.consumer().with_release_lag(1)
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
+    work = sched.work()
+    while work.valid:
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         for k in range(k_tiles):
             tiles = consumer.acquire()
@@ -101,93 +108,92 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                 source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
                 acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
             elif HAS_BIAS:
-                acc = alpha * acc + beta * column_bias(bias_ptr, N, sched, tile_id, BN, acc_layout)[None, :]
+                _, pid_n = work.coords()
+                acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n, BN, acc_layout)[None, :]
             else:
                 acc = alpha * acc
             out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
+        work = work.next()
     outputs.drain()
 
 
 @gluon.jit
-def column_bias(bias_ptr, N, sched: StaticTileScheduler, tile_id, BN: gl.constexpr, acc_layout: gl.constexpr):
-    """The tile's BN bias values (zero past N), in fp32, laid out along the accumulator's columns."""
-    _, pid_n = sched.coords(tile_id)
+def column_bias(bias_ptr, N, pid_n, BN: gl.constexpr, acc_layout: gl.constexpr):
+    """Tile column pid_n's BN bias values (zero past N), in fp32, laid out along the accumulator's columns."""
     cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
     return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
 
 
 @gluon.jit
-def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched: StaticTileScheduler,
-               HAS_C: gl.constexpr):
+def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
         with outputs.consume() as out:
             tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], out.tile())
             tma.store_wait(0)
             if HAS_C:
                 sources = sources.release()  # C was used and D stored: the stage may receive the next C
+        work = work.next()
 
 
 @gluon.jit
-def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched: StaticTileScheduler):
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
-    for tile_id in range(gl.program_id(0), sched.num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = sched.coords(tile_id)
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
         load_order = load_order.wait()  # this tile's main-loop loads were issued first
         sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+        work = work.next()
     sources.drain()
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
-def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, M, N, K, alpha, beta, STAGES: gl.constexpr,
+def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, counter, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                  HAS_BIAS: gl.constexpr):
+                  HAS_BIAS: gl.constexpr, DYNAMIC: gl.constexpr):
+    """`counter`: the dynamic scheduler's int32 tile counter (zero between launches; unused by the static one)."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
-                                     c_desc.dtype)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+                                     c_desc.dtype, DYNAMIC)
     k_tiles = gl.cdiv(K, BK)
-    if OWN_SOURCE:
-        operands, c_tiles, pipelines, order_pipeline, src_tiles = PLAN.allocate()
-        input_pipeline, output_pipeline, source_pipeline = pipelines
-    elif HAS_C:
-        operands, c_tiles, pipelines, order_pipeline = PLAN.allocate()
-        input_pipeline, output_pipeline, source_pipeline = pipelines
-        src_tiles = c_tiles  # C lands in the output stage it will be stored from
+    allocated = PLAN.allocate()  # operands, C stages, pipelines (input, output[, clc][, epi_load])[, load
+    operands, c_tiles, pipelines = allocated[0], allocated[1], allocated[2]  # order][, source stages]
+    if DYNAMIC:
+        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], counter)
     else:
-        operands, c_tiles, pipelines = PLAN.allocate()
-        input_pipeline, output_pipeline = pipelines
-        source_pipeline, order_pipeline, src_tiles = output_pipeline, output_pipeline, c_tiles  # never used
-    inputs = InputTilePipeline(input_pipeline, operands, 1)
-    outputs = OutputTilePipeline(output_pipeline, c_tiles)
+        sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    if HAS_C:
+        source_pipeline, order_pipeline = pipelines[len(pipelines) - 1], allocated[3]
+    else:
+        source_pipeline, order_pipeline = pipelines[1], pipelines[1]  # never used without C
+    src_tiles = allocated[4] if OWN_SOURCE else c_tiles  # C of D's dtype lands in the output stage it is stored from
+    inputs = InputTilePipeline(pipelines[0], operands, 1)
+    outputs = OutputTilePipeline(pipelines[1], c_tiles)
     sources = EpiLoadPipeline(source_pipeline, src_tiles)
     load_order = LoadOrderBarrier(order_pipeline)
-    if HAS_C:
-        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR,
-                                     True, False)),
-                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, True)),
-                         (store_role, (outputs, sources, d_desc, sched, True)),
-                         (epilogue_load_role, (sources, load_order, c_desc, sched))],
-                        [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS, WORKER_REGS])
-    else:
-        warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR,
-                                     False, HAS_BIAS)),
-                         (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False)),
-                         (store_role, (outputs, sources, d_desc, sched, False))],
-                        [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
+    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR, HAS_C,
+                                 HAS_BIAS)),
+                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C)),
+                     (store_role, (outputs, sources, d_desc, sched, HAS_C)),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched)) if HAS_C else None,
+                     (scheduler_role, (sched, )) if DYNAMIC else None],
+                    [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS, WORKER_WARPS],
+                    [WORKER_REGS, WORKER_REGS, WORKER_REGS, WORKER_REGS])
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
-                bias_dtype: str | None = None):
-    """matmul_kernel for one configuration as a tilepipe.compile KernelSpec (sm_90a): D of `c_dtype`, with a C
-    tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given."""
+                bias_dtype: str | None = None, dynamic: bool = False):
+    """matmul_kernel for one configuration and scheduler as a tilepipe.compile KernelSpec (sm_90a): D of `c_dtype`,
+    with a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given."""
     from tilepipe.compile import KernelSpec, tdesc_signature
     from tilepipe.storage import Part
 
@@ -199,10 +205,10 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     return KernelSpec(f"{__name__}:matmul_kernel",
                       {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
                        "d_desc": desc(c_dtype, c_block), "c_desc": desc(source_dtype or c_dtype, c_block),
-                       "bias_ptr": f"*{bias_dtype or c_dtype}", "M": "i32", "N": "i32", "K": "i32",
-                       "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                       "bias_ptr": f"*{bias_dtype or c_dtype}", "counter": "*i32", "M": "i32", "N": "i32",
+                       "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
-                       "HAS_BIAS": "constexpr"},
+                       "HAS_BIAS": "constexpr", "DYNAMIC": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None},
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "DYNAMIC": dynamic},
                       num_warps=cfg.num_warps)
