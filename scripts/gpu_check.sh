@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# One device call: GPU tests (each case in its own process under a timeout), `python -m tilepipe demo`, then
-# `python -m tilepipe bench`, whose table is printed last. Full logs go to $OUT (or ./gpu-logs when run by hand).
+# GPU check: GPU tests (each case in its own process under a timeout) and `python -m tilepipe demo`, then
+# `python -m tilepipe bench` (bf16 and FP8 families), whose table is printed last. Full logs go to $OUT (or ./gpu-logs
+# when run by hand). `bash scripts/gpu_check.sh tests` or `... bench` runs one half: the whole takes longer than one
+# 10-minute device call, so run the halves as two calls on the same warm machine.
 set -uo pipefail
+part="${1:-all}"
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-logs}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
-python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
-tests=$?
-python3 -m tilepipe demo > "$out/demo.log" 2>&1
-demo=$?
-timeout 400 python3 -m tilepipe bench --name "${BENCH_NAME:-matmul-bf16}" > "$out/bench.log" 2>&1
-bench=$?
-cp "bench/results/${BENCH_NAME:-matmul-bf16}".{json,png} "$out/" 2>/dev/null
+tests=0 demo=0 bench=0
+if [ "$part" != bench ]; then
+    timeout 420 python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
+    tests=$?
+    timeout 150 python3 -m tilepipe demo > "$out/demo.log" 2>&1
+    demo=$?
+fi
+if [ "$part" != tests ]; then
+    name="${BENCH_NAME:-matmul-bf16}"
+    timeout 560 python3 -m tilepipe bench --name "$name" > "$out/bench.log" 2>&1
+    bench=$?
+    cp "bench/results/$name".{json,png} "bench/results/$name-fp8.json" "$out/" 2>/dev/null
+fi
 tail -n 3 "$out/env.txt" | head -n 2
-grep -E "passed|failed|error" "$out/pytest.log" | tail -n 5
-cat "$out/demo.log"
-cat "$out/bench.log"
+[ "$part" != bench ] && grep -E "passed|failed|error" "$out/pytest.log" | tail -n 5 && cat "$out/demo.log"
+[ "$part" != tests ] && cat "$out/bench.log"
 echo "gpu tests exit=$tests, demo exit=$demo, bench exit=$bench"
 [ "$tests" -eq 0 ] && [ "$demo" -eq 0 ] && [ "$bench" -eq 0 ]
