@@ -191,7 +191,7 @@ def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m, stride, stride)
     grid = _grid(M, N, cfg, device)
     key = ("scaled", cfg, a.dtype, b.dtype, out.dtype, per_row, device)
-    if _fast_launch(key, grid, device, (TmaOperand(a), TmaOperand(b), TmaOperand(out), scale_a, scale_b, *scalars)):
+    if _fast_launch(key, grid, device, (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), scale_a, scale_b, *scalars)):
         return
     from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
 
@@ -211,7 +211,7 @@ def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t
     grid = _grid(M, N, cfg, device)
     key = ("blockwise", cfg, a.dtype, b.dtype, out.dtype, device)
     tensors = (a, b, sa_t, sb_t, out)
-    if _fast_launch(key, grid, device, (*map(TmaOperand, tensors), *scalars)):
+    if _fast_launch(key, grid, device, (*map(TmaOperand.of, tensors), *scalars)):
         return
     from tilepipe.kernels.matmul_fp8 import blockwise_matmul_kernel
 
