@@ -2,7 +2,7 @@
 
 import pytest
 
-from tilepipe.debug import run_all_guarded
+from tests.gpu.guarded import assert_ok, run_cases
 
 CASES = [(dtype, out, layout) for dtype in ("bf16", "fp16") for out in (dtype, "fp32") for layout in ("kmajor", "rowmajor")]
 CASES += [("bf16", "fp16", "kmajor"), ("fp16", "bf16", "rowmajor")]
@@ -13,13 +13,10 @@ TIMEOUT_S = 240
 
 @pytest.fixture(scope="module")
 def runs():
-    results = run_all_guarded([["-m", "tests.gpu.matmul_cases", *case] for case in CASES], TIMEOUT_S, parallel=4)
-    return dict(zip(CASES, results))
+    return run_cases("tests.gpu.matmul_cases", CASES, TIMEOUT_S, parallel=4)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=" ".join)
 def test_matmul_matches_float64(runs, case):
-    run = runs[case]
-    assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
-    assert run.result is not None and run.result["ok"], run.result
+    assert_ok(runs[case])

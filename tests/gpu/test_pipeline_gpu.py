@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.gpu.guarded import assert_ok
 from tilepipe.debug import run_all_guarded
 from tilepipe.kernels.pipeline_demo import STYLES
 
@@ -21,18 +22,13 @@ def runs():
     return dict(zip(CASES + [("prev_copy", )], results))
 
 
-def _check(run):
-    assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
-    assert run.result is not None and run.result["ok"], run.output[-2000:]
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=" ".join)
 def test_pipeline_case(runs, case):
-    _check(runs[case])
+    assert_ok(runs[case])
 
 
 @pytest.mark.gpu
 def test_prev_copy_root_cause(runs):
     """The unfixed kernel really stores the pre-loop value on the GPU: the cause of the `prev = s` hangs."""
-    _check(runs[("prev_copy", )])
+    assert_ok(runs[("prev_copy", )])

@@ -3,7 +3,7 @@ replay), each group in its own process under a timeout."""
 
 import pytest
 
-from tilepipe.debug import run_all_guarded
+from tests.gpu.guarded import assert_ok, run_cases
 
 CASES = [("launches", scheduler, out) for scheduler in ("static", "dynamic") for out in ("fp32", "bf16")]
 CASES += [("graphs", scheduler) for scheduler in ("static", "dynamic")]
@@ -12,13 +12,10 @@ TIMEOUT_S = 120
 
 @pytest.fixture(scope="module")
 def runs():
-    results = run_all_guarded([["-m", "tests.gpu.scheduler_cases", *case] for case in CASES], TIMEOUT_S, parallel=3)
-    return dict(zip(CASES, results))
+    return run_cases("tests.gpu.scheduler_cases", CASES, TIMEOUT_S, parallel=3)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=" ".join)
 def test_every_tile_exactly_once(runs, case):
-    run = runs[case]
-    assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
-    assert run.result is not None and run.result["ok"], run.result
+    assert_ok(runs[case])

@@ -3,7 +3,8 @@ processes (tests/gpu/torch_cases.py, each case in its own process under a timeou
 
 import pytest
 
-from tilepipe.debug import run_all_guarded, run_guarded
+from tests.gpu.guarded import assert_ok, run_cases
+from tilepipe.debug import run_guarded
 
 CASES = ["compile", "cudagraph", "repeat", "fp8"]
 TIMEOUT_S = 240
@@ -11,12 +12,8 @@ TIMEOUT_S = 240
 
 @pytest.fixture(scope="module")
 def runs():
-    return dict(zip(CASES, run_all_guarded([["-m", "tests.gpu.torch_cases", case] for case in CASES], TIMEOUT_S)))
-
-
-def assert_ok(run):
-    assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
-    assert run.result is not None and run.result["ok"], run.result
+    return {case: run for (case, ), run in run_cases("tests.gpu.torch_cases", [(case, ) for case in CASES],
+                                                     TIMEOUT_S).items()}
 
 
 @pytest.mark.gpu
