@@ -10,19 +10,30 @@ from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.debug import run_all_guarded
 from tilepipe.kernels import pipeline_demo
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import LARGE_16BIT, LARGE_FP32, SMALL
+from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL
 
 DEMO_TIMEOUT_S = 120
 
 
 def report() -> int:
     """Compile every shipped kernel for sm_90a and sm_100a (wgmma kernels: sm_90a only) and print what they hold."""
+    import torch
+
+    from tilepipe import fp8
+    from tilepipe.kernels.matmul_fp8 import blockwise_spec, scaled_spec
+
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
     specs += [pipeline_demo.wgmma_spec(4)]
     # the GEMM uses wgmma, which exists on sm_90a only (its sm_100a form, with tcgen05, is later work)
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True)
               for cfg in (LARGE_16BIT, LARGE_FP32, SMALL)]
+    specs += [matmul_spec(LARGE_16BIT, "bf16", "bf16", True, has_c=True),  # C in the output stage
+              matmul_spec(MEDIUM_FP32_SOURCE, "bf16", "bf16", True, has_c=True, source_dtype="fp32"),
+              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, bias_dtype="bf16"),
+              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, dynamic=True)]
+    specs += [scaled_spec(fp8.configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
+              blockwise_spec(fp8.configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16")]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
     failed = 0
     for spec, rep in zip(specs, compile_kernels(specs)):
@@ -48,7 +59,8 @@ def _describe(spec) -> str:
     """Short text for a kernel's specialization: its constexprs and, for TMA kernels, the tile boxes."""
     boxes = [sig.split("[")[1].split("]")[0].replace(", ", "x") for sig in spec.signature.values()
              if sig.startswith("tensordesc")]
-    return " ".join([*(f"{k}={v}" for k, v in spec.constexprs.items()), *(f"box={b}" for b in boxes[:1])])
+    shown = {k: v for k, v in spec.constexprs.items() if v is not None and not (k == "PROBE" and v == 0)}
+    return " ".join([*(f"{k}={v}" for k, v in shown.items()), *(f"box={b}" for b in boxes[:1])])
 
 
 def demo() -> int:
