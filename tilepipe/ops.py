@@ -134,9 +134,10 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
                                    dynamic)
     if target is not out:
         out.copy_(target)
-    elif launcher is not None and key is not None and bias is None and a_view is a and (
+    elif launcher is not None and key is not None and a_view is a and (
             b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
-        _remember(key, _Plan(launcher, grid, device, out_dtype, args, c is not None and c is not out))
+        _remember(key, _Plan(launcher, grid, device, out_dtype, args, c is not None and c is not out,
+                             bias is not None))
     return out
 
 
@@ -302,16 +303,18 @@ Without one (Triton internals not as expected) every call goes through the JIT."
 class _Plan:
     """A call geometry that passed every check and needed no staging copy: shapes, strides, dtypes, devices,
     scalars and config (the key in _PLANS), with its launcher, grid and kernel arguments. A repeated call reads
-    only its tensors' addresses; each new address tuple is checked (alignment, overlap) and bound once."""
+    only its tensors' addresses; each new address tuple is checked (alignment, overlap) and bound once. With a
+    bias row (`bias`), the call's `c` is that row broadcast, and its address is the bias pointer argument."""
 
-    __slots__ = ("launcher", "grid", "device", "out_shape", "out_dtype", "out_device", "args", "separate_c",
+    __slots__ = ("launcher", "grid", "device", "out_shape", "out_dtype", "out_device", "args", "separate_c", "bias",
                  "bound")
 
     def __init__(self, launcher: FastLauncher, grid: tuple[int, int, int], device: int, out_dtype: torch.dtype,
-                 args: tuple, separate_c: bool) -> None:
+                 args: tuple, separate_c: bool, bias: bool = False) -> None:
         self.launcher, self.grid, self.device, self.args, self.separate_c = launcher, grid, device, args, separate_c
+        self.bias = bias
         self.out_shape, self.out_dtype, self.out_device = args[2].shape, out_dtype, torch.device("cuda", device)
-        self.bound: dict[tuple[int, int, int, int], tuple] = {}
+        self.bound: dict[tuple[int, ...], tuple] = {}
 
     def run(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, c: torch.Tensor | None
             ) -> torch.Tensor | None:
@@ -324,16 +327,19 @@ class _Plan:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.out_device)
         d = out.data_ptr()
         addresses = (a.data_ptr(), b.data_ptr(), d, c.data_ptr() if self.separate_c else d)
+        if self.bias:
+            addresses += (c.data_ptr(), )
         bound = self.bound.get(addresses)
         if bound is None:
-            if any(address % TMA_ALIGN_BYTES for address in addresses):
+            if any(address % TMA_ALIGN_BYTES for address in addresses[:4]):  # TMA operands (not the bias)
                 return None
             if not fresh:
-                _check_no_overlap(out, a, b, c if self.separate_c else None)
+                _check_no_overlap(out, a, b, c if self.separate_c or self.bias else None)
             if len(self.bound) >= _BOUND_PER_PLAN:
                 self.bound.clear()
-            operands = [operand._replace(address=address) for operand, address in zip(self.args, addresses)]
-            bound = self.bound[addresses] = self.launcher.bind((*operands, *self.args[4:]))
+            operands = [operand._replace(address=address) for operand, address in zip(self.args[:4], addresses)]
+            rest = self.args[4:] if not self.bias else (addresses[4], *self.args[5:])
+            bound = self.bound[addresses] = self.launcher.bind((*operands, *rest))
         self.launcher.raw_launch(*self.grid, torch._C._cuda_getCurrentRawStream(self.device), *bound)
         return out
 

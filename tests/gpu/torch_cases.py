@@ -3,7 +3,8 @@
 compile: a small model on tilepipe ops under torch.compile(fullgraph=True) against a float64 eager reference.
 cudagraph: matmul, an allocating matmul, addmm and an in-place residual captured in one CUDA graph, replayed
     with new values copied into the static inputs.
-repeat: the host fast path (cached plans and bound addresses) over repeated, moved, misaligned and aliased calls.
+repeat: the host fast path (cached plans and bound addresses) over repeated, moved, misaligned and aliased calls,
+    and bias rows at new addresses.
 autotune: tilepipe.autotune on one problem; prints what this process timed (run twice by the test).
 fp8: tilepipe.matmul_fp8 (per-tensor and per-row scales) under torch.compile(fullgraph=True) and in a CUDA graph
     replayed with new operands and scales, against a float64 reference of the dequantized inputs.
@@ -95,6 +96,11 @@ def case_repeat() -> dict:
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         errs.append(rel_err(tilepipe.matmul(a, b, out=out), a.double() @ b.double()))
         errs.append(rel_err(tilepipe.matmul(a, b), a.double() @ b.double()))
+    for _ in range(3):  # a bias row through a cached plan: each call's own bias address, never a stale one
+        bias = randn(N)
+        errs.append(rel_err(tilepipe.addmm(bias, a, b), a.double() @ b.double() + bias.double()))
+        errs.append(rel_err(tilepipe.matmul(a, b, c=bias.expand(M, N), beta=0.5),
+                            a.double() @ b.double() + 0.5 * bias.double()))
     plans = len(ops._PLANS)
     shifted = base[1:M + 1, :]  # same geometry, base address 2 * K bytes on: 512, aligned
     errs.append(rel_err(tilepipe.matmul(shifted, b), shifted.double() @ b.double()))
