@@ -34,20 +34,23 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert report.returncode == 0, report.stderr[-3000:]
     lines = report.stdout.splitlines()
     assert lines[0].split()[:4] == ["kernel", "target", "smem", "B"]
-    rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel"))]
-    assert sum("sm_100a" in row for row in rows) >= 3 and sum("matmul_kernel" in row for row in rows) == 3
+    rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel",
+                                                       "scaled_matmul_kernel", "blockwise_matmul_kernel"))]
+    assert sum("sm_100a" in row for row in rows) >= 3 and sum(row.startswith("matmul_kernel") for row in rows) == 7
+    assert any("DYNAMIC=True" in row for row in rows) and any("HAS_BIAS=True" in row for row in rows)
+    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 2
     assert all("FAILED" not in row for row in rows)
     assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout
 
 
-def test_check_without_the_checker_says_so_and_exits_2():
-    try:
-        import tilepipe.checker  # noqa: F401
-        pytest.skip("the checker exists in this version")
-    except ImportError:
-        pass
-    result = tilepipe_cli("check", timeout=120)
-    assert result.returncode == 2 and "not available yet" in result.stderr
+def test_check_runs_the_protocol_checker_on_every_shipped_kernel():
+    result = tilepipe_cli("check", timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["kernel", "config", "cases", "states", "traced", "result"]
+    kernels = {line.split("  ")[0] for line in lines[1:] if line.strip()}
+    assert {"matmul", "matmul +C", "matmul_fp8 blockwise", "pipeline_demo stress"} <= kernels
+    assert all(line.rstrip().endswith(" ok") for line in lines[1:] if line.strip())
 
 
 def test_demo_without_a_gpu_falls_back_to_the_report(report):

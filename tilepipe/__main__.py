@@ -83,18 +83,12 @@ def demo() -> int:
 
 
 def check() -> int:
-    """Run the protocol checker over the shipped kernels (tilepipe.checker)."""
-    try:
-        from tilepipe.checker import check_shipped_kernels, format_results
-    except ImportError as exc:
-        if exc.name != "tilepipe.checker":
-            raise
-        print("check: the protocol checker (tilepipe.checker) is not available yet in this version of tilepipe",
-              file=sys.stderr)
-        return 2
+    """Run the protocol checker over the shipped kernels (tilepipe.checker); non-zero when any finding."""
+    from tilepipe.checker import check_shipped_kernels, format_results
+
     results = check_shipped_kernels()
     print(format_results(results))
-    return 0 if all(getattr(result, "ok", True) for result in results) else 1
+    return 0 if all(result.ok for result in results) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
