@@ -32,7 +32,9 @@ WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its ca
 SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
 SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)
 SCALED_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
-BLOCKWISE = MatmulConfig(128, 128, 128, stages=1)  # 3 fp32 64x128 tiles per thread: total and two partial sums
+# blockwise: num_warps = 4 warps per MMA role, one role per 64 rows; 3 fp32 64x128 tiles per thread (total and two
+# partial sums)
+BLOCKWISE = MatmulConfig(128, 128, 128, stages=1, num_warps=4)
 BLOCKWISE_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
 
 
