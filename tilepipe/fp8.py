@@ -32,10 +32,7 @@ WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its ca
 SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
 SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)
 SCALED_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
-# blockwise: num_warps = 4 warps per MMA role, one role per 64 rows; 3 fp32 64x128 tiles per thread (total and two
-# partial sums). GROUP_M 4: 16384x7168x16384 ran at 1109 TFLOP/s against 1041 with 8 and 941 with 16 (H100,
-# bench/results/matmul-fp8-blockwise-h100-v2-sweep.json)
-BLOCKWISE = MatmulConfig(128, 128, 128, stages=1, group_m=4, num_warps=4)
+BLOCKWISE = MatmulConfig(128, 128, 128, stages=1)  # 3 fp32 64x128 tiles per thread: total and two partial sums
 BLOCKWISE_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
 
 

@@ -11,10 +11,8 @@ Two kernels, both with A (M x K) and B (N x K) K-major, as fp8 wgmma needs, and 
   in registers: acc += partial * scale_a[row, k] * scale_b[n, k]. The scales arrive by TMA in the same input stage
   as the operands (`BlockwiseFP8TileStorage`), so the main loop does no global load.
 
-Roles (one CTA per SM, static grouped schedule): load (1 warp, TMA), mma (scaled: 8 warps, two wgmma warpgroups;
-blockwise: one 4-warp role per 64 rows of the tile, each consuming every input stage and writing its rows of the
-output stage, so the warpgroups promote and release independently), store (1 warp, TMA store overlapped with the
-next tile's main loop).
+Roles (one CTA per SM, static grouped schedule): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue
+into an output stage), store (1 warp, TMA store overlapped with the next tile's main loop).
 """
 
 from triton.experimental import gluon
@@ -32,35 +30,22 @@ from tilepipe.tiles import InputTilePipeline
 
 SCALE_BLOCK = gl.constexpr(128)  # the K (and B's N) extent one blockwise scale covers
 SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordinate must be a multiple of 16 bytes
-WARPGROUP_ROWS = gl.constexpr(64)  # the rows of a tile one blockwise MMA role (one warpgroup) computes
-MMA_ROLE_WARPS = gl.constexpr(4)
-MMA_ROLE_REGS = gl.constexpr(232)  # the second blockwise MMA role: 3 x 64 fp32 accumulator registers and the rest
-
-
-@gluon.constexpr_function
-def blockwise_mma_roles(block_m):
-    """The blockwise kernel's MMA role names, one per warpgroup (64 rows) of the tile: mma0, mma1, ..."""
-    return tuple(f"mma{i}" for i in range(block_m // WARPGROUP_ROWS))
 
 
 @gluon.constexpr_function
 def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dtype, blockwise=False):
     """Shared memory: operand stages (plus the blockwise scales), output stages, and the pipelines between roles.
 
-    Blockwise: the MMA roles read the scales with ordinary loads before they free a stage, so the input pipeline's
-    consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot); every MMA role
-    (`blockwise_mma_roles`) releases each input stage and fills its rows of each output stage.
+    Blockwise: the MMA role reads the scales with ordinary loads before it frees a stage, so the input pipeline's
+    consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot).
     """
     storage = BlockwiseFP8TileStorage if blockwise else StandardTileStorage
-    mma = blockwise_mma_roles(block_m) if blockwise else ("mma", )
     return SmemPlan("sm_90a",
                     operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages),
                     c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
                     pipelines=SmemPipelineBundleNoClc(
-                        InputPipelineStorage(stages, consumer="+".join(mma), consumer_arrivals=len(mma),
-                                             consumer_proxy="generic" if blockwise else "async"),
-                        OutputPipelineStorage(c_stages, producer="+".join(mma), consumer="store",
-                                              producer_arrivals=len(mma), producer_proxy="generic",
+                        InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async"),
+                        OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async")))
 
 
@@ -159,17 +144,15 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
 
 
 @gluon.jit
-def stage_scales(tiles, k, PART: gl.constexpr, row_layout: gl.constexpr):
-    """scale_a[row] * scale_b of K block k (the stage's) for the rows of warpgroup PART, one value per accumulator
-    row, read from shared memory.
+def stage_scales(tiles, k, row_layout: gl.constexpr):
+    """scale_a[row] * scale_b of K block k (the stage's), one value per accumulator row, read from shared memory.
 
     B's box starts at K block k - k % SCALE_ALIGN (see blockwise_load_role): its word k % SCALE_ALIGN is broadcast to
     every row."""
     BM: gl.constexpr = tiles.payload.a_scales.shape[2]
     SB: gl.constexpr = tiles.payload.b_scales.shape[2]
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    column = tiles.tile("a_scales")._reinterpret(gl.float32, [BM], flat)
-    sa = column.slice(PART * WARPGROUP_ROWS, WARPGROUP_ROWS).load(row_layout)
+    sa = tiles.tile("a_scales")._reinterpret(gl.float32, [BM], flat).load(row_layout)
     every_word: gl.constexpr = gl.BlockedLayout([SCALE_ALIGN], [32], [gl.num_warps()], [0])  # each thread: all 4
     words = tiles.tile("b_scales")._reinterpret(gl.float32, [SB], flat).slice(0, SCALE_ALIGN).load(every_word)
     sb = gl.sum(gl.where(gl.arange(0, SCALE_ALIGN, every_word) == k % SCALE_ALIGN, words, 0.0), axis=0)
@@ -177,65 +160,60 @@ def stage_scales(tiles, k, PART: gl.constexpr, row_layout: gl.constexpr):
 
 
 @gluon.jit
-def issue_partial(tiles, acc, PART: gl.constexpr):
-    """Start the wgmma of warpgroup PART's rows of the stage into a fresh fp32 partial sum (`acc` only gives its
-    type: use_acc=False)."""
-    a = tiles.a_tile().slice(PART * WARPGROUP_ROWS, WARPGROUP_ROWS)
-    return warpgroup_mma(a, tiles.b_tile().permute((1, 0)), acc, use_acc=False, is_async=True)
+def issue_partial(tiles, acc):
+    """Start the stage's wgmma into a fresh fp32 partial sum (`acc` only gives its type: use_acc=False)."""
+    return warpgroup_mma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc, use_acc=False, is_async=True)
 
 
 @gluon.jit
-def promote_while_next_runs(consumer, k, in_flight, scale, acc, PART: gl.constexpr, rows: gl.constexpr):
+def promote_while_next_runs(consumer, k, in_flight, scale, acc, rows: gl.constexpr):
     """Start K tile k's wgmma, retire `in_flight` (K tile k - 1) and promote it into `acc`; frees its stage.
 
     Returns (consumer, the new partial sum in flight, its scales, acc)."""
     tiles = consumer.acquire()
-    started = issue_partial(tiles, acc, PART)
+    started = issue_partial(tiles, acc)
     done = warpgroup_mma_wait(num_outstanding=1, deps=(in_flight, ))
-    started_scale = stage_scales(tiles, k, PART, rows)
+    started_scale = stage_scales(tiles, k, rows)
     consumer = tiles.release()  # with the release lag: the stage `done` read
     return consumer, started, started_scale, acc + done * gl.expand_dims(scale, 1)
 
 
 @gluon.jit
-def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched: StaticTileScheduler, k_tiles,
-                       PART: gl.constexpr):
-    """Rows PART * 64 .. PART * 64 + 63 of every tile, one warpgroup: per K tile a fresh wgmma partial sum,
-    promoted in fp32 registers with the stage's scales while the next K tile's wgmma runs: three 64 x BN fp32
-    tensors per thread (total, and two partial sums in turn).
+def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched: StaticTileScheduler, k_tiles):
+    """Per K tile a fresh wgmma partial sum, promoted in fp32 registers with the stage's scales while the next
+    K tile's wgmma runs: three 64 x BN fp32 tensors per thread (total, and two partial sums in turn).
 
-    Each warpgroup is its own role, so one promotes while another's wgmma keeps the tensor cores busy, and a
-    release waits for no other warpgroup. The main loop takes K tiles in pairs so the two partial sums swap roles by
-    name, never by a register copy: a copy of a partial sum whose wgmma is still in flight makes ptxas serialize
-    every wgmma of the kernel.
+    The main loop takes K tiles in pairs so the two partial sums swap roles by name, never by a register copy: a
+    copy of a partial sum whose wgmma is still in flight makes ptxas serialize every wgmma of the kernel.
     """
+    BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
     rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
     consumer = inputs.consumer().with_release_lag(1)  # a stage is freed once the wgmma reading it retired
     work = sched.work()
     while work.valid:
-        acc = gl.zeros([WARPGROUP_ROWS, BN], gl.float32, acc_layout)
+        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         tiles = consumer.acquire()
-        p0 = issue_partial(tiles, acc, PART)
-        s0 = stage_scales(tiles, 0, PART, rows)
+        p0 = issue_partial(tiles, acc)
+        s0 = stage_scales(tiles, 0, rows)
         consumer = tiles.release()
         for k in range(2, k_tiles, 2):  # K tiles k - 1 and k
-            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, PART, rows)
-            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, PART, rows)
+            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, rows)
+            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, rows)
         if k_tiles % 2 == 0:  # one K tile left
             tiles = consumer.acquire()
-            p1 = issue_partial(tiles, acc, PART)
+            p1 = issue_partial(tiles, acc)
             last0, last1 = warpgroup_mma_wait(num_outstanding=0, deps=(p0, p1))
-            s1 = stage_scales(tiles, k_tiles - 1, PART, rows)
+            s1 = stage_scales(tiles, k_tiles - 1, rows)
             consumer = tiles.release()
             acc += last0 * gl.expand_dims(s0, 1) + last1 * gl.expand_dims(s1, 1)
         else:
             last0 = warpgroup_mma_wait(num_outstanding=0, deps=(p0, ))
             acc += last0 * gl.expand_dims(s0, 1)
         consumer = consumer.flush_releases()
-        with outputs.produce() as out:  # every MMA role writes its rows, then arrives
-            out.tile().slice(PART * WARPGROUP_ROWS, WARPGROUP_ROWS).store(acc.to(outputs.tiles.dtype))
+        with outputs.produce() as out:
+            out.tile().store(acc.to(outputs.tiles.dtype))
             out.arrive()
         work = work.next()
     outputs.drain()
@@ -250,18 +228,14 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, M, N, K, S
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     gl.static_assert(BN == SCALE_BLOCK and BK == SCALE_BLOCK, "one B scale and one A scale column per K tile")
-    gl.static_assert(BM == WARPGROUP_ROWS or BM == 2 * WARPGROUP_ROWS, "one or two 64-row MMA roles")
-    gl.static_assert(gl.num_warps() == MMA_ROLE_WARPS, "num_warps: the first MMA role's warps (one warpgroup)")
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     inputs, outputs = allocate_roles(PLAN)
     sources = EpiLoadPipeline(outputs.pipeline, outputs.tiles)  # no C: the store role never touches it
-    warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), 0)),
-                     (blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), 1)) if BM > WARPGROUP_ROWS
-                     else None,
+    warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK))),
                      (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK))),
                      (store_role, (outputs, sources, d_desc, sched, False))],
-                    [MMA_ROLE_WARPS, WORKER_WARPS, WORKER_WARPS], [MMA_ROLE_REGS, WORKER_REGS, WORKER_REGS])
+                    [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 
 # ---- ahead-of-time specs ------------------------------------------------------------------------

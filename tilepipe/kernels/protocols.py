@@ -26,24 +26,21 @@ def plan_storages(plan: SmemPlan) -> tuple[Storage, ...]:
     return tuple(storage for _, storage in plan.storages)
 
 
-def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role",
-                 mma_names: tuple[str, ...] = ("mma", )) -> tuple[Role, ...]:
+def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role") -> tuple[Role, ...]:
     """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each. The FP8 kernels
-    have the same protocol with their own mma (and, blockwise, load) role functions; the blockwise kernel has one
-    mma role per 64 rows of the tile (`mma_names`), each consuming every input stage and producing every output
-    stage."""
+    have the same protocol with their own mma (and, blockwise, load) role functions."""
     with_c = (lambda *body: body) if has_c else (lambda *body: ())
-    mma = tuple(Role(name, mma_fn, (
+    mma = Role("mma", mma_fn, (
         loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"),
              *produce("output", *with_c(*wait_filled("epi_load")))),
-        Drain("output")), release_lag=(("input", 1), )) for name in mma_names)
+        Drain("output")), release_lag=(("input", 1), ))
     load = Role("load", load_fn, (
         loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
         Drain("input"), *with_c(Drain("load_order"))))
     store = Role("store", "store_role", (loop("tile", "tiles", *consume("output", *with_c(*consume("epi_load")))), ))
     epilogue_load = Role("epilogue_load", "epilogue_load_role", (
         loop("tile", "tiles", *consume("load_order"), *produce("epi_load")), Drain("epi_load")))
-    return mma + (load, store) + ((epilogue_load, ) if has_c else ())
+    return (mma, load, store) + ((epilogue_load, ) if has_c else ())
 
 
 def matmul_configs() -> dict[str, ops.MatmulConfig]:
@@ -79,7 +76,7 @@ def fp8_protocols() -> list[Protocol]:
     import torch
 
     from tilepipe import fp8
-    from tilepipe.kernels.matmul_fp8 import blockwise_mma_roles, blockwise_spec, fp8_plan, scaled_spec
+    from tilepipe.kernels.matmul_fp8 import blockwise_spec, fp8_plan, scaled_spec
 
     protocols = []
     for blockwise in (False, True):
@@ -87,8 +84,7 @@ def fp8_protocols() -> list[Protocol]:
             for cfg in fp8.configs(blockwise, out_dtype):
                 plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
                                    "fp8e4nv", c_dtype, blockwise)
-                roles = (matmul_roles(False, "blockwise_mma_role", "blockwise_load_role",
-                                      blockwise_mma_roles.fn(cfg.block_m)) if blockwise
+                roles = (matmul_roles(False, "blockwise_mma_role", "blockwise_load_role") if blockwise
                          else matmul_roles(False, "scaled_mma_role"))
                 spec = ((lambda cfg=cfg, c=c_dtype: blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", c)) if blockwise
                         else (lambda cfg=cfg, c=c_dtype: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", c, True)))
