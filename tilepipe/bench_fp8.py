@@ -25,6 +25,7 @@ DEEPSEEK_SHAPES = [(M, N, K) for M in (4096, 16384) for N, K in ((7168, 16384), 
 DEEPGEMM_H800_TFLOPS = {(4096, 7168, 16384): 1520.0, (4096, 4096, 7168): 1410.0}
 """deepseek-ai/DeepGEMM README @989c9e3 (H800 SXM, same compute as H100 SXM): the two shapes it lists of ours."""
 BLOCK = 128
+SCALINGS = ("tensor", "row", "blockwise")
 
 
 def _fp8_operands(M: int, N: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,15 +76,17 @@ def bench_fp8(M: int, N: int, K: int, scaling: str, fast_accum: bool, pairs: int
     return Row(shape, variant, baseline, *result[:3], _rel_err(ours, reference), result[3])
 
 
-def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
-    """Every FP8 row; prints a table and writes OUT_DIR/NAME.json (rewritten after each row, so a failure keeps
-    the rows measured before it)."""
+def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR,
+        scalings: tuple[str, ...] = SCALINGS) -> Path:
+    """Every FP8 row of the given scalings; prints a table and writes OUT_DIR/NAME.json (rewritten after each row, so
+    a failure keeps the rows measured before it)."""
     import triton
 
     start = time.time()
     cases = [(*shape, "tensor", True) for shape in PER_TENSOR_SHAPES]
     cases += [(8192, 8192, 8192, "tensor", False), (8192, 8192, 8192, "row", True)]
     cases += [(*shape, "blockwise", False) for shape in DEEPSEEK_SHAPES]
+    cases = [case for case in cases if case[3] in scalings]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
     rows: list[Row] = []
@@ -110,5 +113,7 @@ if __name__ == "__main__":
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--rep-ms", type=int, default=100)
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--scaling", choices=SCALINGS, action="append",
+                        help="only the rows of this scaling (repeatable; default: every row)")
     args = parser.parse_args()
-    run(args.name, args.pairs, args.rep_ms, args.out_dir)
+    run(args.name, args.pairs, args.rep_ms, args.out_dir, tuple(args.scaling or SCALINGS))
