@@ -190,22 +190,24 @@ def run_schedulers(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path =
 def _write(name: str, rows: list[Row], start: float, pairs: int, rep_ms: int, out_dir: Path,
            extra: dict | None = None) -> Path:
     """Print the table, write the rows with the run's environment to OUT_DIR/NAME.json, and plot it."""
-    import triton
-
-    record = {
-        "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe", *sys.argv[1:]]),
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "cuda": torch.version.cuda, "dtype": "bf16 in, bf16 out (C bf16)", "method": __doc__.strip(),
-        "pairs": pairs, "rep_ms": rep_ms, "seconds": round(time.time() - start, 1),
-        "rows": [asdict(row) for row in rows], **(extra or {}),
-    }
+    out = run_record(name, "bf16 in, bf16 out (C bf16)", __doc__, pairs, rep_ms, start, rows, **(extra or {}))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    path.write_text(json.dumps(out, indent=1) + "\n")
     print_table(rows)
-    print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path} and "
-          f"{plot(path).name}")
+    print(f"\n{out['gpu']}, torch {out['torch']}, triton {out['triton']}: wrote {path} and {plot(path).name}")
     return path
+
+
+def run_record(name: str, dtype: str, method: str, pairs: int, rep_ms: int, start: float, rows: list[Row],
+               **extra) -> dict:
+    """A results file's content: the rows, with the command that ran, the GPU, the versions and the method."""
+    import triton
+
+    return {"name": name, "command": " ".join([Path(sys.executable).name, *sys.orig_argv[1:]]),
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda, "dtype": dtype, "method": method.strip(), "pairs": pairs, "rep_ms": rep_ms,
+            "seconds": round(time.time() - start, 1), "rows": [asdict(row) for row in rows], **extra}
 
 
 def plot(results: Path) -> Path:

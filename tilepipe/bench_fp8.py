@@ -10,15 +10,13 @@ torch cannot run blockwise scales, the row compares with DeepGEMM's published H8
 import argparse
 import json
 import statistics
-import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 import tilepipe
-from tilepipe.bench import RESULTS_DIR, Row, _rel_err, compare, print_table
+from tilepipe.bench import RESULTS_DIR, Row, _rel_err, compare, print_table, run_record
 
 PER_TENSOR_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (16384, 4096, 14336)]
 DEEPSEEK_SHAPES = [(M, N, K) for M in (4096, 16384) for N, K in ((7168, 16384), (4096, 7168), (7168, 2048))]
@@ -80,8 +78,6 @@ def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DI
         scalings: tuple[str, ...] = SCALINGS) -> Path:
     """Every FP8 row of the given scalings; prints a table and writes OUT_DIR/NAME.json (rewritten after each row, so
     a failure keeps the rows measured before it)."""
-    import triton
-
     start = time.time()
     cases = [(*shape, "tensor", True) for shape in PER_TENSOR_SHAPES]
     cases += [(8192, 8192, 8192, "tensor", False), (8192, 8192, 8192, "row", True)]
@@ -92,14 +88,8 @@ def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DI
     rows: list[Row] = []
     for case in cases:
         rows.append(bench_fp8(*case, pairs, rep_ms))
-        record = {
-            "name": name, "command": " ".join([Path(sys.executable).name, "-m", "tilepipe.bench_fp8", *sys.argv[1:]]),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "cuda": torch.version.cuda, "dtype": "e4m3 x e4m3 in, bf16 out, fp32 scales", "method": __doc__.strip(),
-            "pairs": pairs, "rep_ms": rep_ms, "seconds": round(time.time() - start, 1),
-            "complete": len(rows) == len(cases),
-            "rows": [asdict(row) for row in rows],
-        }
+        record = run_record(name, "e4m3 x e4m3 in, bf16 out, fp32 scales", __doc__, pairs, rep_ms, start, rows,
+                            complete=len(rows) == len(cases))
         path.write_text(json.dumps(record, indent=1) + "\n")
         print_table(rows[-1:])
     print_table(rows)

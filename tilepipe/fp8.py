@@ -18,12 +18,12 @@ from functools import cache
 
 import torch
 
-from tilepipe.launch import FastLauncher, TmaOperand, launch_hooks_active
-from tilepipe.ops import (MatmulConfig, _aligned_empty, _check_out_dtype, _check_result_shaped, _device_index,
-                          _layout, _overlaps, _sm_count, _tma_addressable, _tma_ready, choose_config)
+from tilepipe.launch import LauncherCache, TmaOperand
+from tilepipe.ops import (_GL_DTYPES, MatmulConfig, _aligned_empty, _check_out_dtype, _check_result_shaped,
+                          _device_index, _overlaps, _sm_count, _tma_addressable, _tma_ready, choose_config,
+                          persistent_grid, tensor_descriptor)
 
-FP8_DTYPES = {torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5"}
-_OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 SCALE_BLOCK = 128  # blockwise scales cover 1 x 128 of A and 128 x 128 of B
 
 MAX_STAGES = 8
@@ -45,7 +45,7 @@ def configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]
     tiles = (BLOCKWISE, BLOCKWISE_SMALL) if blockwise else (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL)
     if out_dtype == torch.float32:
         tiles = tiles[1:] if not blockwise else tiles
-    c_dtype = _OUT_DTYPES[out_dtype]
+    c_dtype = _GL_DTYPES[out_dtype]
 
     def fits(cfg: MatmulConfig, stages: int) -> bool:
         plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
@@ -157,48 +157,24 @@ def _scaling(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: in
                      f"({k_blocks}, {-(-N // SCALE_BLOCK)})")
 
 
-def _desc(t: torch.Tensor, block: tuple[int, int]):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    dtype = FP8_DTYPES.get(t.dtype) or _OUT_DTYPES[t.dtype]
-    return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dtype))
-
-
-def _grid(M: int, N: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:
-    return min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1
-
-
-def _fast_launch(key: tuple, grid: tuple[int, int, int], device: int, args: tuple) -> bool:
-    """Launch through the cached FastLauncher of `key` if there is one (and no launch hook wants the JIT)."""
-    launcher = _LAUNCHERS.get(key)
-    if launcher is None or launch_hooks_active():
-        return False
-    launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
-    return True
-
-
-def _remember(key: tuple, kernel) -> None:
-    fast = FastLauncher.create(kernel)
-    if fast is not None:
-        _LAUNCHERS[key] = fast
-
-
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
                    out: torch.Tensor, device: int, cfg: MatmulConfig) -> None:
     M, K = a.shape
     N = b.shape[0]
     stride = 1 if per_row else 0
     scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m, stride, stride)
-    grid = _grid(M, N, cfg, device)
+    grid = persistent_grid(M, N, cfg, device)
     key = ("scaled", cfg, a.dtype, b.dtype, out.dtype, per_row, device)
-    if _fast_launch(key, grid, device, (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), scale_a, scale_b, *scalars)):
+    args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), scale_a, scale_b, *scalars)
+    if _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args):
         return
     from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
 
-    kernel = scaled_matmul_kernel[grid](_desc(a, (cfg.block_m, cfg.block_k)), _desc(b, (cfg.block_n, cfg.block_k)),
-                                        _desc(out, (cfg.block_m, cfg.block_n)), scale_a, scale_b, *scalars,
+    kernel = scaled_matmul_kernel[grid](tensor_descriptor(a, (cfg.block_m, cfg.block_k)),
+                                        tensor_descriptor(b, (cfg.block_n, cfg.block_k)),
+                                        tensor_descriptor(out, (cfg.block_m, cfg.block_n)), scale_a, scale_b, *scalars,
                                         num_warps=cfg.num_warps)
-    _remember(key, kernel)
+    _LAUNCHERS.remember(key, kernel)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
@@ -208,18 +184,19 @@ def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t
     M, K = a.shape
     N = b.shape[0]
     scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m)
-    grid = _grid(M, N, cfg, device)
+    grid = persistent_grid(M, N, cfg, device)
     key = ("blockwise", cfg, a.dtype, b.dtype, out.dtype, device)
     tensors = (a, b, sa_t, sb_t, out)
-    if _fast_launch(key, grid, device, (*map(TmaOperand.of, tensors), *scalars)):
+    args = (*map(TmaOperand.of, tensors), *scalars)
+    if _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args):
         return
     from tilepipe.kernels.matmul_fp8 import blockwise_matmul_kernel
 
     blocks = ((cfg.block_m, cfg.block_k), (cfg.block_n, cfg.block_k), (1, cfg.block_m),
               BlockwiseFP8TileStorage.b_scale_tile, (cfg.block_m, cfg.block_n))
-    kernel = blockwise_matmul_kernel[grid](*map(_desc, tensors, blocks), *scalars, num_warps=cfg.num_warps)
-    _remember(key, kernel)
+    kernel = blockwise_matmul_kernel[grid](*map(tensor_descriptor, tensors, blocks), *scalars, num_warps=cfg.num_warps)
+    _LAUNCHERS.remember(key, kernel)
 
 
-_LAUNCHERS: dict[tuple, FastLauncher] = {}
+_LAUNCHERS = LauncherCache()
 """FP8 launchers by everything the binary is specialized on (kernel, config, dtypes, scaling, device)."""

@@ -107,3 +107,23 @@ def _triton_runtime():
     from triton import knobs
 
     return knobs.runtime
+
+
+class LauncherCache(dict):
+    """FastLaunchers by everything a kernel's binary is specialized on: the first launch of a key goes through
+    Triton's JIT (and `remember`s its kernel), later ones through the cached launcher."""
+
+    def launch(self, key: tuple, grid: tuple[int, int, int], stream: int, args: tuple) -> FastLauncher | None:
+        """Launch through the cached launcher of `key`; None (nothing launched) without one, or while a Triton
+        launch hook wants the JIT path."""
+        launcher = self.get(key)
+        if launcher is None or launch_hooks_active():
+            return None
+        launcher(grid, stream, args)
+        return launcher
+
+    def remember(self, key: tuple, kernel) -> None:
+        """Keep a fast launcher of `kernel` (a CompiledKernel just launched) for `key`, where Triton allows one."""
+        fast = FastLauncher.create(kernel)
+        if fast is not None:
+            self[key] = fast

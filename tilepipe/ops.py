@@ -6,10 +6,13 @@ from functools import cache
 
 import torch
 
-from tilepipe.launch import FastLauncher, TmaOperand, launch_hooks_active
+from tilepipe.debug import debug_requested
+from tilepipe.launch import FastLauncher, LauncherCache, TmaOperand, launch_hooks_active
 from tilepipe.storage import Part
 
-_GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float8_e4m3fn: "fp8e4nv",
+              torch.float8_e5m2: "fp8e5"}
+"""Gluon's names of the dtypes the kernels read and write."""
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TMA_ALIGN_BYTES = 16
@@ -107,7 +110,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
             c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, key: tuple | None,
             probe: str | os.PathLike | bool | None = None, dynamic: bool = False) -> torch.Tensor:
     """matmul with every check, staging copies where TMA needs them, and a _Plan for the call's geometry (none for
-    a bias row, whose address the plan would not follow, nor for debug and trace launches)."""
+    debug, trace and dynamic-scheduler launches: matmul() sends those here with no key)."""
     M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
@@ -220,8 +223,6 @@ def addmm_residual(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor) 
 
 def _probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | os.PathLike | bool | None:
     """What the launch records: a trace path, True for debug mode, or None (the normal kernel)."""
-    from tilepipe.debug import debug_requested
-
     if trace is not None:
         if not isinstance(trace, (str, os.PathLike)):
             raise TypeError(f"trace must be a path, got {type(trace).__name__}")
@@ -240,44 +241,45 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     launches (`probe`, from _probe_request) always go through the JIT, to their own binaries."""
     M, K = a.shape
     N = out.shape[1]
-    dtype, c_dtype = _GL_DTYPES[a.dtype], _GL_DTYPES[out.dtype]
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
     scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, dynamic)
-    grid = (min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1)
+    grid = persistent_grid(M, N, cfg, device)
     stream = torch._C._cuda_getCurrentRawStream(device)
     counter = tile_counter(device, stream) if dynamic else None
     # the bias pointer and the tile counter are never read without a bias or the dynamic scheduler: null ones keep
     # cached plans free of stale tensors
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, counter.data_ptr() if dynamic else 0, *scalars, None, 0)
-    key = (cfg, dtype, c_dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, dynamic, device)
-    launcher = _LAUNCHERS.get(key)
-    if launcher is not None and not launch_hooks_active() and probe is None:
-        launcher(grid, stream, args)
+    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, dynamic, device)
+    launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
+    if launcher is not None:
         return launcher, grid, args
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     from tilepipe.kernels.matmul import matmul_kernel
 
-    def desc(t: torch.Tensor, block: tuple[int, int], dt: str) -> TensorDescriptor:
-        return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, dt))
-
-    a_block = (cfg.block_m, cfg.block_k)
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     c_block = (cfg.block_m, cfg.block_n)
-    jit_args = (desc(a, a_block, dtype), desc(b, b_block, dtype), desc(out, c_block, c_dtype),
-                desc(source, c_block, _GL_DTYPES[source.dtype]), bias if has_bias else out,
-                counter if dynamic else tile_counter(device, stream), *scalars)
+    jit_args = (tensor_descriptor(a, (cfg.block_m, cfg.block_k)), tensor_descriptor(b, b_block),
+                tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
+                counter if dynamic else out, *scalars)  # unused pointers: any tensor gives them a type
     if probe is not None:
         _launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps),
                        grid[0], probe, a.device)
         return None, grid, args
-    kernel = matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps)
-    fast = FastLauncher.create(kernel)
-    if fast is not None:
-        _LAUNCHERS[key] = fast
+    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps))
     return None, grid, args
+
+
+def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:
+    """One program per SM, or per tile when there are fewer tiles than SMs."""
+    return min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1
+
+
+def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):
+    """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    return TensorDescriptor(t, t.shape, t.stride(), block, _layout(block, _GL_DTYPES[t.dtype]))
 
 
 def _launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device) -> None:
@@ -294,9 +296,10 @@ def _launch_probed(launch, programs: int, probe: str | os.PathLike | bool, devic
     timeline.save(buffer, probe, "matmul_kernel")
 
 
-_LAUNCHERS: dict[tuple, FastLauncher] = {}
-"""GEMM launchers by (config, dtypes, B layout, epilogue, scheduler, device): everything the binary is specialized on, since
-matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and dtypes.
+_LAUNCHERS = LauncherCache()
+"""GEMM launchers by (config, dtypes, B layout, epilogue, scheduler, device): everything the binary is specialized
+on, since matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and
+dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
 
 
