@@ -36,8 +36,9 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert lines[0].split()[:4] == ["kernel", "target", "smem", "B"]
     rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel",
                                                        "scaled_matmul_kernel", "blockwise_matmul_kernel"))]
-    assert sum("sm_100a" in row for row in rows) >= 3 and sum(row.startswith("matmul_kernel") for row in rows) == 7
-    assert any("DYNAMIC=True" in row for row in rows) and any("HAS_BIAS=True" in row for row in rows)
+    assert sum("sm_100a" in row for row in rows) >= 3 and sum(row.startswith("matmul_kernel") for row in rows) == 8
+    assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
+    assert any("HAS_BIAS=True" in row for row in rows)
     assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 2
     assert all("FAILED" not in row for row in rows)
     assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout

@@ -8,30 +8,31 @@ from tilepipe.compile import CompileError, compile_kernels
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.ops import FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL, choose_config
 
-# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, per-column bias dtype, dynamic scheduler)
+# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, per-column bias dtype, schedule)
 CONFIGS = ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
-CASES = [(cfg, dtype, c_dtype, kmajor, has_c, None, None, False)
+CASES = [(cfg, dtype, c_dtype, kmajor, has_c, None, None, "static")
          for cfg, c_dtypes in CONFIGS
          for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False) for has_c in (False, True)]
-CASES += [(cfg, "bf16", "bf16", kmajor, True, "fp32", None, False) for cfg in (MEDIUM_FP32_SOURCE, SMALL)
+CASES += [(cfg, "bf16", "bf16", kmajor, True, "fp32", None, "static") for cfg in (MEDIUM_FP32_SOURCE, SMALL)
           for kmajor in (True, False)]  # fp32 C, 16-bit D: C in source stages of its own
-CASES += [(LARGE_16BIT, "bf16", "bf16", True, False, None, bias, False) for bias in ("bf16", "fp32")]
-# the dynamic scheduler: every configuration, with and without the epilogue-load role, both B layouts
-CASES += [(cfg, "bf16", c_dtypes[-1], not has_c, has_c, None, None, True) for cfg, c_dtypes in CONFIGS
-          for has_c in (False, True)]
+CASES += [(LARGE_16BIT, "bf16", "bf16", True, False, None, bias, "static") for bias in ("bf16", "fp32")]
+# the dynamic and stream-K schedules: every configuration, with and without the epilogue-load role, both B layouts
+CASES += [(cfg, "bf16", c_dtypes[-1], not has_c, has_c, None, None, schedule) for cfg, c_dtypes in CONFIGS
+          for has_c in (False, True) for schedule in ("dynamic", "streamk")]
+CASES += [(MEDIUM_FP32_SOURCE, "bf16", "bf16", True, True, "fp32", None, "streamk")]
 
 
 @pytest.fixture(scope="module")
 def reports():
-    return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case[:7], dynamic=case[7]) for case in CASES])))
+    return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case[:7], schedule=case[7]) for case in CASES])))
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: "{0.block_m}x{0.block_n}-{1}-{2}-{3}{4}{5}{6}{7}".format(
     *CASES[i][:3], "kmajor" if CASES[i][3] else "rowmajor", "-residual" if CASES[i][4] else "",
     f"-{CASES[i][5]}C" if CASES[i][5] else "", f"-{CASES[i][6]}bias" if CASES[i][6] else "",
-    "-dynamic" if CASES[i][7] else ""))
+    "" if CASES[i][7] == "static" else f"-{CASES[i][7]}"))
 def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
-    cfg, dtype, c_dtype, kmajor, has_c, source_dtype, bias_dtype, dynamic = CASES[index]
+    cfg, dtype, c_dtype, kmajor, has_c, source_dtype, bias_dtype, schedule = CASES[index]
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
@@ -43,13 +44,20 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
     planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
-                             has_c, source_dtype, dynamic=dynamic)
+                             has_c, source_dtype, dynamic=schedule == "dynamic")
     assert planned.fits
     assert ("src" in str(planned)) == (source_dtype is not None)  # fp32 C gets source stages of its own
-    assert (report.count("ld.global") > 0) == (bias_dtype is not None)  # only the bias is read without TMA
+    # only the bias and stream-K's partial sums are read without TMA
+    assert (report.count("ld.global") > 0) == (bias_dtype is not None or schedule == "streamk")
     assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
     # the dynamic scheduler draws tickets with one atomic add and leaves the counter at zero with one exchange
+    dynamic, streamk = schedule == "dynamic", schedule == "streamk"
     assert report.count("atom.global.gpu.acq_rel.add") == report.count("atom.global.gpu.acq_rel.exch") == dynamic
+    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring add (tilepipe/partials.py)
+    assert (report.count("red.release.gpu.global.add"), report.count("atom.relaxed.gpu.global.add")) == (streamk, ) * 2
+    assert (report.count("ld.acquire.gpu.global") > 0) == streamk
+    # partial sums, stored and loaded in the accumulator's layout as 8-byte vectors
+    assert (report.count("st.global.v2.b32") > 0) == (report.count("ld.global.v2.b32") > 0) == streamk
     assert report.num_warps == cfg.num_warps + 4  # up to 4 one-warp roles: one warpgroup of workers either way
 
 
@@ -61,6 +69,14 @@ def test_config_fills_the_machine():
     assert choose_config(1408, 1408, torch.bfloat16, 132) == MEDIUM  # 121 tiles of 128x128: 92%
     assert choose_config(1536, 1536, torch.bfloat16, 132) == SMALL  # none reaches 75%: the best-filled one
     assert choose_config(8192, 8192, torch.bfloat16, 132, FP32_SOURCE_CONFIGS) == MEDIUM_FP32_SOURCE
+
+
+def test_streamk_with_a_bias_row_spills_so_matmul_never_picks_it():
+    """The finisher's partial sums (128 registers) on top of the bias (64) and the accumulator (128) do not fit the
+    mma role's 168 registers: ptxas spills. ops.matmul runs a bias row under the static schedule."""
+    report, = compile_kernels([matmul_spec(LARGE_16BIT, "bf16", "bf16", True, bias_dtype="bf16", schedule="streamk")])
+    assert report.spill_stores > 0
+    assert tilepipe.ops.schedule_for(8192, 8192, 8192, LARGE_16BIT, 132, has_bias=True) == "static"
 
 
 def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():

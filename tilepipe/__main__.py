@@ -31,7 +31,8 @@ def report() -> int:
     specs += [matmul_spec(LARGE_16BIT, "bf16", "bf16", True, has_c=True),  # C in the output stage
               matmul_spec(MEDIUM_FP32_SOURCE, "bf16", "bf16", True, has_c=True, source_dtype="fp32"),
               matmul_spec(LARGE_16BIT, "bf16", "bf16", True, bias_dtype="bf16"),
-              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, dynamic=True)]
+              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="dynamic"),
+              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="streamk")]
     specs += [scaled_spec(fp8.configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               blockwise_spec(fp8.configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16")]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]

@@ -21,10 +21,10 @@ import tilepipe
 from tilepipe._text import format_table
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench" / "results"
-SCHEDULER_SHAPES = [(896, 4864, 4096), (8192, 8192, 1024), (7000, 5000, 3000), (8192, 8192, 8192), (2048, 2048, 2048),
-                    (1536, 2816, 4096)]
-"""Partial last waves on 132 SMs (133 tiles of 128x256; 15.5 waves; a ragged 8.3), then 15.5 waves at large K,
-one wave (128 tiles) and exactly one full wave of 128x256 tiles."""
+SCHEDULER_SHAPES = [(896, 4864, 4096), (8192, 8192, 1024), (7000, 5000, 3000), (2304, 4096, 8192), (3840, 3840, 4096),
+                    (8192, 8192, 8192), (2048, 2048, 2048), (1536, 2816, 4096)]
+"""Partial last waves on 132 SMs in 128x256 tiles (133 tiles = SMs + 1; 15.5 waves; a ragged 8.3; 2.2; 3.4), then
+15.5 waves at large K, one wave (128 tiles) and exactly one full wave."""
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 2048), (1024, 1024, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336), (7919, 4133, 3000)]
 
@@ -141,25 +141,32 @@ def host_overhead(calls: int = 2000, repeats: int = 15) -> dict:
 
 
 def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]:
-    """The static and the dynamic scheduler against cuBLAS and against each other, on the same inputs."""
-    from tilepipe.ops import DEFAULT_SCHEDULER, _sm_count, choose_config
+    """Each scheduler, and matmul's own choice ("default"), against cuBLAS on the same inputs; then dynamic and
+    stream-K against static. Static and dynamic run the tile choose_config picks for whole-tile waves, stream-K the
+    one it picks counting on stream-K."""
+    from tilepipe.ops import _sm_count, choose_config, schedule_for
 
+    sms = _sm_count(torch.cuda.current_device())
     a, b = _operands(M, N, K, "kmajor")
     theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     torch.matmul(a, b, out=theirs)
-    cfg = choose_config(M, N, torch.bfloat16, _sm_count(torch.cuda.current_device()))
-    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    whole, split = choose_config(M, N, torch.bfloat16, sms), choose_config(M, N, torch.bfloat16, sms, streamk=True)
+    default = schedule_for(M, N, K, split, sms)
+    variants = {"static": (whole, "static"), "dynamic": (whole, "dynamic"), "streamk": (split, "streamk"),
+                f"default ({default})": (None, None)}
     runs, rows, flops = {}, [], 2.0 * M * N * K
-    for scheduler in ("static", "dynamic"):
+    for name, (cfg, scheduler) in variants.items():
         ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        runs[scheduler] = lambda out=ours, s=scheduler: tilepipe.matmul(a, b, out=out, scheduler=s)  # noqa: E731
-        runs[scheduler]()
+        runs[name] = lambda out=ours, c=cfg, s=scheduler: tilepipe.matmul(a, b, out=out, config=c, scheduler=s)
+        runs[name]()
         err = _rel_err(ours, theirs)
-        result = compare(runs[scheduler], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
-        rows.append(Row(f"{M}x{N}x{K}", f"{scheduler} ({tiles} tiles of {cfg.block_m}x{cfg.block_n}; "
-                        f"default: {DEFAULT_SCHEDULER})", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
-    result = compare(runs["dynamic"], runs["static"], flops, pairs, rep_ms)
-    rows.append(Row(f"{M}x{N}x{K}", "dynamic", "tilepipe static", *result[:3], rows[1].rel_err, result[3]))
+        tile = cfg or split
+        result = compare(runs[name], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
+        rows.append(Row(f"{M}x{N}x{K}", f"{name} ({-(-M // tile.block_m) * -(-N // tile.block_n)} tiles of "
+                        f"{tile.block_m}x{tile.block_n})", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
+    for name in ("dynamic", "streamk"):
+        result = compare(runs[name], runs["static"], flops, pairs, rep_ms)
+        rows.append(Row(f"{M}x{N}x{K}", name, "tilepipe static", *result[:3], rows[0].rel_err, result[3]))
     return rows
 
 
@@ -181,7 +188,7 @@ def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DI
 
 
 def run_schedulers(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
-    """Benchmark both tile schedulers on SCHEDULER_SHAPES and write bench/results/NAME.json."""
+    """Benchmark the tile schedulers on SCHEDULER_SHAPES and write bench/results/NAME.json."""
     start = time.time()
     rows = [row for M, N, K in SCHEDULER_SHAPES for row in bench_schedulers(M, N, K, pairs, rep_ms)]
     return _write(name, rows, start, pairs, rep_ms, out_dir)

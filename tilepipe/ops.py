@@ -37,18 +37,23 @@ MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp3
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 MIN_WAVE_EFFICIENCY = 0.75
-SCHEDULERS = ("static", "dynamic")
-DEFAULT_SCHEDULER = "static"
-"""The static scheduler was as fast or faster on every shape measured on an H100, partial last waves included
-(bench/results/scheduler-h100.json: the dynamic one at 0.88-0.99x); docs/scheduler.md says why."""
+SCHEDULERS = ("static", "dynamic", "streamk")
+STREAMK_MIN_GAIN = 1.05
+"""schedule_for picks stream-K where the static schedule's whole-tile waves are predicted this much slower."""
+STREAMK_FIXUP_TILES = 0.05
+"""A program's stream-K cost beyond its share of the k-steps, in tile times: publishing or adding a partial tile."""
+STREAMK_MIN_K_TILES = 4
+"""Fewer k-steps than this per tile leave too little to split."""
 
 
 @cache
 def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
-                  candidates: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig:
+                  candidates: tuple[MatmulConfig, ...] | None = None, streamk: bool = False) -> MatmulConfig:
     """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
 
     Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
+    With `streamk` (the stream-K schedule is allowed), more tiles than SMs fill the machine by splitting the last
+    waves' k-steps (schedule_for), at STREAMK_FIXUP_TILES of a tile's time per program.
     `candidates` (largest first) replaces the default tiles: for an fp32 C with a 16-bit D (FP32_SOURCE_CONFIGS),
     or for other kernels (e.g. FP8).
     """
@@ -57,9 +62,26 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
 
     def efficiency(cfg: MatmulConfig) -> float:
         tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
-        return tiles / (-(-tiles // sms) * sms)
+        whole_waves = tiles / (-(-tiles // sms) * sms)
+        if not streamk or tiles <= sms:
+            return whole_waves
+        return max(whole_waves, tiles / (tiles + STREAMK_FIXUP_TILES * sms))
 
     return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
+
+
+def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, has_bias: bool = False) -> str:
+    """The tile scheduler matmul uses when not told (tilepipe/scheduler.py): stream-K where the static schedule's
+    last partial wave makes it STREAMK_MIN_GAIN slower than an even split of the k-steps would be, else static.
+
+    Whole tiles take ceil(tiles / SMs) tile times; stream-K takes tiles / SMs plus its fixup. It needs more tiles
+    than SMs (fewer would split single tiles many ways: the smaller tiles fill the machine instead), enough k-steps
+    to split, and no bias row (the finisher's registers would spill: tests/test_matmul.py). The dynamic scheduler is
+    never picked: with equal tiles it cannot beat the static order (docs/scheduler.md)."""
+    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    if has_bias or tiles <= sms or -(-K // cfg.block_k) < STREAMK_MIN_K_TILES:
+        return "static"
+    return "streamk" if -(-tiles // sms) >= STREAMK_MIN_GAIN * (tiles / sms + STREAMK_FIXUP_TILES) else "static"
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -74,8 +96,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
     e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
-    heuristic). `scheduler` ("static" or "dynamic", tilepipe/scheduler.py; default DEFAULT_SCHEDULER) picks the
-    tile scheduler. Raises TypeError / ValueError naming the argument for bad input.
+    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/scheduler.py) picks the tile scheduler;
+    by default schedule_for picks per shape. Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. Under torch.compile this calls the custom op tilepipe::matmul.
@@ -87,13 +109,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
-    dynamic = (scheduler or DEFAULT_SCHEDULER) == "dynamic"
     probe = _probe_request(debug, trace)
-    if probe is not None or dynamic:  # cached plans would bind one stream's tile counter
-        return _matmul(a, b, out, out_dtype, c, alpha, beta, config, None, probe, dynamic)
+    if probe is not None:
+        return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
     try:  # a repeated call geometry skips validation and configuration: see _Plan
         key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, out_dtype,
-               alpha.__class__, alpha, beta.__class__, beta, config,
+               alpha.__class__, alpha, beta.__class__, beta, config, scheduler,
                None if out is None else (out.shape, out.stride(), out.dtype, out.device),
                None if c is None else True if c is out else (c.shape, c.stride(), c.dtype, c.device))
         plan = _PLANS.get(key)
@@ -103,14 +124,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         result = plan.run(a, b, out, c)
         if result is not None:
             return result
-    return _matmul(a, b, out, out_dtype, c, alpha, beta, config, key)
+    return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, key)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
-            c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, key: tuple | None,
-            probe: str | os.PathLike | bool | None = None, dynamic: bool = False) -> torch.Tensor:
+            c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, scheduler: str | None,
+            key: tuple | None, probe: str | os.PathLike | bool | None = None) -> torch.Tensor:
     """matmul with every check, staging copies where TMA needs them, and a _Plan for the call's geometry (none for
-    debug, trace and dynamic-scheduler launches: matmul() sends those here with no key)."""
+    debug and trace launches: matmul() sends those here with no key)."""
     M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
@@ -132,15 +153,17 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         target.copy_(out)
     device = _device_index(a)
     own_source = source is not None and source.dtype != out_dtype
-    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
-    launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, probe,
-                                   dynamic)
+    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, bias is not None)
+    schedule = scheduler or schedule_for(M, N, K, cfg, _sm_count(device), bias is not None)
+    launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
+                                   probe)
     if target is not out:
         out.copy_(target)
     elif launcher is not None and key is not None and a_view is a and (
             b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
+        stream = None if schedule == "static" else torch._C._cuda_getCurrentRawStream(device)
         _remember(key, _Plan(launcher, grid, device, out_dtype, args, c is not None and c is not out,
-                             bias is not None))
+                             bias is not None, stream))
     return out
 
 
@@ -196,15 +219,17 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False) -> MatmulConfig:
+               device: int, own_source: bool = False, has_bias: bool = False) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
-    wave-efficiency heuristic. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles."""
+    wave-efficiency heuristic (counting on stream-K where schedule_for may pick it). An fp32 C with a 16-bit D
+    (`own_source`) needs its own smaller tiles."""
     from tilepipe.tuning import cached_config
 
+    streamk = not has_bias and -(-K // LARGE_16BIT.block_k) >= STREAMK_MIN_K_TILES
     if own_source:
-        return choose_config(M, N, out_dtype, _sm_count(device), FP32_SOURCE_CONFIGS)
+        return choose_config(M, N, out_dtype, _sm_count(device), FP32_SOURCE_CONFIGS, streamk)
     return (cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
-            or choose_config(M, N, out_dtype, _sm_count(device)))
+            or choose_config(M, N, out_dtype, _sm_count(device), streamk=streamk))
 
 
 def addmm_residual(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
@@ -233,9 +258,8 @@ def _probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str |
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
-            alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig,
-            probe: str | os.PathLike | bool | None = None, dynamic: bool = False
-            ) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
+            alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, schedule: str = "static",
+            probe: str | os.PathLike | bool | None = None) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
     """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
     Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
     launches (`probe`, from _probe_request) always go through the JIT, to their own binaries."""
@@ -243,15 +267,15 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     N = out.shape[1]
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, dynamic)
-    grid = persistent_grid(M, N, cfg, device)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, schedule)
+    grid = persistent_grid(M, N, cfg, device, schedule)
     stream = torch._C._cuda_getCurrentRawStream(device)
-    counter = tile_counter(device, stream) if dynamic else None
-    # the bias pointer and the tile counter are never read without a bias or the dynamic scheduler: null ones keep
+    workspace = scheduler_workspace(device, stream) if schedule != "static" else None
+    # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
-            bias.data_ptr() if has_bias else 0, counter.data_ptr() if dynamic else 0, *scalars, None, 0)
-    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, dynamic, device)
+            bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars, None, 0)
+    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args
@@ -261,7 +285,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     c_block = (cfg.block_m, cfg.block_n)
     jit_args = (tensor_descriptor(a, (cfg.block_m, cfg.block_k)), tensor_descriptor(b, b_block),
                 tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
-                counter if dynamic else out, *scalars)  # unused pointers: any tensor gives them a type
+                workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
     if probe is not None:
         _launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps),
                        grid[0], probe, a.device)
@@ -270,9 +294,10 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     return None, grid, args
 
 
-def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:
-    """One program per SM, or per tile when there are fewer tiles than SMs."""
-    return min(-(-M // cfg.block_m) * -(-N // cfg.block_n), _sm_count(device)), 1, 1
+def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
+    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM)."""
+    sms = _sm_count(device)
+    return (sms if schedule == "streamk" else min(-(-M // cfg.block_m) * -(-N // cfg.block_n), sms)), 1, 1
 
 
 def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):
@@ -305,25 +330,27 @@ Without one (Triton internals not as expected) every call goes through the JIT."
 
 class _Plan:
     """A call geometry that passed every check and needed no staging copy: shapes, strides, dtypes, devices,
-    scalars and config (the key in _PLANS), with its launcher, grid and kernel arguments. A repeated call reads
-    only its tensors' addresses; each new address tuple is checked (alignment, overlap) and bound once. With a
-    bias row (`bias`), the call's `c` is that row broadcast, and its address is the bias pointer argument."""
+    scalars, config and scheduler (the key in _PLANS), with its launcher, grid and kernel arguments. A repeated call
+    reads only its tensors' addresses; each new address tuple is checked (alignment, overlap) and bound once. With a
+    bias row (`bias`), the call's `c` is that row broadcast, and its address is the bias pointer argument. A plan
+    whose scheduler has a workspace serves only the stream it was made on (`stream`: the workspace is per stream)."""
 
     __slots__ = ("launcher", "grid", "device", "out_shape", "out_dtype", "out_device", "args", "separate_c", "bias",
-                 "bound")
+                 "stream", "bound")
 
     def __init__(self, launcher: FastLauncher, grid: tuple[int, int, int], device: int, out_dtype: torch.dtype,
-                 args: tuple, separate_c: bool, bias: bool = False) -> None:
+                 args: tuple, separate_c: bool, bias: bool = False, stream: int | None = None) -> None:
         self.launcher, self.grid, self.device, self.args, self.separate_c = launcher, grid, device, args, separate_c
-        self.bias = bias
+        self.bias, self.stream = bias, stream
         self.out_shape, self.out_dtype, self.out_device = args[2].shape, out_dtype, torch.device("cuda", device)
         self.bound: dict[tuple[int, ...], tuple] = {}
 
     def run(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, c: torch.Tensor | None
             ) -> torch.Tensor | None:
         """Launch for these tensors and return the output, or None when the full path must run instead (an
-        unaligned address, or a Triton launch hook installed)."""
-        if launch_hooks_active():
+        unaligned address, another stream than the workspace's, or a Triton launch hook installed)."""
+        stream = torch._C._cuda_getCurrentRawStream(self.device)
+        if launch_hooks_active() or self.stream not in (None, stream):
             return None
         fresh = out is None
         if fresh:
@@ -343,7 +370,7 @@ class _Plan:
             operands = [operand._replace(address=address) for operand, address in zip(self.args[:4], addresses)]
             rest = self.args[4:] if not self.bias else (addresses[4], *self.args[5:])
             bound = self.bound[addresses] = self.launcher.bind((*operands, *rest))
-        self.launcher.raw_launch(*self.grid, torch._C._cuda_getCurrentRawStream(self.device), *bound)
+        self.launcher.raw_launch(*self.grid, stream, *bound)
         return out
 
 
@@ -363,17 +390,25 @@ def forget_plans() -> None:
     _PLANS.clear()
 
 
-_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+_WORKSPACES: dict[tuple[int, int], torch.Tensor] = {}
 
 
-def tile_counter(device: int, stream: int) -> torch.Tensor:
-    """The dynamic scheduler's tile counter for launches on `stream`: zeroed once, then left at zero by every
-    launch (tilepipe/scheduler.py). One per stream, since launches that share a counter must not overlap.
-    Created while a CUDA graph is being captured, its zeroing is captured too (harmless: zero is its resting value)."""
-    counter = _COUNTERS.get((device, stream))
-    if counter is None:
-        counter = _COUNTERS[device, stream] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
-    return counter
+def scheduler_workspace(device: int, stream: int) -> torch.Tensor:
+    """The int32 workspace of the dynamic and stream-K schedulers for launches on `stream`: the dynamic scheduler's
+    tile counter is word 0; stream-K uses FLAG_WORDS flags and then one fp32 partial tile (up to 128 x 256) per SM
+    (tilepipe/partials.py), 17 MB on an H100. Zeroed once, then left at zero by every launch. One per stream, since
+    launches that share it must not overlap. Created while a CUDA graph is being captured, its zeroing is captured
+    too (harmless: zero is its resting value)."""
+    workspace = _WORKSPACES.get((device, stream))
+    if workspace is None:
+        from tilepipe.partials import FLAG_WORDS
+
+        sms = _sm_count(device)
+        if sms > FLAG_WORDS.value:
+            raise RuntimeError(f"stream-K has flags for {FLAG_WORDS.value} programs; this GPU has {sms} SMs")
+        words = FLAG_WORDS.value + sms * LARGE_16BIT.block_m * LARGE_16BIT.block_n
+        workspace = _WORKSPACES[device, stream] = torch.zeros(words, dtype=torch.int32, device=f"cuda:{device}")
+    return workspace
 
 
 @cache

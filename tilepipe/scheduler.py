@@ -32,6 +32,7 @@ from triton.language.core import _aggregate as aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
+from tilepipe.partials import PartialTiles
 from tilepipe.pipeline import ProducerConsumerPipeline
 
 
@@ -69,12 +70,23 @@ class TileGrid:
 
 
 class _Work:
-    """What both work types share: a tile id (`tile_id`) in a TileGrid (`grid`)."""
+    """What every work type shares: a tile id (`tile_id`) in a TileGrid (`grid`). A unit of the static and the
+    dynamic schedules is a whole tile: all k-steps, and its program `finishes` it (runs its epilogue)."""
 
     @gluon.jit
     def coords(self):
         """(pid_m, pid_n) of the current tile."""
         return self.grid.coords(self.tile_id)
+
+    @gluon.jit
+    def k_steps(self, k_tiles):
+        """The unit's k-steps [begin, end) of the tile's k_tiles."""
+        return 0, k_tiles
+
+    @gluon.jit
+    def add_partials(self, acc):
+        """The finisher's accumulator plus the other programs' partial sums of the tile (none here)."""
+        return acc
 
 
 # ---- static ----------------------------------------------------------------------------------------
@@ -86,12 +98,14 @@ class StaticWork(_Work):
     tile_id: gl.tensor
     valid: gl.tensor
     grid: TileGrid
+    finishes: gl.constexpr
 
     @gluon.constexpr_function
     def __init__(self, tile_id, valid, grid):
         self.tile_id = tile_id
         self.valid = valid
         self.grid = grid
+        self.finishes = gl.constexpr(True)
 
     @gluon.jit
     def at(tile_id, grid: TileGrid):
@@ -122,6 +136,124 @@ class StaticTileScheduler:
         return StaticWork.at(gl.program_id(0), self.grid)
 
 
+# ---- stream-K --------------------------------------------------------------------------------------
+
+
+@aggregate
+class StreamKTileScheduler:
+    """Data-parallel waves, then stream-K: all but the last full wave's tiles go whole to programs in the static
+    order; the remaining tiles' k-steps (between one and two waves' worth) are split evenly over the programs, so
+    a partial last wave costs its share of the work and not a whole tile time. A program's range may start or end
+    inside a tile; the program holding a tile's first k-step finishes it with the others' partial sums
+    (tilepipe/partials.py)."""
+    grid: TileGrid
+    k_tiles: gl.tensor
+    dp_tiles: gl.tensor
+    sk_steps: gl.tensor
+    partials: PartialTiles
+
+    @gluon.constexpr_function
+    def __init__(self, grid, k_tiles, dp_tiles, sk_steps, partials):
+        self.grid = grid
+        self.k_tiles = k_tiles
+        self.dp_tiles = dp_tiles
+        self.sk_steps = sk_steps
+        self.partials = partials
+
+    @gluon.jit
+    def create(M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, workspace):
+        grid = TileGrid.create(M, N, BM, BN, GROUP_M)
+        k_tiles = gl.cdiv(K, BK)
+        programs = gl.num_programs(0)
+        waves = grid.num_tiles // programs
+        ragged = grid.num_tiles % programs != 0
+        dp_tiles = gl.where(ragged, gl.maximum(waves - 1, 0) * programs, grid.num_tiles)
+        return StreamKTileScheduler(grid, k_tiles, dp_tiles, (grid.num_tiles - dp_tiles) * k_tiles,
+                                    PartialTiles.create(workspace))
+
+    @gluon.jit
+    def first_step(self, program):
+        """Where `program`'s stream-K range starts (ranges split sk_steps as evenly as integers allow)."""
+        return (program.to(gl.int64) * self.sk_steps // gl.num_programs(0)).to(gl.int32)
+
+    @gluon.jit
+    def work(self, paces: gl.constexpr = False):
+        """This program's first unit (`paces` matters only to the dynamic scheduler)."""
+        program = gl.program_id(0)
+        return StreamKWork.at(program, self.first_step(program), self.first_step(program + 1), self)
+
+
+@aggregate
+class StreamKWork(_Work):
+    """One role's current unit under the stream-K schedule: k-steps [k_begin, k_end) of tile `tile_id`, and where
+    this program's stream-K range goes on (`cursor`, up to `stop`, in k-steps of the stream-K tiles)."""
+    tile_id: gl.tensor
+    k_begin: gl.tensor
+    k_end: gl.tensor
+    valid: gl.tensor
+    finishes: gl.tensor
+    cursor: gl.tensor
+    stop: gl.tensor
+    grid: TileGrid
+    sched: StreamKTileScheduler
+
+    @gluon.constexpr_function
+    def __init__(self, tile_id, k_begin, k_end, valid, finishes, cursor, stop, grid, sched):
+        self.tile_id = tile_id
+        self.k_begin = k_begin
+        self.k_end = k_end
+        self.valid = valid
+        self.finishes = finishes
+        self.cursor = cursor
+        self.stop = stop
+        self.grid = grid
+        self.sched = sched
+
+    @gluon.jit
+    def at(whole_tile, cursor, stop, sched: StreamKTileScheduler):
+        """Tile `whole_tile` whole while it is one of the data-parallel tiles, else the stream-K unit at `cursor`."""
+        k_tiles = sched.k_tiles
+        whole = whole_tile < sched.dp_tiles
+        first = cursor % k_tiles
+        tile_id = gl.where(whole, whole_tile, sched.dp_tiles + cursor // k_tiles)
+        k_begin = gl.where(whole, 0, first)
+        k_end = gl.where(whole, k_tiles, gl.minimum(k_tiles, first + stop - cursor))
+        valid = whole | (cursor < stop)
+        return StreamKWork(tile_id, k_begin, k_end, valid, k_begin == 0, cursor, stop, sched.grid, sched)
+
+    @gluon.must_use_result("Rebind it: `work = work.next()`.")
+    @gluon.jit
+    def next(self):
+        whole = self.tile_id < self.sched.dp_tiles
+        return StreamKWork.at(gl.where(whole, self.tile_id + gl.num_programs(0), self.sched.dp_tiles),
+                              gl.where(whole, self.cursor, self.cursor + self.k_end - self.k_begin), self.stop,
+                              self.sched)
+
+    @gluon.jit
+    def k_steps(self, k_tiles):
+        return self.k_begin, self.k_end
+
+    @gluon.jit
+    def add_partials(self, acc):
+        """Finisher: add the partial sums of the later programs whose stream-K ranges start inside this tile (each
+        one's first stream-K unit, after only whole tiles: they never wait themselves); empty ranges publish nothing."""
+        tile_end = (self.tile_id - self.sched.dp_tiles + 1) * self.sched.k_tiles
+        program = gl.program_id(0) + 1
+        start = self.sched.first_step(program)
+        while (program < gl.num_programs(0)) & (start < tile_end):
+            following = self.sched.first_step(program + 1)
+            if start < following:
+                acc = self.sched.partials.add(acc, program)
+            program += 1
+            start = following
+        return acc
+
+    @gluon.jit
+    def publish_partial(self, acc):
+        """Contributor: hand this unit's partial sum to the tile's finisher."""
+        self.sched.partials.publish(acc, gl.program_id(0))
+
+
 # ---- dynamic ---------------------------------------------------------------------------------------
 
 
@@ -142,6 +274,7 @@ class DynamicWork(_Work):
     response: gl.shared_memory_descriptor
     PACES: gl.constexpr
     ROLE: gl.constexpr
+    finishes: gl.constexpr
 
     @gluon.constexpr_function
     def __init__(self, tile_id, valid, grid, ring, throttle, response, PACES, ROLE):
@@ -153,6 +286,7 @@ class DynamicWork(_Work):
         self.response = response
         self.PACES = gl.constexpr(PACES)
         self.ROLE = gl.constexpr(ROLE)
+        self.finishes = gl.constexpr(True)
 
     @gluon.jit
     def take(grid: TileGrid, ring: ProducerConsumerPipeline, throttle: ProducerConsumerPipeline, response,

@@ -1,11 +1,15 @@
-"""GPU: both tile schedulers compute every output tile exactly once, over many shapes, repeated launches and
+"""GPU: every tile scheduler computes every output tile exactly once, over many shapes, repeated launches and
 CUDA-graph replays; prints JSON.
 
-`python -m tests.gpu.scheduler_cases launches static|dynamic fp32|bf16` and `... graphs static|dynamic`.
+`python -m tests.gpu.scheduler_cases launches SCHEDULER fp32|bf16` and `... graphs SCHEDULER`, where SCHEDULER is
+static, dynamic, streamk, or default (matmul's own choice per shape).
 Integer-valued inputs make A @ B exact in the fp32 accumulator and in the output dtype, and every launch runs in
 place (D = A @ B + D), so after R launches D must equal D0 + R * (A @ B) exactly: a tile skipped or computed twice in
 some launch is off by a whole multiple of its own A @ B, which the failure report gives per tile. After every launch
-the dynamic scheduler's counter must be back at 0 (each launch drew exactly num_tiles tickets).
+the workspace must be back at 0: the dynamic scheduler's counter (each launch drew exactly num_tiles tickets) and
+stream-K's flags (every published partial tile was added by its finisher). Stream-K's partial sums are exact too:
+integers in fp32. Forced onto shapes with fewer tiles than SMs, stream-K splits single tiles many ways (K = 4096
+over 8 tiles: about 16 programs per tile), the longest chains of partial sums.
 """
 
 import json
@@ -14,7 +18,8 @@ import sys
 import torch
 
 import tilepipe
-from tilepipe.ops import _COUNTERS, _sm_count, choose_config
+from tilepipe.ops import _WORKSPACES, _sm_count, choose_config
+from tilepipe.partials import FLAG_WORDS
 
 LAUNCHES = 3
 FP32_SHAPES = [(1, 1, 1), (7, 8, 8), (129, 200, 63), (300, 513, 1000), (1000, 1, 64), (64, 1000, 4096),
@@ -23,7 +28,8 @@ FP32_SHAPES = [(1, 1, 1), (7, 8, 8), (129, 200, 63), (300, 513, 1000), (1000, 1,
 # bf16 holds integers up to 256 exactly: sparse 0/1 operands and K <= 128 keep D0 + R * A @ B below that
 BF16_SHAPES = [(8192, 8192, 64), (896, 4864, 64), (7000, 5000, 128), (2048, 2048, 128), (4096, 4096, 64),
                (1536, 2816, 64), (3072, 2816, 32), (1, 256, 64), (133, 131, 7), (17024, 256, 64)]
-GRAPH_SHAPES = [(8192, 8192, 64, "bf16"), (300, 513, 1000, "fp32"), (2048, 2048, 256, "fp32"), (896, 4864, 64, "bf16")]
+GRAPH_SHAPES = [(8192, 8192, 64, "bf16"), (300, 513, 1000, "fp32"), (2048, 2048, 256, "fp32"), (896, 4864, 64, "bf16"),
+                (896, 4864, 128, "bf16")]
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
@@ -60,13 +66,15 @@ def check(d: torch.Tensor, d0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, l
     return None
 
 
-def counter_value(stream: torch.cuda.Stream) -> int:
-    counter = _COUNTERS.get((torch.cuda.current_device(), stream.cuda_stream))
-    return -1 if counter is None else int(counter.item())
+def busy_words(stream: torch.cuda.Stream) -> int:
+    """Nonzero words of the stream's scheduler counter and flags (0 at rest; none before its first launch)."""
+    workspace = _WORKSPACES.get((torch.cuda.current_device(), stream.cuda_stream))
+    return 0 if workspace is None else int(workspace[:FLAG_WORDS.value].count_nonzero())
 
 
-def run_launches(scheduler: str, out: str) -> dict:
+def run_launches(name: str, out: str) -> dict:
     torch.manual_seed(0)
+    scheduler = None if name == "default" else name
     failures = []
     shapes = FP32_SHAPES if out == "fp32" else BF16_SHAPES
     for index, (M, N, K) in enumerate(shapes):
@@ -75,18 +83,19 @@ def run_launches(scheduler: str, out: str) -> dict:
         for launch in range(LAUNCHES):
             tilepipe.matmul(a, b, out=d, c=d, beta=1.0, scheduler=scheduler)
             torch.cuda.synchronize()
-            if scheduler == "dynamic" and counter_value(torch.cuda.current_stream()) != 0:
+            if busy_words(torch.cuda.current_stream()):
                 failures.append({"shape": [M, N, K], "launch": launch,
-                                 "counter": counter_value(torch.cuda.current_stream())})
+                                 "busy_words": busy_words(torch.cuda.current_stream())})
         bad = check(d, d0, a, b, LAUNCHES, (M, N, K), out)
         if bad:
             failures.append(bad)
-    return {"case": f"launches {scheduler} {out}", "ok": not failures, "shapes": len(shapes), "failures": failures[:6]}
+    return {"case": f"launches {name} {out}", "ok": not failures, "shapes": len(shapes), "failures": failures[:6]}
 
 
-def run_graphs(scheduler: str) -> dict:
+def run_graphs(name: str) -> dict:
     """One eager launch, a graph captured on its own stream and replayed 5 times, then one more eager launch."""
     torch.manual_seed(1)
+    scheduler = None if name == "default" else name
     failures = []
     for M, N, K, out in GRAPH_SHAPES:
         a, b, d0 = operands(M, N, K, out, kmajor=True)
@@ -102,13 +111,13 @@ def run_graphs(scheduler: str) -> dict:
         torch.cuda.synchronize()
         gemm()
         torch.cuda.synchronize()
-        if scheduler == "dynamic" and (counter_value(stream), counter_value(torch.cuda.current_stream())) != (0, 0):
-            failures.append({"shape": [M, N, K], "counters": [counter_value(stream),
-                                                              counter_value(torch.cuda.current_stream())]})
+        if busy_words(stream) or busy_words(torch.cuda.current_stream()):
+            failures.append({"shape": [M, N, K], "busy_words": [busy_words(stream),
+                                                                busy_words(torch.cuda.current_stream())]})
         bad = check(d, d0, a, b, 7, (M, N, K), out)
         if bad:
             failures.append(bad)
-    return {"case": f"graphs {scheduler}", "ok": not failures, "failures": failures[:6]}
+    return {"case": f"graphs {name}", "ok": not failures, "failures": failures[:6]}
 
 
 if __name__ == "__main__":

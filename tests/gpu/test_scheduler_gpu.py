@@ -1,12 +1,13 @@
-"""GPU: each output tile computed exactly once by the static and the dynamic scheduler (repeated launches, CUDA-graph
-replay), each group in its own process under a timeout."""
+"""GPU: each output tile computed exactly once by every tile scheduler and by matmul's per-shape choice (repeated
+launches, CUDA-graph replay), each group in its own process under a timeout."""
 
 import pytest
 
 from tests.gpu.guarded import assert_ok, run_cases
 
-CASES = [("launches", scheduler, out) for scheduler in ("static", "dynamic") for out in ("fp32", "bf16")]
-CASES += [("graphs", scheduler) for scheduler in ("static", "dynamic")]
+SCHEDULERS = ("static", "dynamic", "streamk", "default")
+CASES = [("launches", scheduler, out) for scheduler in SCHEDULERS for out in ("fp32", "bf16")]
+CASES += [("graphs", scheduler) for scheduler in SCHEDULERS]
 TIMEOUT_S = 120
 
 

@@ -7,7 +7,10 @@ Roles (one CTA per SM; tiles in grouped order, from the static or the dynamic sc
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
   epilogue_load  (1 warp, with C)  TMA-loads the C tile into the output stage the tile will use, once the tile's
                  main-loop loads were issued (load-order pipeline) and the store role freed the stage
-  scheduler      (1 warp, DYNAMIC)  draws tile ids from a global counter and hands them to every other role
+  scheduler      (1 warp, dynamic)  draws tile ids from a global counter and hands them to every other role
+Under the stream-K schedule a unit may be part of a tile's k-steps: the mma role of a program that does not finish
+the tile publishes its partial sum instead of an output stage, and only finishing units reach the store and
+epilogue-load roles.
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype, and then lands in the
 output stage it will be stored from, or is fp32 with a 16-bit D, and then lands in its own source stages
 (`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
@@ -23,7 +26,7 @@ from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.output import OutputTilePipeline
 from tilepipe.probe import Probe
 from tilepipe.roles import warp_specialize
-from tilepipe.scheduler import DynamicTileScheduler, StaticTileScheduler, scheduler_role
+from tilepipe.scheduler import DynamicTileScheduler, StaticTileScheduler, StreamKTileScheduler, scheduler_role
 from tilepipe.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
                               OutputPipelineStorage, OutputTileStorage, SmemPipelineBundle, SmemPlan,
                               SourceTileStorage, StandardTileStorage)
@@ -67,7 +70,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
     work = sched.work(paces=True)
     while work.valid:
         pid_m, pid_n = work.coords()
-        for k in range(k_tiles):
+        k_begin, k_end = work.k_steps(k_tiles)
+        for k in range(k_begin, k_end):
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
@@ -76,7 +80,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                 else:
                     tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
         if HAS_C:
-            load_order = load_order.signal()  # this tile's main-loop loads are on their way
+            if work.finishes:
+                load_order = load_order.signal()  # this tile's main-loop loads are on their way
         work = work.next()
     producer.drain()
     if HAS_C:
@@ -94,7 +99,8 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     work = sched.work()
     while work.valid:
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
-        for k in range(k_tiles):
+        k_begin, k_end = work.k_steps(k_tiles)
+        for k in range(k_begin, k_end):
             tiles = consumer.acquire()
             b = tiles.b_tile()
             if B_KMAJOR:
@@ -104,17 +110,21 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
             consumer = tiles.release()
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         consumer = consumer.flush_releases()
-        with outputs.produce() as out:
-            if HAS_C:
-                source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
-                acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
-            elif HAS_BIAS:
-                _, pid_n = work.coords()
-                acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n, BN, acc_layout)[None, :]
-            else:
-                acc = alpha * acc
-            out.tile().store(acc.to(outputs.tiles.dtype))
-            out.arrive()
+        if work.finishes:
+            acc = work.add_partials(acc)
+            with outputs.produce() as out:
+                if HAS_C:
+                    source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
+                    acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
+                elif HAS_BIAS:
+                    _, pid_n = work.coords()
+                    acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n, BN, acc_layout)[None, :]
+                else:
+                    acc = alpha * acc
+                out.tile().store(acc.to(outputs.tiles.dtype))
+                out.arrive()
+        else:
+            work.publish_partial(acc)
         work = work.next()
     outputs.drain()
 
@@ -132,12 +142,13 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
     BN: gl.constexpr = d_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
-        pid_m, pid_n = work.coords()
-        with outputs.consume() as out:
-            tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], out.tile())
-            tma.store_wait(0)
-            if HAS_C:
-                sources = sources.release()  # C was used and D stored: the stage may receive the next C
+        if work.finishes:
+            pid_m, pid_n = work.coords()
+            with outputs.consume() as out:
+                tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], out.tile())
+                tma.store_wait(0)
+                if HAS_C:
+                    sources = sources.release()  # C was used and D stored: the stage may receive the next C
         work = work.next()
 
 
@@ -147,30 +158,35 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     BN: gl.constexpr = c_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
-        pid_m, pid_n = work.coords()
-        load_order = load_order.wait()  # this tile's main-loop loads were issued first
-        sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+        if work.finishes:
+            pid_m, pid_n = work.coords()
+            load_order = load_order.wait()  # this tile's main-loop loads were issued first
+            sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
         work = work.next()
     sources.drain()
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
-def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, counter, M, N, K, alpha, beta, STAGES: gl.constexpr,
+def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                  HAS_BIAS: gl.constexpr, DYNAMIC: gl.constexpr, probe_buf=None, PROBE: gl.constexpr = 0):
-    """`counter`: the dynamic scheduler's int32 tile counter (zero between launches; unused by the static one)."""
+                  HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None, PROBE: gl.constexpr = 0):
+    """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/scheduler.py). `workspace`: the scheduler's int32
+    global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
+    partial tiles (tilepipe/partials.py); the static scheduler never reads it."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
-                                     c_desc.dtype, DYNAMIC)
+                                     c_desc.dtype, SCHEDULE == "dynamic")
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.probe)
     allocated = PLAN.allocate(probe)  # operands, C stages, pipelines (input, output[, clc][, epi_load])[, load
     operands, c_tiles, pipelines = allocated[0], allocated[1], allocated[2]  # order][, source stages]
-    if DYNAMIC:
-        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], counter)
+    if SCHEDULE == "dynamic":
+        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], workspace)
+    elif SCHEDULE == "streamk":
+        sched = StreamKTileScheduler.create(M, N, K, BM, BN, BK, GROUP_M, workspace)
     else:
         sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     if HAS_C:
@@ -187,16 +203,16 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, counter, M, N, K, al
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C)),
                      (store_role, (outputs, sources, d_desc, sched, HAS_C)),
                      (epilogue_load_role, (sources, load_order, c_desc, sched)) if HAS_C else None,
-                     (scheduler_role, (sched, )) if DYNAMIC else None],
+                     (scheduler_role, (sched, )) if SCHEDULE == "dynamic" else None],
                     [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS, WORKER_WARPS],
                     [WORKER_REGS, WORKER_REGS, WORKER_REGS, WORKER_REGS])
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
-                bias_dtype: str | None = None, probe: int = 0, dynamic: bool = False):
+                bias_dtype: str | None = None, probe: int = 0, schedule: str = "static"):
     """matmul_kernel for one configuration and scheduler as a tilepipe.compile KernelSpec (sm_90a): D of `c_dtype`,
     with a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
-    `probe` is PROBE."""
+    `probe` is PROBE, `schedule` SCHEDULE."""
     from tilepipe.compile import KernelSpec, tdesc_signature
     from tilepipe.probe import buffer_signature
     from tilepipe.storage import Part
@@ -209,12 +225,12 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     return KernelSpec(f"{__name__}:matmul_kernel",
                       {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
                        "d_desc": desc(c_dtype, c_block), "c_desc": desc(source_dtype or c_dtype, c_block),
-                       "bias_ptr": f"*{bias_dtype or c_dtype}", "counter": "*i32", "M": "i32", "N": "i32",
+                       "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
                        "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
-                       "HAS_BIAS": "constexpr", "DYNAMIC": "constexpr", "probe_buf": buffer_signature(probe),
+                       "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "probe_buf": buffer_signature(probe),
                        "PROBE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "DYNAMIC": dynamic, "PROBE": probe,
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule, "PROBE": probe,
                        **({} if probe else {"probe_buf": None})},
                       num_warps=cfg.num_warps)

@@ -1,0 +1,97 @@
+"""Partial tiles between programs: the cross-CTA pipeline of stream-K (tilepipe/scheduler.py).
+
+When the stream-K scheduler splits a tile's K loop over several programs, every program but the one that holds
+the tile's first k-step (the *finisher*) is a *contributor*: it publishes its fp32 partial sum into its own slot
+of a global workspace and signals the slot's flag; the finisher adds each contributor's slot to its accumulator
+and then runs the tile's epilogue alone. A program is a contributor at most once (only its first unit can start
+inside a tile), so slot = program id.
+
+The protocol, per slot, counted in threads of the role that runs it (T = 32 x its warps):
+  contributor  stores its partial; every thread `red.release` adds 1            -> flag reaches T
+  finisher     every thread spins (`ld.acquire`) until flag >= T, loads the slot;
+               every thread adds 1; the one that brings it to 2T stores 0       -> flag back at 0
+so the workspace needs no host reset between launches (or CUDA-graph replays). Contributors never wait, and each
+waits only for units that start other programs' ranges, so no wait depends on a waiting program.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.language.core import _aggregate as aggregate
+
+FLAG_WORDS = gl.constexpr(1024)
+"""int32 flags ahead of the partial tiles in the workspace (one per program: at most this many programs)."""
+
+_SIGNAL = gl.constexpr("red.release.gpu.global.add.s32 [$1], 1;\n mov.u32 $0, 0;")
+_WAIT = gl.constexpr("""{
+ .reg .s32 seen;
+ .reg .pred early;
+ wait_flag:
+ ld.acquire.gpu.global.s32 seen, [$1];
+ setp.lt.s32 early, seen, $2;
+ @early bra wait_flag;
+ mov.u32 $0, 0;
+}""")
+_RETIRE = gl.constexpr("""{
+ .reg .s32 before;
+ .reg .pred last;
+ atom.relaxed.gpu.global.add.s32 before, [$1], 1;
+ setp.eq.s32 last, before, $2;
+ @last st.relaxed.gpu.global.s32 [$1], 0;
+ mov.u32 $0, 0;
+}""")
+
+
+@gluon.jit
+def _per_thread(asm: gl.constexpr, flag, operand):
+    """`asm` run exactly once by every thread of the calling role (one element per thread)."""
+    threads: gl.constexpr = 32 * gl.num_warps()
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    flags = flag + gl.zeros([threads], gl.int32, one)
+    return gl.inline_asm_elementwise(asm, "=r,l,r", [flags, gl.full([threads], operand, gl.int32, one)],
+                                     dtype=gl.int32, is_pure=False, pack=1)
+
+
+@aggregate
+class PartialTiles:
+    """The workspace: FLAG_WORDS int32 flags, then one BM x BN fp32 partial tile per program."""
+    flags: gl.tensor
+    sums: gl.tensor
+
+    @gluon.constexpr_function
+    def __init__(self, flags, sums):
+        self.flags = flags
+        self.sums = sums
+
+    @gluon.jit
+    def create(workspace):
+        """From the int32 workspace pointer (ops.scheduler_workspace)."""
+        return PartialTiles(workspace, (workspace + FLAG_WORDS).to(gl.pointer_type(gl.float32), bitcast=True))
+
+    @gluon.jit
+    def _offsets(self, slot, acc):
+        """Pointers to `slot`'s elements in the accumulator's own layout, and the row indices."""
+        layout: gl.constexpr = acc.type.layout
+        BM: gl.constexpr = acc.shape[0]
+        BN: gl.constexpr = acc.shape[1]
+        rows = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
+        cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+        return self.sums + slot * (BM * BN) + rows[:, None] * BN + cols[None, :], rows
+
+    @gluon.jit
+    def publish(self, acc, slot):
+        """Contributor: store `acc` into `slot`, then signal it (release: the stores are visible first)."""
+        ptrs, _ = self._offsets(slot, acc)
+        gl.store(ptrs, acc)
+        _per_thread(_SIGNAL, self.flags + slot, 0)
+
+    @gluon.jit
+    def add(self, acc, slot):
+        """Finisher: wait for `slot`'s signal, return acc + its partial, and retire the slot."""
+        threads: gl.constexpr = 32 * gl.num_warps()
+        ptrs, rows = self._offsets(slot, acc)
+        # every thread waits (it runs the spin for each of its rows); the loads depend on the spin's zero result
+        ready = gl.inline_asm_elementwise(_WAIT, "=r,l,r", [self.flags + slot + rows * 0, gl.full(rows.shape, threads,
+                                          gl.int32, rows.type.layout)], dtype=gl.int32, is_pure=False, pack=1)
+        acc = acc + gl.load(ptrs + gl.multiple_of(ready, 16)[:, None])  # (zero: keeps the loads vectorized)
+        _per_thread(_RETIRE, self.flags + slot, 2 * threads - 1)
+        return acc
