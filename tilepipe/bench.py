@@ -143,15 +143,16 @@ def host_overhead(calls: int = 2000, repeats: int = 15) -> dict:
 def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]:
     """Each scheduler, and matmul's own choice ("default"), against cuBLAS on the same inputs; then dynamic and
     stream-K against static. Static and dynamic run the tile choose_config picks for whole-tile waves, stream-K the
-    one it picks counting on stream-K."""
-    from tilepipe.ops import _sm_count, choose_config, schedule_for
+    largest tile."""
+    from tilepipe.ops import _sm_count, choose_config, config_for, default_configs, schedule_for
 
     sms = _sm_count(torch.cuda.current_device())
     a, b = _operands(M, N, K, "kmajor")
     theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     torch.matmul(a, b, out=theirs)
-    whole, split = choose_config(M, N, torch.bfloat16, sms), choose_config(M, N, torch.bfloat16, sms, streamk=True)
-    default = schedule_for(M, N, K, split, sms)
+    whole, split = choose_config(M, N, torch.bfloat16, sms), default_configs(torch.bfloat16)[0]
+    chosen = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
+    default = schedule_for(M, N, K, chosen, sms)
     variants = {"static": (whole, "static"), "dynamic": (whole, "dynamic"), "streamk": (split, "streamk"),
                 f"default ({default})": (None, None)}
     runs, rows, flops = {}, [], 2.0 * M * N * K
@@ -160,7 +161,7 @@ def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Ro
         runs[name] = lambda out=ours, c=cfg, s=scheduler: tilepipe.matmul(a, b, out=out, config=c, scheduler=s)
         runs[name]()
         err = _rel_err(ours, theirs)
-        tile = cfg or split
+        tile = cfg or chosen
         result = compare(runs[name], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
         rows.append(Row(f"{M}x{N}x{K}", f"{name} ({-(-M // tile.block_m) * -(-N // tile.block_n)} tiles of "
                         f"{tile.block_m}x{tile.block_n})", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))

@@ -39,49 +39,50 @@ FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 MIN_WAVE_EFFICIENCY = 0.75
 SCHEDULERS = ("static", "dynamic", "streamk")
 STREAMK_MIN_GAIN = 1.05
-"""schedule_for picks stream-K where the static schedule's whole-tile waves are predicted this much slower."""
-STREAMK_FIXUP_TILES = 0.05
-"""A program's stream-K cost beyond its share of the k-steps, in tile times: publishing or adding a partial tile."""
-STREAMK_MIN_K_TILES = 4
-"""Fewer k-steps than this per tile leave too little to split."""
+"""schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
+STREAMK_FIXUP_US = 20.0
+"""What stream-K's partial tiles cost a program on an H100, measured: about 4.5 us to publish one and 7-12 us to add
+one, in the timeline of a 2048^3 launch (docs/scheduler.md)."""
+SM_TFLOPS = 700e12 / 132
+"""One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
 
 
 @cache
 def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
-                  candidates: tuple[MatmulConfig, ...] | None = None, streamk: bool = False) -> MatmulConfig:
+                  candidates: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig:
     """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
 
     Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
-    With `streamk` (the stream-K schedule is allowed), more tiles than SMs fill the machine by splitting the last
-    waves' k-steps (schedule_for), at STREAMK_FIXUP_TILES of a tile's time per program.
     `candidates` (largest first) replaces the default tiles: for an fp32 C with a 16-bit D (FP32_SOURCE_CONFIGS),
     or for other kernels (e.g. FP8).
     """
-    if candidates is None:
-        candidates = (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
+    candidates = candidates or default_configs(out_dtype)
 
     def efficiency(cfg: MatmulConfig) -> float:
         tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
-        whole_waves = tiles / (-(-tiles // sms) * sms)
-        if not streamk or tiles <= sms:
-            return whole_waves
-        return max(whole_waves, tiles / (tiles + STREAMK_FIXUP_TILES * sms))
+        return tiles / (-(-tiles // sms) * sms)
 
     return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
 
 
-def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, has_bias: bool = False) -> str:
-    """The tile scheduler matmul uses when not told (tilepipe/scheduler.py): stream-K where the static schedule's
-    last partial wave makes it STREAMK_MIN_GAIN slower than an even split of the k-steps would be, else static.
+def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
+    """The tiles matmul chooses from, largest first."""
+    return (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
 
-    Whole tiles take ceil(tiles / SMs) tile times; stream-K takes tiles / SMs plus its fixup. It needs more tiles
-    than SMs (fewer would split single tiles many ways: the smaller tiles fill the machine instead), enough k-steps
-    to split, and no bias row (the finisher's registers would spill: tests/test_matmul.py). The dynamic scheduler is
-    never picked: with equal tiles it cannot beat the static order (docs/scheduler.md)."""
+
+def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
+    """The tile scheduler matmul uses when not told (tilepipe/scheduler.py): stream-K where whole tiles would take
+    STREAMK_MIN_GAIN longer than an even split of the k-steps plus its fixup (STREAMK_FIXUP_US), else static.
+
+    Only for one wave of tiles and part of another: stream-K then splits every tile in at most two. Over more waves
+    its programs, working at staggered k offsets, lose the L2 reuse of the grouped order and measured 0.66-0.93x
+    static (bench/results/scheduler-h100-v3.json). The dynamic scheduler is never picked: with equal tiles it cannot
+    beat the static order (docs/scheduler.md)."""
     tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
-    if has_bias or tiles <= sms or -(-K // cfg.block_k) < STREAMK_MIN_K_TILES:
+    if not sms < tiles < 2 * sms:
         return "static"
-    return "streamk" if -(-tiles // sms) >= STREAMK_MIN_GAIN * (tiles / sms + STREAMK_FIXUP_TILES) else "static"
+    tile_us = 2.0 * cfg.block_m * cfg.block_n * K / SM_TFLOPS * 1e6
+    return "streamk" if 2 * tile_us >= STREAMK_MIN_GAIN * (tiles / sms * tile_us + STREAMK_FIXUP_US) else "static"
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -153,8 +154,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         target.copy_(out)
     device = _device_index(a)
     own_source = source is not None and source.dtype != out_dtype
-    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, bias is not None)
-    schedule = scheduler or schedule_for(M, N, K, cfg, _sm_count(device), bias is not None)
+    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
+    schedule = scheduler or schedule_for(M, N, K, cfg, _sm_count(device))
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe)
     if target is not out:
@@ -219,17 +220,20 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False, has_bias: bool = False) -> MatmulConfig:
+               device: int, own_source: bool = False) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
-    wave-efficiency heuristic (counting on stream-K where schedule_for may pick it). An fp32 C with a 16-bit D
-    (`own_source`) needs its own smaller tiles."""
+    largest tile where schedule_for runs it under stream-K, else the wave-efficiency heuristic. An fp32 C with a
+    16-bit D (`own_source`) needs its own smaller tiles."""
     from tilepipe.tuning import cached_config
 
-    streamk = not has_bias and -(-K // LARGE_16BIT.block_k) >= STREAMK_MIN_K_TILES
-    if own_source:
-        return choose_config(M, N, out_dtype, _sm_count(device), FP32_SOURCE_CONFIGS, streamk)
-    return (cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
-            or choose_config(M, N, out_dtype, _sm_count(device), streamk=streamk))
+    cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
+    if cached is not None:
+        return cached
+    sms = _sm_count(device)
+    candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
+    if schedule_for(M, N, K, candidates[0], sms) == "streamk":
+        return candidates[0]
+    return choose_config(M, N, out_dtype, sms, candidates)
 
 
 def addmm_residual(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:

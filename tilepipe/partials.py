@@ -69,13 +69,20 @@ class PartialTiles:
 
     @gluon.jit
     def _offsets(self, slot, acc):
-        """Pointers to `slot`'s elements in the accumulator's own layout, and the row indices."""
+        """Pointers to `slot`'s elements, and the row indices, in the accumulator's own layout. Any one-to-one map of
+        the tile works (both sides use this one); this one gives each warp's 8-byte register pair 256 contiguous
+        bytes under Hopper's wgmma layout (warp = row // 16, lane = 4 * (row % 8) + (col % 8) // 2, pair = 2 * (col
+        // 8) + (row % 16) // 8), so stores and loads coalesce."""
         layout: gl.constexpr = acc.type.layout
         BM: gl.constexpr = acc.shape[0]
         BN: gl.constexpr = acc.shape[1]
-        rows = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
-        cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
-        return self.sums + slot * (BM * BN) + rows[:, None] * BN + cols[None, :], rows
+        THREADS: gl.constexpr = BM // 16 * 32
+        rows = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))[:, None]
+        cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))[None, :]
+        thread = rows // 16 * 32 + rows % 8 * 4 + cols % 8 // 2
+        pair = cols // 8 * 2 + rows % 16 // 8
+        offsets = gl.max_contiguous(gl.multiple_of((pair * THREADS + thread) * 2 + cols % 2, [1, 2]), [1, 2])
+        return self.sums + slot * (BM * BN) + offsets, gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
 
     @gluon.jit
     def publish(self, acc, slot):

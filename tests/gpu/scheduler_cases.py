@@ -2,7 +2,8 @@
 CUDA-graph replays; prints JSON.
 
 `python -m tests.gpu.scheduler_cases launches SCHEDULER fp32|bf16` and `... graphs SCHEDULER`, where SCHEDULER is
-static, dynamic, streamk, or default (matmul's own choice per shape).
+static, dynamic, streamk, or default (matmul's own choice per shape); `... bias SCHEDULER` checks a bias row and
+alpha against a float64 reference.
 Integer-valued inputs make A @ B exact in the fp32 accumulator and in the output dtype, and every launch runs in
 place (D = A @ B + D), so after R launches D must equal D0 + R * (A @ B) exactly: a tile skipped or computed twice in
 some launch is off by a whole multiple of its own A @ B, which the failure report gives per tile. After every launch
@@ -120,8 +121,25 @@ def run_graphs(name: str) -> dict:
     return {"case": f"graphs {name}", "ok": not failures, "failures": failures[:6]}
 
 
+def run_bias(name: str) -> dict:
+    """Random bf16 operands, a per-column bias row and alpha: D against a float64 reference (relative error)."""
+    torch.manual_seed(2)
+    failures = []
+    for M, N, K in [(896, 4864, 4096), (300, 513, 1000), (2304, 4096, 520), (64, 1000, 4096)]:
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t()
+        bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+        d = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        tilepipe.matmul(a, b, out=d, c=bias.expand(M, N), alpha=0.5, beta=2.0, scheduler=name)
+        ref = 0.5 * (a.double() @ b.double()) + 2.0 * bias.double()
+        err = float((d.double() - ref).norm() / ref.norm())
+        if not err < 1e-2:
+            failures.append({"shape": [M, N, K], "rel_err": err})
+    return {"case": f"bias {name}", "ok": not failures, "failures": failures}
+
+
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    result = run_launches(*args) if kind == "launches" else run_graphs(*args)
+    result = {"launches": run_launches, "graphs": run_graphs, "bias": run_bias}[kind](*args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

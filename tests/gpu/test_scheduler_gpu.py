@@ -8,6 +8,7 @@ from tests.gpu.guarded import assert_ok, run_cases
 SCHEDULERS = ("static", "dynamic", "streamk", "default")
 CASES = [("launches", scheduler, out) for scheduler in SCHEDULERS for out in ("fp32", "bf16")]
 CASES += [("graphs", scheduler) for scheduler in SCHEDULERS]
+CASES += [("bias", scheduler) for scheduler in ("static", "streamk")]
 TIMEOUT_S = 120
 
 
