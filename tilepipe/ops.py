@@ -43,7 +43,7 @@ STREAMK_MIN_GAIN = 1.05
 STREAMK_FIXUP_US = 20.0
 """What stream-K's partial tiles cost a program on an H100, measured: about 4.5 us to publish one and 7-12 us to add
 one, in the timeline of a 2048^3 launch (docs/scheduler.md)."""
-SM_TFLOPS = 700e12 / 132
+SM_FLOPS = 700e12 / 132
 """One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
 
 
@@ -81,7 +81,7 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
     if not sms < tiles < 2 * sms:
         return "static"
-    tile_us = 2.0 * cfg.block_m * cfg.block_n * K / SM_TFLOPS * 1e6
+    tile_us = 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
     return "streamk" if 2 * tile_us >= STREAMK_MIN_GAIN * (tiles / sms * tile_us + STREAMK_FIXUP_US) else "static"
 
 

@@ -77,12 +77,13 @@ class PartialTiles:
         BM: gl.constexpr = acc.shape[0]
         BN: gl.constexpr = acc.shape[1]
         THREADS: gl.constexpr = BM // 16 * 32
-        rows = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))[:, None]
+        row_ids = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
+        rows = row_ids[:, None]
         cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))[None, :]
         thread = rows // 16 * 32 + rows % 8 * 4 + cols % 8 // 2
         pair = cols // 8 * 2 + rows % 16 // 8
         offsets = gl.max_contiguous(gl.multiple_of((pair * THREADS + thread) * 2 + cols % 2, [1, 2]), [1, 2])
-        return self.sums + slot * (BM * BN) + offsets, gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
+        return self.sums + slot * (BM * BN) + offsets, row_ids
 
     @gluon.jit
     def publish(self, acc, slot):

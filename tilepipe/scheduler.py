@@ -194,11 +194,10 @@ class StreamKWork(_Work):
     finishes: gl.tensor
     cursor: gl.tensor
     stop: gl.tensor
-    grid: TileGrid
     sched: StreamKTileScheduler
 
     @gluon.constexpr_function
-    def __init__(self, tile_id, k_begin, k_end, valid, finishes, cursor, stop, grid, sched):
+    def __init__(self, tile_id, k_begin, k_end, valid, finishes, cursor, stop, sched):
         self.tile_id = tile_id
         self.k_begin = k_begin
         self.k_end = k_end
@@ -206,7 +205,6 @@ class StreamKWork(_Work):
         self.finishes = finishes
         self.cursor = cursor
         self.stop = stop
-        self.grid = grid
         self.sched = sched
 
     @gluon.jit
@@ -219,7 +217,7 @@ class StreamKWork(_Work):
         k_begin = gl.where(whole, 0, first)
         k_end = gl.where(whole, k_tiles, gl.minimum(k_tiles, first + stop - cursor))
         valid = whole | (cursor < stop)
-        return StreamKWork(tile_id, k_begin, k_end, valid, k_begin == 0, cursor, stop, sched.grid, sched)
+        return StreamKWork(tile_id, k_begin, k_end, valid, k_begin == 0, cursor, stop, sched)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
@@ -228,6 +226,10 @@ class StreamKWork(_Work):
         return StreamKWork.at(gl.where(whole, self.tile_id + gl.num_programs(0), self.sched.dp_tiles),
                               gl.where(whole, self.cursor, self.cursor + self.k_end - self.k_begin), self.stop,
                               self.sched)
+
+    @gluon.jit
+    def coords(self):
+        return self.sched.grid.coords(self.tile_id)
 
     @gluon.jit
     def k_steps(self, k_tiles):
