@@ -20,3 +20,79 @@ def test_clc_try_cancel_compiles_for_sm_100a_at_the_planned_offsets():
     assert offset_of.fn(plan, "barriers") == 0 and first_init == base  # slot 0's full barrier at global_smem + 0
     read = re.search(r"ld\.shared\.v4\.b32\s+\{[^}]*\}, \[global_smem\+?(\d*)\]", report.ptx).group(1)
     assert int(read or 0) == offset_of.fn(plan, "response")
+
+
+
+def streamk_split(tiles: int, k_tiles: int, programs: int):
+    """(data-parallel tiles, first_step) as StreamKTileScheduler.create and first_step compute them."""
+    waves, ragged = divmod(tiles, programs)
+    dp_tiles = max(waves - 1, 0) * programs if ragged else tiles
+    return dp_tiles, lambda p: p * (tiles - dp_tiles) * k_tiles // programs
+
+
+def streamk_units(tiles: int, k_tiles: int, programs: int, program: int) -> list[tuple[int, int, int]]:
+    """(tile, k_begin, k_end) of `program`'s stream-K units in order, by the arithmetic of StreamKWork.at/next
+    (its whole tiles come first: program, program + P, ... < dp_tiles)."""
+    dp_tiles, first_step = streamk_split(tiles, k_tiles, programs)
+    units = []
+    start, cursor = first_step(program), first_step(program + 1)
+    while start < cursor:
+        tile_first = (cursor - 1) // k_tiles * k_tiles
+        units.append((dp_tiles + tile_first // k_tiles, max(start, tile_first) - tile_first, cursor - tile_first))
+        cursor = max(start, tile_first)
+    return units
+
+
+def streamk_contributors(tiles: int, k_tiles: int, programs: int, program: int, tile: int) -> list[int]:
+    """The slots StreamKWork.add_partials reads when `program` finishes stream-K tile `tile`."""
+    dp_tiles, first_step = streamk_split(tiles, k_tiles, programs)
+    tile_first, found = (tile - dp_tiles) * k_tiles, []
+    p, stop = program - 1, first_step(program)
+    while p >= 0 and stop > tile_first:
+        if first_step(p) < stop:
+            found.append(p)
+        p, stop = p - 1, first_step(p)
+    return found
+
+
+def test_streamk_units_cover_every_k_step_once_and_only_first_units_contribute():
+    """The stream-K schedule's arithmetic over many (tiles, k-steps, programs): every k-step of every stream-K
+    tile in exactly one unit; one finisher per tile (the unit with its last k-step), which reads exactly the tile's
+    contributors; every contributor is its program's first stream-K unit, so it never waits (no deadlock) and a
+    program publishes at most once (slot = program id)."""
+    cases = 0
+    for programs in (1, 2, 3, 7, 16, 132):
+        for tiles in sorted({1, 2, 5, programs - 1, programs, programs + 1, 2 * programs - 1, 2 * programs + 5,
+                             3 * programs + 1} - {0}):
+            for k_tiles in (1, 2, 3, 16, 64, 65):
+                cases += 1
+                dp_tiles, _ = streamk_split(tiles, k_tiles, programs)
+                seen, finishers, contributors = set(), {}, {}
+                for p in range(programs):
+                    for i, (t, k_begin, k_end) in enumerate(streamk_units(tiles, k_tiles, programs, p)):
+                        assert dp_tiles <= t < tiles and k_begin < k_end
+                        steps = {(t, k) for k in range(k_begin, k_end)}
+                        assert not steps & seen, (tiles, k_tiles, programs, p, t)
+                        seen |= steps
+                        if k_end == k_tiles:
+                            assert t not in finishers
+                            finishers[t] = p
+                        else:
+                            assert i == 0, (tiles, k_tiles, programs, p, t)
+                            contributors.setdefault(t, []).append(p)
+                assert len(seen) == (tiles - dp_tiles) * k_tiles and len(finishers) == tiles - dp_tiles
+                for t, p in finishers.items():
+                    assert streamk_contributors(tiles, k_tiles, programs, p, t) == sorted(contributors.get(t, []),
+                                                                                          reverse=True)
+    assert cases > 200
+
+
+def test_streamk_programs_work_at_nearly_the_same_k_offset():
+    """With one tile per program and a few over (tiles = P + 1), every program's k offset at each step of the
+    stream-K phase is within one step of the others', so concurrent programs share A and B panels in L2."""
+    tiles, k_tiles, programs = 133, 64, 132
+    offsets = [[k for t, k_begin, k_end in streamk_units(tiles, k_tiles, programs, p) for k in range(k_begin, k_end)]
+               for p in range(programs)]
+    for step in range(min(map(len, offsets))):
+        column = [o[step] for o in offsets]
+        assert max(column) - min(column) <= 1, (step, column)

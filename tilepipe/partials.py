@@ -1,17 +1,17 @@
 """Partial tiles between programs: the cross-CTA pipeline of stream-K (tilepipe/scheduler.py).
 
 When the stream-K scheduler splits a tile's K loop over several programs, every program but the one that holds
-the tile's first k-step (the *finisher*) is a *contributor*: it publishes its fp32 partial sum into its own slot
+the tile's last k-step (the *finisher*) is a *contributor*: it publishes its fp32 partial sum into its own slot
 of a global workspace and signals the slot's flag; the finisher adds each contributor's slot to its accumulator
-and then runs the tile's epilogue alone. A program is a contributor at most once (only its first unit can start
-inside a tile), so slot = program id.
+and then runs the tile's epilogue alone. A program is a contributor at most once (only the last part of its range
+can end inside a tile, and it walks its range backwards, so that part is its first unit), so slot = program id.
 
 The protocol, per slot, counted in threads of the role that runs it (T = 32 x its warps):
   contributor  stores its partial; every thread `red.release` adds 1            -> flag reaches T
   finisher     every thread spins (`ld.acquire`) until flag >= T, loads the slot;
                every thread adds 1; the one that brings it to 2T stores 0       -> flag back at 0
-so the workspace needs no host reset between launches (or CUDA-graph replays). Contributors never wait, and each
-waits only for units that start other programs' ranges, so no wait depends on a waiting program.
+so the workspace needs no host reset between launches (or CUDA-graph replays). Contributors never wait, and a
+finisher waits only for other programs' first units, so no wait depends on a waiting program.
 """
 
 from triton.experimental import gluon
