@@ -72,16 +72,19 @@ def test_config_fills_the_machine():
     assert choose_config(8192, 8192, torch.bfloat16, 132, FP32_SOURCE_CONFIGS) == MEDIUM_FP32_SOURCE
 
 
-def test_streamk_is_picked_only_for_just_over_one_wave_of_long_tiles():
-    """schedule_for: SMs + 1 tiles of 128x256 at K = 4096 go stream-K (measured 74 us against 77 us for the best
-    static tile); a short K, a full wave, many waves or fewer tiles than SMs stay static (docs/scheduler.md)."""
+def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
+    """schedule_for (H100 measurements in bench/results/scheduler-h100-v5.json): stream-K at 133 tiles of K = 4096
+    (1.07x static) and 288 tiles of K = 8192 (1.11x the 128x128 static default); static for short tiles, full waves,
+    fewer tiles than SMs, and where MEDIUM tiles or the saved part of a wave leave too little to gain."""
     pick = tilepipe.ops.schedule_for
     assert pick(896, 4864, 4096, LARGE_16BIT, 132) == "streamk"  # 133 tiles
+    assert pick(2304, 4096, 8192, LARGE_16BIT, 132) == "streamk"  # 288 tiles
     assert pick(896, 4864, 1024, LARGE_16BIT, 132) == "static"  # 12 us tiles: the 20 us fixup outweighs the wave
+    assert pick(8192, 8192, 1024, LARGE_16BIT, 132) == "static"  # 15.5 waves: measured 0.96x static
+    assert pick(3840, 3840, 4096, LARGE_16BIT, 132) == "static"  # 450 tiles: measured 0.996x static
     assert pick(1536, 2816, 4096, LARGE_16BIT, 132) == "static"  # exactly 132 tiles
-    assert pick(2304, 4096, 8192, LARGE_16BIT, 132) == "static"  # 288 tiles: stream-K measured 0.66x there
     assert pick(2048, 2048, 2048, LARGE_16BIT, 132) == "static"  # 128 tiles
-    assert pick(1792, 4864, 8192, LARGE_16BIT, 132) == "static"  # 266 tiles = 2 waves + 2
+    assert pick(2304, 2816, 8192, LARGE_16BIT, 132) == "static"  # 198 tiles, but 396 MEDIUM tiles: 3 full waves
 
 
 def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():

@@ -40,9 +40,9 @@ MIN_WAVE_EFFICIENCY = 0.75
 SCHEDULERS = ("static", "dynamic", "streamk")
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
-STREAMK_FIXUP_US = 20.0
-"""What stream-K's partial tiles cost a program on an H100, measured: about 4.5 us to publish one and 7-12 us to add
-one, in the timeline of a 2048^3 launch (docs/scheduler.md)."""
+STREAMK_FIXUP_US = 10.0
+"""What stream-K's partial tiles add to a launch on an H100, measured: 15-21 us over an even split of the k-steps
+(bench/results/scheduler-h100-v5.json: 133, 450 and 2048 tiles; 6 us at 288 tiles of K = 8192)."""
 SM_FLOPS = 700e12 / 132
 """One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
 
@@ -59,7 +59,7 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
     candidates = candidates or default_configs(out_dtype)
 
     def efficiency(cfg: MatmulConfig) -> float:
-        tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+        tiles = _tiles(M, N, cfg)
         return tiles / (-(-tiles // sms) * sms)
 
     return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
@@ -71,18 +71,29 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 
 
 def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
-    """The tile scheduler matmul uses when not told (tilepipe/scheduler.py): stream-K where whole tiles would take
-    STREAMK_MIN_GAIN longer than an even split of the k-steps plus its fixup (STREAMK_FIXUP_US), else static.
+    """The tile scheduler matmul uses when not told (tilepipe/scheduler.py): stream-K with `cfg`'s tiles where an even
+    split of the k-steps plus its fixup (STREAMK_FIXUP_US) is predicted STREAMK_MIN_GAIN faster than whole tiles, in
+    waves, of `cfg` or of MEDIUM (its wave count may be lower), else static.
 
-    Only for one wave of tiles and part of another: stream-K then splits every tile in at most two. Over more waves
-    its programs, working at staggered k offsets, lose the L2 reuse of the grouped order and measured 0.66-0.93x
-    static (bench/results/scheduler-h100-v3.json). The dynamic scheduler is never picked: with equal tiles it cannot
-    beat the static order (docs/scheduler.md)."""
-    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
-    if not sms < tiles < 2 * sms:
+    Predictions count full-rate tile times (SM_FLOPS); SMALL tiles are left out of the comparison since they run
+    well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
+    tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
+    equal tiles it cannot beat the static order (docs/scheduler.md)."""
+    tiles = _tiles(M, N, cfg)
+    if tiles <= sms or tiles % sms == 0:
         return "static"
-    tile_us = 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
-    return "streamk" if 2 * tile_us >= STREAMK_MIN_GAIN * (tiles / sms * tile_us + STREAMK_FIXUP_US) else "static"
+    whole = min(-(-_tiles(M, N, c) // sms) * _tile_us(c, K) for c in (cfg, MEDIUM))
+    split = tiles / sms * _tile_us(cfg, K) + STREAMK_FIXUP_US
+    return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
+
+
+def _tiles(M: int, N: int, cfg: MatmulConfig) -> int:
+    return -(-M // cfg.block_m) * -(-N // cfg.block_n)
+
+
+def _tile_us(cfg: MatmulConfig, K: int) -> float:
+    """One tile's time at the full rate of an SM."""
+    return 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,

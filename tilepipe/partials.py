@@ -6,10 +6,10 @@ of a global workspace and signals the slot's flag; the finisher adds each contri
 and then runs the tile's epilogue alone. A program is a contributor at most once (only the last part of its range
 can end inside a tile, and it walks its range backwards, so that part is its first unit), so slot = program id.
 
-The protocol, per slot, counted in threads of the role that runs it (T = 32 x its warps):
-  contributor  stores its partial; every thread `red.release` adds 1            -> flag reaches T
-  finisher     every thread spins (`ld.acquire`) until flag >= T, loads the slot;
-               every thread adds 1; the one that brings it to 2T stores 0       -> flag back at 0
+The protocol, per slot, counted in warps of the role that runs it (T = its warps; lane 0 acts for its warp):
+  contributor  stores its partial; each warp `red.release` adds 1                -> flag reaches T
+  finisher     each warp spins (`ld.acquire`) until flag >= T, loads the slot;
+               each warp adds 1; the warp that brings it to 2T stores 0         -> flag back at 0
 so the workspace needs no host reset between launches (or CUDA-graph replays). Contributors never wait, and a
 finisher waits only for other programs' first units, so no wait depends on a waiting program.
 """
@@ -21,21 +21,41 @@ from triton.language.core import _aggregate as aggregate
 FLAG_WORDS = gl.constexpr(1024)
 """int32 flags ahead of the partial tiles in the workspace (one per program: at most this many programs)."""
 
-_SIGNAL = gl.constexpr("red.release.gpu.global.add.s32 [$1], 1;\n mov.u32 $0, 0;")
+# Each asm runs in every thread of the role; lane 0 of each warp acts for its warp, after `bar.warp.sync`, which
+# orders the other lanes' memory operations with lane 0's (so a warp's release covers its lanes' stores, and its
+# lanes' loads follow its acquire). Per-warp instead of per-thread: 1/32 of the fences, spins and same-address atomics.
+_SIGNAL = gl.constexpr("""{
+ .reg .u32 lane;
+ .reg .pred first;
+ bar.warp.sync -1;
+ mov.u32 lane, %laneid;
+ setp.eq.u32 first, lane, 0;
+ @first red.release.gpu.global.add.s32 [$1], 1;
+ mov.u32 $0, 0;
+}""")
 _WAIT = gl.constexpr("""{
+ .reg .u32 lane;
  .reg .s32 seen;
- .reg .pred early;
+ .reg .pred first, early;
+ mov.u32 lane, %laneid;
+ setp.eq.u32 first, lane, 0;
+ @!first bra waited;
  wait_flag:
  ld.acquire.gpu.global.s32 seen, [$1];
  setp.lt.s32 early, seen, $2;
  @early bra wait_flag;
+ waited:
+ bar.warp.sync -1;
  mov.u32 $0, 0;
 }""")
 _RETIRE = gl.constexpr("""{
+ .reg .u32 lane;
  .reg .s32 before;
- .reg .pred last;
- atom.relaxed.gpu.global.add.s32 before, [$1], 1;
- setp.eq.s32 last, before, $2;
+ .reg .pred first, last;
+ mov.u32 lane, %laneid;
+ setp.eq.u32 first, lane, 0;
+ @first atom.relaxed.gpu.global.add.s32 before, [$1], 1;
+ setp.eq.and.s32 last, before, $2, first;
  @last st.relaxed.gpu.global.s32 [$1], 0;
  mov.u32 $0, 0;
 }""")
@@ -95,11 +115,11 @@ class PartialTiles:
     @gluon.jit
     def add(self, acc, slot):
         """Finisher: wait for `slot`'s signal, return acc + its partial, and retire the slot."""
-        threads: gl.constexpr = 32 * gl.num_warps()
+        warps: gl.constexpr = gl.num_warps()
         ptrs, rows = self._offsets(slot, acc)
-        # every thread waits (it runs the spin for each of its rows); the loads depend on the spin's zero result
-        ready = gl.inline_asm_elementwise(_WAIT, "=r,l,r", [self.flags + slot + rows * 0, gl.full(rows.shape, threads,
+        # every lane runs the wait once per row it holds (all lanes hold equally many); the loads depend on its zero
+        ready = gl.inline_asm_elementwise(_WAIT, "=r,l,r", [self.flags + slot + rows * 0, gl.full(rows.shape, warps,
                                           gl.int32, rows.type.layout)], dtype=gl.int32, is_pure=False, pack=1)
         acc = acc + gl.load(ptrs + gl.multiple_of(ready, 16)[:, None])  # (zero: keeps the loads vectorized)
-        _per_thread(_RETIRE, self.flags + slot, 2 * threads - 1)
+        _per_thread(_RETIRE, self.flags + slot, 2 * warps - 1)
         return acc
