@@ -1,7 +1,7 @@
 """GPU cases of debug and trace modes on the GEMM; each prints one JSON line.
 
 `python -m tests.gpu.probe_cases debug`: tilepipe.matmul(debug=True), and TILEPIPE_DEBUG=1, match a float64
-reference (the watchdog must not fire on a healthy kernel). `... trace PATH M N K`: a traced bf16 GEMM is correct
+reference (the watchdog must not fire on a healthy kernel), under the static, dynamic and stream-K schedules. `... trace PATH M N K`: a traced bf16 GEMM is correct
 and its timeline is sane (every acquisition recorded once, in order, on one SM per program); the summary carries
 each role's wait fractions.
 """
@@ -39,6 +39,13 @@ def debug_mode() -> dict:
             tilepipe.matmul(a, b, out=out, c=c, alpha=0.5, beta=2.0, debug=True)
         torch.cuda.synchronize()
         errors.append(_rel_err(out, 0.5 * (a.double() @ b.double()) + 2.0 * c.double()))
+    for scheduler in ("dynamic", "streamk"):  # the other schedules' roles and waits under the watchdog too
+        a = torch.randn(1000, 700, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(700, 3000, device="cuda", dtype=torch.bfloat16)
+        out = torch.full((1000, 3000), float("nan"), device="cuda", dtype=torch.bfloat16)
+        tilepipe.matmul(a, b, out=out, scheduler=scheduler, debug=True)
+        torch.cuda.synchronize()
+        errors.append(_rel_err(out, a.double() @ b.double()))
     return {"case": "debug matmul", "ok": all(e < 1e-2 for e in errors), "rel_errs": errors}
 
 
