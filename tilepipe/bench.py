@@ -144,7 +144,7 @@ def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Ro
     """Each scheduler, and matmul's own choice ("default"), against cuBLAS on the same inputs; then dynamic and
     stream-K against static. Static and dynamic run the tile choose_config picks for whole-tile waves, stream-K the
     largest tile."""
-    from tilepipe.ops import _sm_count, choose_config, config_for, default_configs, schedule_for
+    from tilepipe.ops import _sm_count, _tiles, choose_config, config_for, default_configs, schedule_for
 
     sms = _sm_count(torch.cuda.current_device())
     a, b = _operands(M, N, K, "kmajor")
@@ -163,7 +163,7 @@ def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Ro
         err = _rel_err(ours, theirs)
         tile = cfg or chosen
         result = compare(runs[name], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
-        rows.append(Row(f"{M}x{N}x{K}", f"{name} ({-(-M // tile.block_m) * -(-N // tile.block_n)} tiles of "
+        rows.append(Row(f"{M}x{N}x{K}", f"{name} ({_tiles(M, N, tile)} tiles of "
                         f"{tile.block_m}x{tile.block_n})", "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
     for name in ("dynamic", "streamk"):
         result = compare(runs[name], runs["static"], flops, pairs, rep_ms)

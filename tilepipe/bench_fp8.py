@@ -17,12 +17,12 @@ import torch
 
 import tilepipe
 from tilepipe.bench import RESULTS_DIR, Row, _rel_err, compare, print_table, run_record
+from tilepipe.fp8 import SCALE_BLOCK
 
 PER_TENSOR_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (16384, 4096, 14336)]
 DEEPSEEK_SHAPES = [(M, N, K) for M in (4096, 16384) for N, K in ((7168, 16384), (4096, 7168), (7168, 2048))]
 DEEPGEMM_H800_TFLOPS = {(4096, 7168, 16384): 1520.0, (4096, 4096, 7168): 1410.0}
 """deepseek-ai/DeepGEMM README @989c9e3 (H800 SXM, same compute as H100 SXM): the two shapes it lists of ours."""
-BLOCK = 128
 SCALINGS = ("tensor", "row", "blockwise")
 
 
@@ -39,8 +39,9 @@ def _scales(M: int, N: int, K: int, scaling: str) -> tuple[torch.Tensor, torch.T
         return torch.rand((), device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
     if scaling == "row":
         return torch.rand(M, 1, device="cuda") + 0.5, torch.rand(1, N, device="cuda") + 0.5
-    kb = -(-K // BLOCK)
-    return torch.rand(kb, M, device="cuda").t() + 0.5, torch.rand(-(-N // BLOCK), kb, device="cuda").t() + 0.5
+    kb = -(-K // SCALE_BLOCK)
+    return (torch.rand(kb, M, device="cuda").t() + 0.5,
+            torch.rand(-(-N // SCALE_BLOCK), kb, device="cuda").t() + 0.5)
 
 
 def bench_fp8(M: int, N: int, K: int, scaling: str, fast_accum: bool, pairs: int, rep_ms: int) -> Row:

@@ -244,8 +244,6 @@ class _WaitStep:
     barrier: int
     parity: int
     target: int  # completed phases the role means to see: the wait passes as intended only at exactly this count
-    pipeline: str
-    stage: int
     where: str
     drain: bool
 
@@ -253,8 +251,6 @@ class _WaitStep:
 @dataclass(frozen=True)
 class _ArriveStep:
     arrivals: tuple[tuple[int, int | None], ...]  # (barrier, phase the role means to complete; None: holds none)
-    pipeline: str
-    stage: int
     where: str
 
 
@@ -331,12 +327,12 @@ def _concrete_steps(role: Role, barriers: _Barriers,
             if op.hold:
                 cur.held.append((s, cur.seen[s]))
             cur.seen[s] += 1
-        steps.append(_WaitStep(barrier, parity ^ op.flip, target, op.pipeline, s, where, drain))
+        steps.append(_WaitStep(barrier, parity ^ op.flip, target, where, drain))
 
     def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str) -> None:
         if slots:
             arrivals = tuple((barriers.empty(pipeline, s), cur.release_intent(s)) for s in slots)
-            steps.append(_ArriveStep(arrivals, pipeline, slots[0], where))
+            steps.append(_ArriveStep(arrivals, where))
 
     for op, where in _iterations(role.program, params):
         cur = cursors[op.pipeline]
@@ -353,8 +349,7 @@ def _concrete_steps(role: Role, barriers: _Barriers,
         elif op.side == "producer":
             s = cur.index
             holds = op.pipeline not in acquiring or s in cur.filling
-            steps.append(_ArriveStep(((barriers.full(op.pipeline, s), cur.fills[s] if holds else None), ),
-                                     op.pipeline, s, where))
+            steps.append(_ArriveStep(((barriers.full(op.pipeline, s), cur.fills[s] if holds else None), ), where))
             if holds:
                 cur.fills[s] += 1
                 if s in cur.filling:

@@ -30,11 +30,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 class GuardedRun:
     """What one child process did: `status` is "ok", "failed" (non-zero exit) or "hung" (killed at the timeout)."""
     args: tuple[str, ...]
-    status: str
     returncode: int | None  # None when it was killed at the timeout
     seconds: float
     output: str
     result: dict | None  # the last JSON object line the child printed, if any
+
+    @property
+    def status(self) -> str:
+        return "hung" if self.returncode is None else "ok" if self.returncode == 0 else "failed"
 
 
 def run_guarded(args: Sequence[str], timeout: float) -> GuardedRun:
@@ -45,13 +48,12 @@ def run_guarded(args: Sequence[str], timeout: float) -> GuardedRun:
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = child.communicate(timeout=timeout)
-        status = "ok" if child.returncode == 0 else "failed"
+        returncode = child.returncode
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         output, _ = child.communicate()
-        status = "hung"
-    returncode = None if status == "hung" else child.returncode
-    return GuardedRun(tuple(args), status, returncode, time.monotonic() - start, output, _last_json(output))
+        returncode = None
+    return GuardedRun(tuple(args), returncode, time.monotonic() - start, output, _last_json(output))
 
 
 def run_all_guarded(commands: Sequence[Sequence[str]], timeout: float, parallel: int = 4) -> list[GuardedRun]:

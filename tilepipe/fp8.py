@@ -19,9 +19,10 @@ from functools import cache
 import torch
 
 from tilepipe.launch import LauncherCache, TmaOperand
-from tilepipe.ops import (_GL_DTYPES, MatmulConfig, _aligned_empty, _check_out_dtype, _check_result_shaped,
-                          _device_index, _overlaps, _sm_count, _tma_addressable, _tma_ready, choose_config,
+from tilepipe.ops import (_GL_DTYPES, MatmulConfig, _aligned_empty, _check_no_overlap, _check_out_dtype,
+                          _check_result_shaped, _device_index, _sm_count, _tma_addressable, _tma_ready, choose_config,
                           persistent_grid, tensor_descriptor)
+from tilepipe.storage import BlockwiseFP8TileStorage
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 SCALE_BLOCK = 128  # blockwise scales cover 1 x 128 of A and 128 x 128 of B
@@ -75,9 +76,7 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
-        for name, t in (("a", a), ("b", b)):
-            if _overlaps(out, t):
-                raise ValueError(f"out must not share memory with {name}")
+        _check_no_overlap(out, a, b, None)
     if M == 0 or N == 0:
         return out
     if K == 0:
@@ -179,8 +178,6 @@ def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
                       device: int, cfg: MatmulConfig) -> None:
-    from tilepipe.storage import BlockwiseFP8TileStorage
-
     M, K = a.shape
     N = b.shape[0]
     scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m)

@@ -41,8 +41,9 @@ SCHEDULERS = ("static", "dynamic", "streamk")
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
 STREAMK_FIXUP_US = 10.0
-"""What stream-K's partial tiles add to a launch on an H100, measured: 15-21 us over an even split of the k-steps
-(bench/results/scheduler-h100-v5.json: 133, 450 and 2048 tiles; 6 us at 288 tiles of K = 8192)."""
+"""What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
+(H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
+14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json)."""
 SM_FLOPS = 700e12 / 132
 """One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
 
@@ -312,7 +313,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
 def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
     """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM)."""
     sms = _sm_count(device)
-    return (sms if schedule == "streamk" else min(-(-M // cfg.block_m) * -(-N // cfg.block_n), sms)), 1, 1
+    return (sms if schedule == "streamk" else min(_tiles(M, N, cfg), sms)), 1, 1
 
 
 def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):

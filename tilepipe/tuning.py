@@ -19,7 +19,7 @@ from typing import TextIO
 
 import torch
 
-from tilepipe.ops import LARGE_16BIT, MEDIUM, SMALL, MatmulConfig, forget_plans
+from tilepipe.ops import MatmulConfig, default_configs, forget_plans, matmul
 
 CACHE_FILE = "autotune.json"
 STATS = {"timed": 0, "cache_hits": 0}
@@ -96,8 +96,7 @@ def problem_key(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dty
 
 def default_candidates(out_dtype: torch.dtype) -> list[MatmulConfig]:
     """The heuristic's tiles, each with the default and a wider grouped raster."""
-    tiles = [MEDIUM, SMALL] if out_dtype == torch.float32 else [LARGE_16BIT, MEDIUM, SMALL]
-    return [replace(cfg, group_m=group) for cfg in tiles for group in (8, 16)]
+    return [replace(cfg, group_m=group) for cfg in default_configs(out_dtype) for group in (8, 16)]
 
 
 def describe(cfg: MatmulConfig) -> str:
@@ -127,15 +126,16 @@ def _gpu_timer(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     """time_ms(cfg): the median of triton's do_bench for tilepipe.matmul with cfg, on fixed random inputs."""
     from triton.testing import do_bench
 
-    from tilepipe.ops import matmul
-
-    with torch.cuda.device(device):
-        a = torch.randn(M, K, device="cuda", dtype=dtype)
-        b = torch.randn(N, K, device="cuda", dtype=dtype).t() if b_kmajor else torch.randn(K, N, device="cuda",
-                                                                                           dtype=dtype)
-        out = torch.empty(M, N, device="cuda", dtype=out_dtype)
+    @cache
+    def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # made on the first timing: none on a cache hit
+        with torch.cuda.device(device):
+            a = torch.randn(M, K, device="cuda", dtype=dtype)
+            b = torch.randn(N, K, device="cuda", dtype=dtype).t() if b_kmajor else torch.randn(K, N, device="cuda",
+                                                                                               dtype=dtype)
+            return a, b, torch.empty(M, N, device="cuda", dtype=out_dtype)
 
     def time_ms(cfg: MatmulConfig) -> float:
+        a, b, out = inputs()
         ms = do_bench(lambda: matmul(a, b, out=out, config=cfg), warmup=10, rep=50, return_mode="median")
         if not math.isfinite(ms):
             raise RuntimeError(f"{describe(cfg)} timed as {ms}")

@@ -1,7 +1,7 @@
 """Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's
 roles and pipelines.
 
-Roles (one CTA per SM; tiles in grouped order, from the static or the dynamic scheduler, tilepipe/scheduler.py):
+Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or stream-K scheduler, tilepipe/scheduler.py):
   load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
   mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
