@@ -158,41 +158,39 @@ def _scaling(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: in
 
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
                    out: torch.Tensor, device: int, cfg: MatmulConfig) -> None:
-    M, K = a.shape
-    N = b.shape[0]
+    """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
     stride = 1 if per_row else 0
-    scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m, stride, stride)
-    grid = persistent_grid(M, N, cfg, device)
-    key = ("scaled", cfg, a.dtype, b.dtype, out.dtype, per_row, device)
-    args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), scale_a, scale_b, *scalars)
-    if _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args):
-        return
-    from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
-
-    kernel = scaled_matmul_kernel[grid](tensor_descriptor(a, (cfg.block_m, cfg.block_k)),
-                                        tensor_descriptor(b, (cfg.block_n, cfg.block_k)),
-                                        tensor_descriptor(out, (cfg.block_m, cfg.block_n)), scale_a, scale_b, *scalars,
-                                        num_warps=cfg.num_warps)
-    _LAUNCHERS.remember(key, kernel)
+    _launch("scaled_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
+                                     (out, (cfg.block_m, cfg.block_n))), (scale_a, scale_b), (stride, stride),
+            per_row, device, cfg)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
                       device: int, cfg: MatmulConfig) -> None:
+    """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
+    _launch("blockwise_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
+                                        (sa_t, (1, cfg.block_m)), (sb_t, BlockwiseFP8TileStorage.b_scale_tile),
+                                        (out, (cfg.block_m, cfg.block_n))), (), (), None, device, cfg)
+
+
+def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], pointers: tuple, extra: tuple,
+            variant: object, device: int, cfg: MatmulConfig) -> None:
+    """Launch the FP8 kernel named `kernel` with its arguments in order: TMA operands (tensor, block), pointers,
+    then M, N, K, the config's stage counts and GROUP_M, and `extra` scalars. The first call per binary (kernel,
+    config, dtypes, `variant`, device) goes through Triton's JIT, later ones through the fast launcher."""
+    a, b, out = tma[0][0], tma[1][0], tma[-1][0]
     M, K = a.shape
-    N = b.shape[0]
-    scalars = (M, N, K, cfg.stages, cfg.c_stages, cfg.group_m)
-    grid = persistent_grid(M, N, cfg, device)
-    key = ("blockwise", cfg, a.dtype, b.dtype, out.dtype, device)
-    tensors = (a, b, sa_t, sb_t, out)
-    args = (*map(TmaOperand.of, tensors), *scalars)
+    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra)
+    grid = persistent_grid(M, b.shape[0], cfg, device)
+    key = (kernel, variant, cfg, a.dtype, b.dtype, out.dtype, device)
+    args = (*(TmaOperand.of(t) for t, _ in tma), *pointers, *scalars)
     if _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args):
         return
-    from tilepipe.kernels.matmul_fp8 import blockwise_matmul_kernel
+    from tilepipe.kernels import matmul_fp8
 
-    blocks = ((cfg.block_m, cfg.block_k), (cfg.block_n, cfg.block_k), (1, cfg.block_m),
-              BlockwiseFP8TileStorage.b_scale_tile, (cfg.block_m, cfg.block_n))
-    kernel = blockwise_matmul_kernel[grid](*map(tensor_descriptor, tensors, blocks), *scalars, num_warps=cfg.num_warps)
-    _LAUNCHERS.remember(key, kernel)
+    launched = getattr(matmul_fp8, kernel)[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
+                                                 *scalars, num_warps=cfg.num_warps)
+    _LAUNCHERS.remember(key, launched)
 
 
 _LAUNCHERS = LauncherCache()
