@@ -108,6 +108,11 @@ def recording() -> Iterator[list[Session]]:
         _recordings.remove(sessions)
 
 
+def role_label(function: str, partition: int) -> str:
+    """How traced records name a role: its function and its warp_specialize partition index."""
+    return f"{function} (partition {partition})"
+
+
 def set_role(name: str | None) -> None:
     """Name the partition now being traced; signals and stages are attributed to it."""
     session = _session()

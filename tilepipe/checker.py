@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
+from tilepipe import _trace
 from tilepipe._text import format_table
 from tilepipe.storage import Storage
 
@@ -574,7 +575,7 @@ def _declared_records(protocol: Protocol) -> tuple[set, set]:
     """What tracing should record: (role, side, pipeline) for stage handles, (role, pipeline, barrier) for signals."""
     stages, signals = set(), set()
     for i, role in enumerate(protocol.roles):
-        name = f"{role.function} (partition {i})"
+        name = _trace.role_label(role.function, i)
         for op in _ops(role.program):
             if isinstance(op, Wait) and op.traced:
                 stages.add((name, op.side, op.pipeline))
@@ -585,18 +586,14 @@ def _declared_records(protocol: Protocol) -> tuple[set, set]:
 
 def trace_sessions(spec) -> list:
     """Trace a KernelSpec's kernel in this process (to TTIR, no GPU); returns its recorded warp_specialize sessions."""
-    import importlib
-
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton._C.libtriton import ir
 
-    from tilepipe import _trace
     from tilepipe.compile import TARGETS
 
-    module_name, _, qualname = spec.fn.partition(":")
-    fn = getattr(importlib.import_module(module_name), qualname)
+    fn = spec.function()
     target = GPUTarget("cuda", TARGETS[spec.target], 32)
     backend = make_backend(target)
     options = backend.parse_options({"num_warps": spec.num_warps, **spec.options})
@@ -616,7 +613,7 @@ def _drift_findings(protocol: Protocol) -> list[Finding]:
     signals = {(role, pipe, barrier) for s in sessions for (pipe, barrier), roles in s.signals.items()
                for role in roles}
     want_stages, want_signals = _declared_records(protocol)
-    names = {f"{role.function} (partition {i})": role.name for i, role in enumerate(protocol.roles)}
+    names = {_trace.role_label(role.function, i): role.name for i, role in enumerate(protocol.roles)}
     findings = []
     for got, want, describe in (
             (stages, want_stages, lambda role, side, pipe: (pipe, f"{role} acquires {side} stages of '{pipe}'")),

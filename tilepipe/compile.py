@@ -57,6 +57,16 @@ class KernelSpec:
             raise ValueError(f"{self.fn}: arguments {unknown} are not in the signature")
         json.dumps([self.constexprs, self.options])  # fail here, not in the child, on values that cannot travel
 
+    def function(self):
+        """The @gluon.jit function that `fn` names (its module is imported)."""
+        import importlib
+
+        module, _, qualname = self.fn.partition(":")
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        return found
+
 
 @dataclass(frozen=True)
 class KernelReport:
@@ -252,16 +262,11 @@ def _console_to(path: Path) -> Iterator[None]:
 
 def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """Compile one spec (a KernelSpec as a dict) and measure it; returns KernelReport fields."""
-    import importlib
-
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    module_name, _, qualname = spec["fn"].partition(":")
-    fn = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        fn = getattr(fn, part)
+    fn = KernelSpec(**spec).function()
     signature = spec["signature"]
     aligned = spec["divisible_by_16"]
     if aligned is None:

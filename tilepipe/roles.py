@@ -31,7 +31,7 @@ def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=Non
 
     def traced_call(fn, args, kwargs, caller_context=None):
         index = next(partition)
-        _trace.set_role(f"{fn.__name__} (partition {index})")
+        _trace.set_role(_trace.role_label(fn.__name__, index))
         args = [bind_role(arg, index, role_name(fn.__name__)) for arg in args]
         try:
             return original(fn, args, kwargs, caller_context=caller_context)
