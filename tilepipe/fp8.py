@@ -18,8 +18,8 @@ from functools import cache
 
 import torch
 
-from tilepipe.launch import LauncherCache, TmaOperand
-from tilepipe.ops import (_GL_DTYPES, MatmulConfig, _aligned_empty, _check_no_overlap, _check_out_dtype,
+from tilepipe.launch import LauncherCache, LaunchPlan, TmaOperand
+from tilepipe.ops import (_GL_DTYPES, CallPlan, MatmulConfig, _aligned_empty, _check_no_overlap, _check_out_dtype,
                           _check_result_shaped, _device_index, _sm_count, _tma_addressable, _tma_ready, choose_config,
                           persistent_grid, tensor_descriptor)
 from tilepipe.storage import BlockwiseFP8TileStorage
@@ -72,6 +72,24 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
             return torch.ops.tilepipe.matmul_fp8(a, b, scale_a, scale_b, out_dtype=out_dtype)
         torch.ops.tilepipe.matmul_fp8_out(out, a, b, scale_a, scale_b, out_dtype=out_dtype)
         return out
+    try:  # a repeated call geometry skips validation and configuration: see _Fp8Plan
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, scale_a.shape,
+               scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(), scale_b.dtype,
+               scale_b.device, out_dtype, None if out is None else (out.shape, out.stride(), out.dtype, out.device))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks say which
+        key = plan = None
+    if plan is not None:
+        result = plan.run((a, b, scale_a, scale_b), out)
+        if result is not None:
+            return result
+    return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key)
+
+
+def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                out_dtype: torch.dtype, out: torch.Tensor | None, key: tuple | None) -> torch.Tensor:
+    """matmul_fp8 with every check and staging copy, remembering a plan for the call's geometry (`key`) when the
+    launch read the call's own tensors."""
     M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
@@ -86,14 +104,42 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     cfg = choose_config(M, N, out_dtype, _sm_count(device), configs(mode == "blockwise", out_dtype))
     operands = (_tma_ready(a), _tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
-        _launch_blockwise(*operands, _tma_ready(scale_a.t()), _tma_ready(scale_b.t()), target, device, cfg)
+        scales = (_tma_ready(scale_a.t()), _tma_ready(scale_b.t()))
+        launch = _launch_blockwise(*operands, *scales, target, device, cfg)
     else:
-        per_row = mode == "row"
-        _launch_scaled(*operands, scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous(), per_row,
-                       target, device, cfg)
+        scales = (scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous())
+        launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg)
     if target is not out:
         out.copy_(target)
+    elif launch is not None and key is not None and all(
+            staged.data_ptr() == given.data_ptr() for staged, given in zip((*operands, *scales),
+                                                                           (a, b, scale_a, scale_b))):
+        if len(_PLANS) >= _PLAN_LIMIT:
+            _PLANS.clear()
+        _PLANS[key] = _Fp8Plan(launch, out, mode == "blockwise")
     return out
+
+
+class _Fp8Plan(CallPlan):
+    """matmul_fp8's plan: inputs (a, b, scale_a, scale_b). The scaled kernel takes D's descriptor before the scale
+    pointers; the blockwise kernel takes the scales' descriptors before D's."""
+
+    __slots__ = ("blockwise", )
+
+    def __init__(self, launch: LaunchPlan, out: torch.Tensor, blockwise: bool) -> None:
+        super().__init__(launch, out)
+        self.blockwise = blockwise
+
+    def addresses(self, inputs: tuple, out: torch.Tensor) -> tuple[int, ...]:
+        a, b, scale_a, scale_b = (t.data_ptr() for t in inputs)
+        return (a, b, scale_a, scale_b, out.data_ptr()) if self.blockwise else (a, b, out.data_ptr(), scale_a, scale_b)
+
+    def overlapping(self, inputs: tuple) -> tuple:
+        return inputs[0], inputs[1], None
+
+
+_PLANS: dict[tuple, _Fp8Plan] = {}
+_PLAN_LIMIT = 1024
 
 
 def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -157,40 +203,43 @@ def _scaling(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: in
 
 
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
-                   out: torch.Tensor, device: int, cfg: MatmulConfig) -> None:
+                   out: torch.Tensor, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
     """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
     stride = 1 if per_row else 0
-    _launch("scaled_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
+    return _launch("scaled_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
                                      (out, (cfg.block_m, cfg.block_n))), (scale_a, scale_b), (stride, stride),
             per_row, device, cfg)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
-                      device: int, cfg: MatmulConfig) -> None:
+                      device: int, cfg: MatmulConfig) -> LaunchPlan | None:
     """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
-    _launch("blockwise_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
+    return _launch("blockwise_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
                                         (sa_t, (1, cfg.block_m)), (sb_t, BlockwiseFP8TileStorage.b_scale_tile),
                                         (out, (cfg.block_m, cfg.block_n))), (), (), None, device, cfg)
 
 
 def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], pointers: tuple, extra: tuple,
-            variant: object, device: int, cfg: MatmulConfig) -> None:
+            variant: object, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
     """Launch the FP8 kernel named `kernel` with its arguments in order: TMA operands (tensor, block), pointers,
     then M, N, K, the config's stage counts and GROUP_M, and `extra` scalars. The first call per binary (kernel,
-    config, dtypes, `variant`, device) goes through Triton's JIT, later ones through the fast launcher."""
+    config, dtypes, `variant`, device) goes through Triton's JIT, later ones through the fast launcher; those return
+    the launch as a plan whose slots are the TMA operands and pointers."""
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]
     M, K = a.shape
     scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra)
     grid = persistent_grid(M, b.shape[0], cfg, device)
     key = (kernel, variant, cfg, a.dtype, b.dtype, out.dtype, device)
-    args = (*(TmaOperand.of(t) for t, _ in tma), *pointers, *scalars)
-    if _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args):
-        return
+    args = (*(TmaOperand.of(t) for t, _ in tma), *(p.data_ptr() for p in pointers), *scalars)  # no stale tensors
+    launcher = _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args)
+    if launcher is not None:
+        return LaunchPlan(launcher, grid, device, args, tuple(range(len(tma) + len(pointers))))
     from tilepipe.kernels import matmul_fp8
 
     launched = getattr(matmul_fp8, kernel)[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
                                                  *scalars, num_warps=cfg.num_warps)
     _LAUNCHERS.remember(key, launched)
+    return None
 
 
 _LAUNCHERS = LauncherCache()

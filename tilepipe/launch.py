@@ -18,6 +18,9 @@ from typing import NamedTuple
 import torch
 
 _MAP_CACHE_SIZE = 4096
+_BOUND_PER_PLAN = 64
+TMA_ALIGN_BYTES = 16
+"""A TMA descriptor's base address and row strides must be multiples of this."""
 
 
 class TmaOperand(NamedTuple):
@@ -92,6 +95,37 @@ class FastLauncher:
             if len(self.maps) > _MAP_CACHE_SIZE:
                 self.maps.popitem(last=False)
         return tensor_map
+
+
+class LaunchPlan:
+    """One call geometry's launch: a fast launcher, its grid, its kernel arguments, and the argument slots that carry
+    the call's tensors (TMA operands, or plain pointers). `bind` fills the slots for a tuple of tensor addresses once;
+    `bound` keeps the result, so a repeated tuple costs a dictionary lookup and the C call. A kernel with a
+    per-stream workspace is planned for that `stream` only."""
+
+    __slots__ = ("launcher", "grid", "device", "args", "slots", "stream", "bound")
+
+    def __init__(self, launcher: FastLauncher, grid: tuple[int, int, int], device: int, args: tuple,
+                 slots: tuple[int, ...], stream: int | None = None) -> None:
+        self.launcher, self.grid, self.device, self.args, self.slots = launcher, grid, device, args, slots
+        self.stream = stream
+        self.bound: dict[tuple[int, ...], tuple] = {}
+
+    def bind(self, addresses: tuple[int, ...]) -> tuple | None:
+        """The C launcher's arguments for these tensor addresses (one per slot), kept in `bound`; None where a TMA
+        address is not 16-byte aligned (the call must take the full path)."""
+        args = list(self.args)
+        for slot, address in zip(self.slots, addresses):
+            if isinstance(args[slot], TmaOperand):
+                if address % TMA_ALIGN_BYTES:
+                    return None
+                args[slot] = args[slot]._replace(address=address)
+            else:
+                args[slot] = address
+        if len(self.bound) >= _BOUND_PER_PLAN:
+            self.bound.clear()
+        bound = self.bound[addresses] = self.launcher.bind(tuple(args))
+        return bound
 
 
 def launch_hooks_active() -> bool:

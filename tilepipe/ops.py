@@ -7,7 +7,8 @@ from functools import cache
 import torch
 
 from tilepipe.debug import debug_requested
-from tilepipe.launch import FastLauncher, LauncherCache, TmaOperand, launch_hooks_active
+from tilepipe.launch import (TMA_ALIGN_BYTES, FastLauncher, LauncherCache, LaunchPlan, TmaOperand,
+                             launch_hooks_active)
 from tilepipe.storage import Part
 
 _GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float8_e4m3fn: "fp8e4nv",
@@ -15,7 +16,6 @@ _GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp3
 """Gluon's names of the dtypes the kernels read and write."""
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-TMA_ALIGN_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     except (AttributeError, TypeError):  # not tensors, or unhashable scalars: the checks below say which
         key = plan = None
     if plan is not None:
-        result = plan.run(a, b, out, c)
+        result = plan.run((a, b, c), out)
         if result is not None:
             return result
     return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, key)
@@ -175,8 +175,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     elif launcher is not None and key is not None and a_view is a and (
             b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
         stream = None if schedule == "static" else torch._C._cuda_getCurrentRawStream(device)
-        _remember(key, _Plan(launcher, grid, device, out_dtype, args, c is not None and c is not out,
-                             bias is not None, stream))
+        slots = (0, 1, 2, 3, 4) if bias is not None else (0, 1, 2, 3)  # A, B, D, C descriptors[, bias pointer]
+        _remember(key, _Plan(LaunchPlan(launcher, grid, device, args, slots, stream), out,
+                             c is not None and c is not out, bias is not None))
     return out
 
 
@@ -344,55 +345,70 @@ dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
 
 
-class _Plan:
-    """A call geometry that passed every check and needed no staging copy: shapes, strides, dtypes, devices,
-    scalars, config and scheduler (the key in _PLANS), with its launcher, grid and kernel arguments. A repeated call
-    reads only its tensors' addresses; each new address tuple is checked (alignment, overlap) and bound once. With a
-    bias row (`bias`), the call's `c` is that row broadcast, and its address is the bias pointer argument. A plan
-    whose scheduler has a workspace serves only the stream it was made on (`stream`: the workspace is per stream)."""
+class CallPlan:
+    """A call geometry that passed every check and needed no staging copy (the key in its op's plan table), with its
+    launch (`LaunchPlan`): a repeated call reads only its tensors' addresses. Subclasses say which address fills each
+    tensor slot of the kernel and which inputs the output must not overlap; that check runs once per new address
+    tuple."""
 
-    __slots__ = ("launcher", "grid", "device", "out_shape", "out_dtype", "out_device", "args", "separate_c", "bias",
-                 "stream", "bound")
+    __slots__ = ("launch", "out_shape", "out_dtype", "out_device")
 
-    def __init__(self, launcher: FastLauncher, grid: tuple[int, int, int], device: int, out_dtype: torch.dtype,
-                 args: tuple, separate_c: bool, bias: bool = False, stream: int | None = None) -> None:
-        self.launcher, self.grid, self.device, self.args, self.separate_c = launcher, grid, device, args, separate_c
-        self.bias, self.stream = bias, stream
-        self.out_shape, self.out_dtype, self.out_device = args[2].shape, out_dtype, torch.device("cuda", device)
-        self.bound: dict[tuple[int, ...], tuple] = {}
+    def __init__(self, launch: LaunchPlan, out: torch.Tensor) -> None:
+        self.launch, self.out_dtype, self.out_device = launch, out.dtype, out.device
+        self.out_shape = tuple(out.shape)  # torch.empty parses a tuple faster than a torch.Size
 
-    def run(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, c: torch.Tensor | None
-            ) -> torch.Tensor | None:
-        """Launch for these tensors and return the output, or None when the full path must run instead (an
-        unaligned address, another stream than the workspace's, or a Triton launch hook installed)."""
-        stream = torch._C._cuda_getCurrentRawStream(self.device)
-        if launch_hooks_active() or self.stream not in (None, stream):
+    def run(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor | None:
+        """Launch for these tensors and return the output (allocated when `out` is None), or None when the full path
+        must run instead: an unaligned TMA address, another stream than the workspace's, or a Triton launch hook."""
+        launch = self.launch
+        stream = torch._C._cuda_getCurrentRawStream(launch.device)
+        if launch_hooks_active() or launch.stream not in (None, stream):
             return None
         fresh = out is None
         if fresh:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.out_device)
+        addresses = self.addresses(inputs, out)
+        bound = launch.bound.get(addresses)
+        if bound is None:
+            if not fresh:
+                _check_no_overlap(out, *self.overlapping(inputs))
+            bound = launch.bind(addresses)
+            if bound is None:
+                return None
+        launch.launcher.raw_launch(*launch.grid, stream, *bound)
+        return out
+
+    def addresses(self, inputs: tuple, out: torch.Tensor) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def overlapping(self, inputs: tuple) -> tuple:
+        """(a, b, c or None): the inputs `out` must not overlap."""
+        raise NotImplementedError
+
+
+class _Plan(CallPlan):
+    """matmul's plan: inputs (a, b, c). The C descriptor reads `out` when there is no separate C; with a bias row
+    (`bias`) the call's `c` is that row broadcast, and its address is the bias pointer argument."""
+
+    __slots__ = ("separate_c", "bias")
+
+    def __init__(self, launch: LaunchPlan, out: torch.Tensor, separate_c: bool, bias: bool) -> None:
+        super().__init__(launch, out)
+        self.separate_c, self.bias = separate_c, bias
+
+    def addresses(self, inputs: tuple, out: torch.Tensor) -> tuple[int, ...]:
+        a, b, c = inputs
         d = out.data_ptr()
         addresses = (a.data_ptr(), b.data_ptr(), d, c.data_ptr() if self.separate_c else d)
-        if self.bias:
-            addresses += (c.data_ptr(), )
-        bound = self.bound.get(addresses)
-        if bound is None:
-            if any(address % TMA_ALIGN_BYTES for address in addresses[:4]):  # TMA operands (not the bias)
-                return None
-            if not fresh:
-                _check_no_overlap(out, a, b, c if self.separate_c or self.bias else None)
-            if len(self.bound) >= _BOUND_PER_PLAN:
-                self.bound.clear()
-            operands = [operand._replace(address=address) for operand, address in zip(self.args[:4], addresses)]
-            rest = self.args[4:] if not self.bias else (addresses[4], *self.args[5:])
-            bound = self.bound[addresses] = self.launcher.bind((*operands, *rest))
-        self.launcher.raw_launch(*self.grid, stream, *bound)
-        return out
+        return addresses + (c.data_ptr(), ) if self.bias else addresses
+
+    def overlapping(self, inputs: tuple) -> tuple:
+        a, b, c = inputs
+        return a, b, c if self.separate_c or self.bias else None
 
 
 _PLANS: dict[tuple, _Plan] = {}
 _PLAN_LIMIT = 1024
-_BOUND_PER_PLAN = 64
 
 
 def _remember(key: tuple, plan: _Plan) -> None:

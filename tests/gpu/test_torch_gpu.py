@@ -6,7 +6,7 @@ import pytest
 from tests.gpu.guarded import assert_ok, run_cases
 from tilepipe.debug import run_guarded
 
-CASES = ["compile", "cudagraph", "repeat", "fp8"]
+CASES = ["compile", "cudagraph", "repeat", "fp8", "fp8_repeat"]
 TIMEOUT_S = 240
 
 

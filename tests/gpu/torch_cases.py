@@ -8,6 +8,7 @@ repeat: the host fast path (cached plans and bound addresses) over repeated, mov
 autotune: tilepipe.autotune on one problem; prints what this process timed (run twice by the test).
 fp8: tilepipe.matmul_fp8 (per-tensor and per-row scales) under torch.compile(fullgraph=True) and in a CUDA graph
     replayed with new operands and scales, against a float64 reference of the dequantized inputs.
+fp8_repeat: matmul_fp8's host fast path over repeated calls of every scaling, staged scales and an aliased out.
 """
 
 import json
@@ -165,6 +166,60 @@ def case_fp8() -> dict:
         torch.cuda.synchronize()
         errs.append(rel_err(g, torch.relu(reference())))
     return {"case": "fp8", "ok": max(errs) < TOL, "errs": [round(e, 5) for e in errs]}
+
+
+def case_fp8_repeat() -> dict:
+    """matmul_fp8's host fast path (fp8._PLANS): each scaling repeated with new operands and scales, at a fixed
+    and at new addresses, allocating and into `out`; then staged scales, and an overlapping out through the plan."""
+    torch.manual_seed(4)
+    from tilepipe import fp8
+
+    M, N, K = 192, 256, 512
+    errs, notes = [], []
+
+    def fp8_randn(*shape: int) -> torch.Tensor:
+        return randn(*shape).to(torch.float8_e4m3fn)
+
+    def scales(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if mode == "tensor":
+            return torch.rand((), device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
+        if mode == "row":
+            return torch.rand(M, 1, device="cuda") + 0.5, torch.rand(1, N, device="cuda") + 0.5
+        return torch.rand(K // 128, M, device="cuda").t() + 0.5, torch.rand(N // 128, K // 128, device="cuda").t() + 0.5
+
+    def reference(a, w, sa, sb) -> torch.Tensor:
+        a, w = a.double(), w.double()
+        if sa.dim() == 2 and sa.shape[1] == K // 128:  # blockwise: expand the block scales over their elements
+            return (a * sa.double().repeat_interleave(128, 1)) @ (w * sb.double().t().repeat_interleave(128, 0)
+                                                                  .repeat_interleave(128, 1)).t()
+        return (a * sa.double()) @ (w.t() * sb.double())
+
+    fixed_a = fp8_randn(M, K)
+    for mode in ("tensor", "row", "blockwise"):
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        for step in range(4):
+            a = fixed_a if step % 2 == 0 else fp8_randn(M, K)
+            a.copy_(fp8_randn(M, K))
+            w = fp8_randn(N, K)
+            sa, sb = scales(mode)
+            errs.append(rel_err(tilepipe.matmul_fp8(a, w.t(), sa, sb), reference(a, w, sa, sb)))
+            out.fill_(float("nan"))
+            errs.append(rel_err(tilepipe.matmul_fp8(a, w.t(), sa, sb, out=out), reference(a, w, sa, sb)))
+    plans = len(fp8._PLANS)
+    sa, sb = scales("row")
+    sa_strided = torch.rand(M, 2, device="cuda")[:, :1] + 0.5  # (M, 1) with row stride 2: staged, never planned
+    errs.append(rel_err(tilepipe.matmul_fp8(fixed_a, w.t(), sa_strided, sb), reference(fixed_a, w, sa_strided, sb)))
+    a_rows = fp8_randn(M, 2 * K)  # a is its left half (row pitch 2K bytes)
+    a, other = a_rows[:, :K], torch.empty(M, 2 * N, device="cuda", dtype=torch.bfloat16)
+    for _ in range(2):  # plan this geometry: out is a column slice of an M x 2N tensor (row pitch 4N = 2K bytes)
+        errs.append(rel_err(tilepipe.matmul_fp8(a, w.t(), sa, sb, out=other[:, N:]), reference(a, w, sa, sb)))
+    try:  # the cached plan must still reject an out of that geometry overlapping a (K = 2N: the right half's bytes)
+        tilepipe.matmul_fp8(a, w.t(), sa, sb, out=a_rows[:, K:].view(torch.bfloat16))
+        notes.append("overlap not rejected")
+    except ValueError as exc:
+        notes.append(str(exc))
+    ok = max(errs) < TOL and plans == 6 and len(fp8._PLANS) == 7 and notes == ["out must not share memory with a"]
+    return {"case": "fp8_repeat", "ok": ok, "errs": [round(e, 5) for e in errs], "plans": plans, "notes": notes}
 
 
 if __name__ == "__main__":
