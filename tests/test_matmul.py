@@ -150,3 +150,32 @@ def test_bad_cuda_input_names_the_argument():
     with pytest.raises(ValueError, match="does not broadcast"):
         tilepipe.addmm(torch.zeros(3, device="cuda", dtype=torch.bfloat16), a, b)
     assert tilepipe.matmul(a[:0], b).shape == (0, 4)
+
+
+def test_restaging_copy_compiles_to_16_byte_vectors():
+    from tilepipe.compile import KernelSpec, compile_kernel
+
+    spec = KernelSpec("tilepipe.kernels.restage:restage_rows_kernel",
+                      {"src": "*bf16", "dst": "*bf16", "rows": "i32", "cols": "i32", "src_stride": "i32",
+                       "dst_stride": "i32", "BLOCK_R": "constexpr", "BLOCK_C": "constexpr"},
+                      {"BLOCK_R": 32, "BLOCK_C": 256}, num_warps=4)
+    report = compile_kernel(spec)
+    assert report.count("ld.global.v4.b32") > 0 and report.count("st.global.v4.b32") > 0
+    assert report.count("ld.global.b16") == 0 and report.spill_stores == 0
+
+
+@pytest.mark.parametrize("shape, restaged", [
+    ((7168, 5120, 3000), 2),  # 6000-byte rows: ~25% of a 333 us GEMM against ~59 us of copying
+    ((8192, 8192, 1000), 2),
+    ((2048, 2048, 3000), 0),  # one wave of 37 us tiles: the copy (20 us) costs more than it saves
+    ((7168, 5120, 3072), 0),  # rows on whole lines
+    ((7168, 5120, 4000), 0),  # 8000-byte rows: on 32-byte sectors, nothing to save
+])
+def test_rows_off_sectors_are_restaged_where_the_model_says_it_pays(monkeypatch, shape, restaged):
+    ops = tilepipe.ops
+    monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(ops, "_restaged", lambda t: "restaged")
+    M, N, K = shape
+    a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K, dtype=torch.bfloat16)
+    views = ops._sector_aligned(a, b, M, N, K, LARGE_16BIT, 0)
+    assert sum(view == "restaged" for view in views if isinstance(view, str)) == restaged

@@ -50,13 +50,14 @@ class FastLauncher:
         try:
             kernel._init_handles()
             launcher = kernel._run
-            inner = launcher.launch
-            raw_launch = inner.__closure__[inner.__code__.co_freevars.index("launcher")].cell_contents
-            metas = list(kernel.metadata.tensordesc_meta)
+            inner = launcher.launch  # wraps the C launcher when the kernel has descriptor parameters, else is it
+            raw_launch = (inner if getattr(inner, "__closure__", None) is None else
+                          inner.__closure__[inner.__code__.co_freevars.index("launcher")].cell_contents)
+            metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
             scratch = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas)
         except (AttributeError, ValueError, TypeError):
             return None
-        if scratch != (0, 0, 1) or not metas:
+        if scratch != (0, 0, 1):
             return None
         return cls(kernel, raw_launch, metas)
 

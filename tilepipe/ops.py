@@ -44,6 +44,12 @@ STREAMK_FIXUP_US = 10.0
 """What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
 (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
 14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json)."""
+SECTOR_BYTES, LINE_BYTES = 32, 128
+RESTAGE_GAIN = 0.25
+"""What rows off 32-byte sectors cost a GEMM whose A and B both have them, as a share of its aligned time: H100,
+K = 3000 and 1000, 20-50% (docs/perf-log.md rows 17-18 and 22); the low side, so restaging errs towards not copying."""
+COPY_BYTES_PER_US = 2.5e6
+"""What the restaging copy moves, reads plus writes (~2.5 TB/s on an H100)."""
 SM_FLOPS = 700e12 / 132
 """One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
 
@@ -113,7 +119,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     by default schedule_for picks per shape. Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
-    pass over that tensor but is never wrong. Under torch.compile this calls the custom op tilepipe::matmul.
+    pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
+    cost TMA about twice the L2 traffic; large GEMMs copy them to aligned rows first (`_sector_aligned`). Under torch.compile this calls the custom op tilepipe::matmul.
     Debug mode (`debug=True`, or TILEPIPE_DEBUG=1 when `debug` is None) waits for the kernel and, if its roles stop
     making progress, names the stuck roles and ends the process (tilepipe.debug). `trace=PATH` writes the launch's
     pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.timeline).
@@ -159,7 +166,6 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         residual = c if c is not None else bias
         return out.copy_(residual * beta) if residual is not None else out.zero_()
     b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
-    a_view, b_view = _tma_ready(a), _tma_ready(b.t() if b_kmajor else b)
     target = out if _tma_addressable(out) else _aligned_empty(out.shape, out.dtype, out.device)
     source = None if c is None else (target if c is out else _tma_ready(c))
     if source is target and target is not out:
@@ -168,6 +174,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     own_source = source is not None and source.dtype != out_dtype
     cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
     schedule = scheduler or schedule_for(M, N, K, cfg, _sm_count(device))
+    a_view, b_view = _sector_aligned(_tma_ready(a), _tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe)
     if target is not out:
@@ -540,10 +547,56 @@ def _tma_addressable(t: torch.Tensor) -> bool:
 
 
 def _aligned_empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """An uninitialised (rows, cols) view whose rows start at 16-byte aligned offsets."""
+    """An uninitialised (rows, cols) view whose rows start on 128-byte lines (TMA needs 16 bytes; whole lines also
+    keep its loads off partial sectors)."""
     rows, cols = shape
-    per_row = TMA_ALIGN_BYTES // dtype.itemsize
-    return torch.empty((rows, -(-cols // per_row) * per_row), dtype=dtype, device=device)[:, :cols]
+    per_line = LINE_BYTES // dtype.itemsize
+    return torch.empty((rows, -(-cols // per_line) * per_line), dtype=dtype, device=device)[:, :cols]
+
+
+def _off_sectors(t: torch.Tensor) -> bool:
+    """Rows that start off 32-byte L2 sectors (TMA then pulls about twice the sectors: docs/perf-log.md rows 17-18),
+    of a tensor the restaging copy can take (16-bit, at least its BLOCK_C columns)."""
+    from tilepipe.kernels.restage import BLOCK_C
+
+    return (((t.stride(0) * t.element_size()) % SECTOR_BYTES != 0 or t.data_ptr() % SECTOR_BYTES != 0)
+            and t.element_size() == 2 and t.shape[1] >= BLOCK_C and t.shape[0] > 0)
+
+
+def _sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cfg: MatmulConfig,
+                    device: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The GEMM's A and B (as TMA reads them), with those whose rows start off sectors copied to 128-byte aligned
+    rows where the model says the GEMM saves more than the copy costs: RESTAGE_GAIN of its predicted time (in
+    waves of full-rate tiles), scaled by the share of the tile loads those operands make, against COPY_BYTES_PER_US
+    for reading and writing them."""
+    off = [_off_sectors(a), _off_sectors(b)]
+    if not any(off):
+        return a, b
+    share = (cfg.block_m * off[0] + cfg.block_n * off[1]) / (cfg.block_m + cfg.block_n)
+    gemm_us = -(-_tiles(M, N, cfg) // _sm_count(device)) * _tile_us(cfg, K)
+    copy_us = sum(2 * t.numel() * t.element_size() for t, o in zip((a, b), off) if o) / COPY_BYTES_PER_US
+    if RESTAGE_GAIN * share * gemm_us <= copy_us:
+        return a, b
+    return _restaged(a) if off[0] else a, _restaged(b) if off[1] else b
+
+
+def _restaged(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` whose rows start on 128-byte lines (tilepipe/kernels/restage.py)."""
+    from tilepipe.kernels.restage import BLOCK_C, BLOCK_R, restage_rows_kernel
+
+    rows, cols = t.shape
+    staged = _aligned_empty(t.shape, t.dtype, t.device)
+    grid = (-(-rows // BLOCK_R), -(-cols // BLOCK_C), 1)
+    device = _device_index(t)
+    args = (t.data_ptr(), staged.data_ptr(), rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C)
+    key = (t.dtype, device)
+    if _RESTAGERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
+        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4))
+    return staged
+
+
+_RESTAGERS = LauncherCache()
+"""The restaging copy's launchers by dtype and device (sizes and strides are not specialized)."""
 
 
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,14 @@ STATS = {"timed": 0, "cache_hits": 0}
 
 
 def cache_path() -> Path:
-    return Path(os.environ.get("TILEPIPE_CACHE_DIR") or Path.home() / ".cache" / "tilepipe") / CACHE_FILE
+    return _cache_path(os.environ.get("TILEPIPE_CACHE_DIR"), os.environ.get("HOME"))
+
+
+@cache
+def _cache_path(directory: str | None, home: str | None) -> Path:
+    """Built once per (TILEPIPE_CACHE_DIR, HOME): pathlib's home lookup costs ~30 us, and matmul's uncached path
+    asks for the cache on every call."""
+    return Path(directory or Path.home() / ".cache" / "tilepipe") / CACHE_FILE
 
 
 def autotune(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat16, out_dtype: torch.dtype | None = None,

@@ -2,7 +2,8 @@
 
 `python -m tests.gpu.matmul_cases bf16 fp32 kmajor`: every shape is compared with a float64 reference on
 fresh random inputs, with the output poisoned with NaN first. `... residual bf16 bf16 kmajor`: the fused
-residual epilogue (alpha, beta, C aliasing D, addmm with a bias row).
+residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
+restaged to sector-aligned rows before the GEMM.
 """
 
 import json
@@ -18,12 +19,14 @@ SHAPES = [(1, 256, 64), (7, 8, 8), (129, 200, 63), (128, 256, 64), (300, 513, 10
           (2048, 2048, 256), (1, 1, 1), (133, 131, 7), (4096, 264, 520), (257, 4096, 128)]
 
 
-def run(dtype: str, out_dtype: str, layout: str) -> dict:
+def run(dtype: str, out_dtype: str, layout: str, shapes: list[tuple[int, int, int]] = SHAPES,
+        a_offset: int = 0) -> dict:
+    """`a_offset` > 0: A is a column slice starting that many elements into each row of a wider tensor."""
     torch.manual_seed(0)
     failures = []
     worst = 0.0
-    for M, N, K in SHAPES:
-        a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+    for M, N, K in shapes:
+        a = torch.randn(M, K + a_offset, device="cuda", dtype=DTYPES[dtype])[:, a_offset:]
         b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
              else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
         out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
@@ -77,8 +80,30 @@ def run_residual(dtype: str, out_dtype: str, layout: str) -> dict:
             "failures": failures[:5]}
 
 
+RESTAGED_SHAPES = [(300, 520, 1000), (129, 264, 264), (1000, 776, 2056), (64, 1000, 4104)]
+"""K (and N, for a row-major B) = 8 mod 16: rows 16 bytes off 32-byte sectors; K = 264 leaves a last column block
+that overlaps the one before it."""
+
+
+def run_restaged(dtype: str, out_dtype: str, layout: str) -> dict:
+    """Operands whose rows start off 32-byte sectors, always restaged through the copy kernel (RESTAGE_GAIN raised
+    so the cost model says yes), with A also at a base 16 bytes into its rows; counts the restaged operands."""
+    from tilepipe import ops
+
+    ops.RESTAGE_GAIN = 1e9
+    restaged, restage = [], ops._restaged
+    ops._restaged = lambda t: restaged.append(tuple(t.shape)) or restage(t)
+    results = [run(dtype, out_dtype, layout, RESTAGED_SHAPES), run(dtype, out_dtype, layout, RESTAGED_SHAPES, 8)]
+    expected = 2 * len(RESTAGED_SHAPES) * 2  # A and B in both runs (B's rows: K or N elements, both 8 mod 16)
+    ok = all(r["ok"] for r in results) and len(restaged) == expected
+    return {"case": f"restaged {dtype}->{out_dtype} b={layout}", "ok": ok, "restaged": len(restaged),
+            "expected": expected, "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]]}
+
+
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    result = run_residual(*args) if kind == "residual" else run(kind, *args)
+    runners = {"residual": run_residual, "restaged": run_restaged}
+    result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)
