@@ -153,13 +153,10 @@ def test_bad_cuda_input_names_the_argument():
 
 
 def test_restaging_copy_compiles_to_16_byte_vectors():
-    from tilepipe.compile import KernelSpec, compile_kernel
+    from tilepipe.compile import compile_kernel
+    from tilepipe.kernels.restage import restage_spec
 
-    spec = KernelSpec("tilepipe.kernels.restage:restage_rows_kernel",
-                      {"src": "*bf16", "dst": "*bf16", "rows": "i32", "cols": "i32", "src_stride": "i32",
-                       "dst_stride": "i32", "BLOCK_R": "constexpr", "BLOCK_C": "constexpr"},
-                      {"BLOCK_R": 32, "BLOCK_C": 256}, num_warps=4)
-    report = compile_kernel(spec)
+    report = compile_kernel(restage_spec())
     assert report.count("ld.global.v4.b32") > 0 and report.count("st.global.v4.b32") > 0
     assert report.count("ld.global.b16") == 0 and report.spill_stores == 0
 

@@ -21,6 +21,7 @@ def report() -> int:
 
     from tilepipe import fp8
     from tilepipe.kernels.matmul_fp8 import blockwise_spec, scaled_spec
+    from tilepipe.kernels.restage import restage_spec
 
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
@@ -34,7 +35,8 @@ def report() -> int:
               matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="dynamic"),
               matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="streamk")]
     specs += [scaled_spec(fp8.configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
-              blockwise_spec(fp8.configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16")]
+              blockwise_spec(fp8.configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
+              restage_spec()]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
     failed = 0
     for spec, rep in zip(specs, compile_kernels(specs)):

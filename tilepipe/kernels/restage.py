@@ -30,3 +30,13 @@ def restage_rows_kernel(src, dst, rows, cols, src_stride, dst_stride, BLOCK_R: g
     src_offsets = gl.multiple_of(rows64 * src_stride, [VEC, VEC]) + c
     dst_offsets = gl.multiple_of(rows64 * dst_stride, [VEC, VEC]) + c
     gl.store(dst + dst_offsets, gl.load(src + src_offsets, mask=mask), mask=mask)
+
+
+def restage_spec(dtype: str = "bf16"):
+    """restage_rows_kernel as the tilepipe.compile KernelSpec that ops launches (sm_90a, 4 warps)."""
+    from tilepipe.compile import KernelSpec
+
+    return KernelSpec(f"{__name__}:restage_rows_kernel",
+                      {"src": f"*{dtype}", "dst": f"*{dtype}", "rows": "i32", "cols": "i32", "src_stride": "i32",
+                       "dst_stride": "i32", "BLOCK_R": "constexpr", "BLOCK_C": "constexpr"},
+                      {"BLOCK_R": BLOCK_R, "BLOCK_C": BLOCK_C}, num_warps=4)
