@@ -171,7 +171,7 @@ def test_restaging_copy_compiles_to_16_byte_vectors():
 def test_rows_off_sectors_are_restaged_where_the_model_says_it_pays(monkeypatch, shape, restaged):
     ops = tilepipe.ops
     monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
-    monkeypatch.setattr(ops, "_restaged", lambda t: "restaged")
+    monkeypatch.setattr(ops, "_restaged", lambda t, device: "restaged")
     M, N, K = shape
     a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K, dtype=torch.bfloat16)
     views = ops._sector_aligned(a, b, M, N, K, LARGE_16BIT, 0)

@@ -210,12 +210,17 @@ def _write(name: str, rows: list[Row], start: float, pairs: int, rep_ms: int, ou
 def run_record(name: str, dtype: str, method: str, pairs: int, rep_ms: int, start: float, rows: list[Row],
                **extra) -> dict:
     """A results file's content: the rows, with the command that ran, the GPU, the versions and the method."""
+    return {**run_environment(name), "dtype": dtype, "method": method.strip(), "pairs": pairs, "rep_ms": rep_ms,
+            "seconds": round(time.time() - start, 1), "rows": [asdict(row) for row in rows], **extra}
+
+
+def run_environment(name: str) -> dict:
+    """What every results file records first: its name, the command that ran, the GPU and the versions."""
     import triton
 
     return {"name": name, "command": " ".join([Path(sys.executable).name, *sys.orig_argv[1:]]),
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "cuda": torch.version.cuda, "dtype": dtype, "method": method.strip(), "pairs": pairs, "rep_ms": rep_ms,
-            "seconds": round(time.time() - start, 1), "rows": [asdict(row) for row in rows], **extra}
+            "cuda": torch.version.cuda}
 
 
 def plot(results: Path) -> Path:

@@ -93,7 +93,7 @@ def parse(ncu_csv: str) -> list[dict]:
 
 def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
     """Profile every case under ncu, pair our kernel with theirs, print the table and write OUT_DIR/NAME.json."""
-    import triton
+    from tilepipe.bench import run_environment
 
     ncu = shutil.which("ncu")
     if ncu is None:
@@ -110,9 +110,7 @@ def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
         names = [kernel["kernel"] for kernel in kernels]
         raise RuntimeError(f"expected one kernel per call ({2 * len(labels)}), ncu saw {len(kernels)}: {names}")
     rows = [{"case": label, "ours": kernels[2 * i], "theirs": kernels[2 * i + 1]} for i, label in enumerate(labels)]
-    record = {"name": name, "command": " ".join([Path(sys.executable).name, *sys.orig_argv[1:]]),
-              "ncu": " ".join(command[:9]), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": triton.__version__, "cuda": torch.version.cuda, "method": __doc__.strip(),
+    record = {**run_environment(name), "ncu": " ".join(command[:9]), "method": __doc__.strip(),
               "seconds": round(time.time() - start, 1), "metrics": METRICS, "rows": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"

@@ -19,9 +19,9 @@ from functools import cache
 import torch
 
 from tilepipe.launch import LauncherCache, LaunchPlan, TmaOperand
-from tilepipe.ops import (_GL_DTYPES, CallPlan, MatmulConfig, _aligned_empty, _check_no_overlap, _check_out_dtype,
-                          _check_result_shaped, _device_index, _sm_count, _tma_addressable, _tma_ready, choose_config,
-                          persistent_grid, tensor_descriptor)
+from tilepipe.ops import (_GL_DTYPES, CallPlan, MatmulConfig, PlanCache, _aligned_empty, _check_no_overlap,
+                          _check_out_dtype, _check_result_shaped, _device_index, _sm_count, _tma_addressable,
+                          _tma_ready, choose_config, persistent_grid, tensor_descriptor)
 from tilepipe.storage import BlockwiseFP8TileStorage
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -114,9 +114,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     elif launch is not None and key is not None and all(
             staged.data_ptr() == given.data_ptr() for staged, given in zip((*operands, *scales),
                                                                            (a, b, scale_a, scale_b))):
-        if len(_PLANS) >= _PLAN_LIMIT:
-            _PLANS.clear()
-        _PLANS[key] = _Fp8Plan(launch, out, mode == "blockwise")
+        _PLANS.remember(key, _Fp8Plan(launch, out, mode == "blockwise"))
     return out
 
 
@@ -138,8 +136,7 @@ class _Fp8Plan(CallPlan):
         return inputs[0], inputs[1], None
 
 
-_PLANS: dict[tuple, _Fp8Plan] = {}
-_PLAN_LIMIT = 1024
+_PLANS = PlanCache()
 
 
 def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -206,17 +203,16 @@ def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
                    out: torch.Tensor, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
     """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
     stride = 1 if per_row else 0
-    return _launch("scaled_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
-                                     (out, (cfg.block_m, cfg.block_n))), (scale_a, scale_b), (stride, stride),
-            per_row, device, cfg)
+    tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (out, (cfg.block_m, cfg.block_n)))
+    return _launch("scaled_matmul_kernel", tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
                       device: int, cfg: MatmulConfig) -> LaunchPlan | None:
     """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
-    return _launch("blockwise_matmul_kernel", ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)),
-                                        (sa_t, (1, cfg.block_m)), (sb_t, BlockwiseFP8TileStorage.b_scale_tile),
-                                        (out, (cfg.block_m, cfg.block_n))), (), (), None, device, cfg)
+    tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (sa_t, (1, cfg.block_m)),
+           (sb_t, BlockwiseFP8TileStorage.b_scale_tile), (out, (cfg.block_m, cfg.block_n)))
+    return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg)
 
 
 def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], pointers: tuple, extra: tuple,

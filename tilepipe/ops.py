@@ -120,7 +120,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
-    cost TMA about twice the L2 traffic; large GEMMs copy them to aligned rows first (`_sector_aligned`). Under torch.compile this calls the custom op tilepipe::matmul.
+    cost TMA about twice the L2 traffic; large GEMMs copy them to aligned rows first (`_sector_aligned`). Under
+    torch.compile this calls the custom op tilepipe::matmul.
     Debug mode (`debug=True`, or TILEPIPE_DEBUG=1 when `debug` is None) waits for the kernel and, if its roles stop
     making progress, names the stuck roles and ends the process (tilepipe.debug). `trace=PATH` writes the launch's
     pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.timeline).
@@ -183,8 +184,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
             b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
         stream = None if schedule == "static" else torch._C._cuda_getCurrentRawStream(device)
         slots = (0, 1, 2, 3, 4) if bias is not None else (0, 1, 2, 3)  # A, B, D, C descriptors[, bias pointer]
-        _remember(key, _Plan(LaunchPlan(launcher, grid, device, args, slots, stream), out,
-                             c is not None and c is not out, bias is not None))
+        _PLANS.remember(key, _Plan(LaunchPlan(launcher, grid, device, args, slots, stream), out,
+                                   c is not None and c is not out, bias is not None))
     return out
 
 
@@ -414,14 +415,18 @@ class _Plan(CallPlan):
         return a, b, c if self.separate_c or self.bias else None
 
 
-_PLANS: dict[tuple, _Plan] = {}
-_PLAN_LIMIT = 1024
+class PlanCache(dict):
+    """CallPlans by call geometry; cleared when it reaches LIMIT entries (a program seldom has that many)."""
+
+    LIMIT = 1024
+
+    def remember(self, key: tuple, plan: CallPlan) -> None:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        self[key] = plan
 
 
-def _remember(key: tuple, plan: _Plan) -> None:
-    if len(_PLANS) >= _PLAN_LIMIT:
-        _PLANS.clear()
-    _PLANS[key] = plan
+_PLANS = PlanCache()
 
 
 def forget_plans() -> None:
@@ -577,17 +582,16 @@ def _sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cf
     copy_us = sum(2 * t.numel() * t.element_size() for t, o in zip((a, b), off) if o) / COPY_BYTES_PER_US
     if RESTAGE_GAIN * share * gemm_us <= copy_us:
         return a, b
-    return _restaged(a) if off[0] else a, _restaged(b) if off[1] else b
+    return _restaged(a, device) if off[0] else a, _restaged(b, device) if off[1] else b
 
 
-def _restaged(t: torch.Tensor) -> torch.Tensor:
-    """A copy of `t` whose rows start on 128-byte lines (tilepipe/kernels/restage.py)."""
+def _restaged(t: torch.Tensor, device: int) -> torch.Tensor:
+    """A copy of `t` (on `device`) whose rows start on 128-byte lines (tilepipe/kernels/restage.py)."""
     from tilepipe.kernels.restage import BLOCK_C, BLOCK_R, restage_rows_kernel
 
     rows, cols = t.shape
     staged = _aligned_empty(t.shape, t.dtype, t.device)
     grid = (-(-rows // BLOCK_R), -(-cols // BLOCK_C), 1)
-    device = _device_index(t)
     args = (t.data_ptr(), staged.data_ptr(), rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C)
     key = (t.dtype, device)
     if _RESTAGERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:

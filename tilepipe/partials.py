@@ -24,41 +24,34 @@ FLAG_WORDS = gl.constexpr(1024)
 # Each asm runs in every thread of the role; lane 0 of each warp acts for its warp, after `bar.warp.sync`, which
 # orders the other lanes' memory operations with lane 0's (so a warp's release covers its lanes' stores, and its
 # lanes' loads follow its acquire). Per-warp instead of per-thread: 1/32 of the fences, spins and same-address atomics.
-_SIGNAL = gl.constexpr("""{
+
+
+def _lane_0(registers: str, body: str) -> gl.constexpr:
+    """An asm block that sets predicate `first` on lane 0 of each warp, declares `registers`, then runs `body`;
+    its result ($0) is always 0."""
+    return gl.constexpr(f"""{{
  .reg .u32 lane;
  .reg .pred first;
- bar.warp.sync -1;
+ {registers}
  mov.u32 lane, %laneid;
  setp.eq.u32 first, lane, 0;
- @first red.release.gpu.global.add.s32 [$1], 1;
+{body}
  mov.u32 $0, 0;
-}""")
-_WAIT = gl.constexpr("""{
- .reg .u32 lane;
- .reg .s32 seen;
- .reg .pred first, early;
- mov.u32 lane, %laneid;
- setp.eq.u32 first, lane, 0;
- @!first bra waited;
+}}""")
+
+
+_SIGNAL = _lane_0("", """ bar.warp.sync -1;
+ @first red.release.gpu.global.add.s32 [$1], 1;""")
+_WAIT = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra waited;
  wait_flag:
  ld.acquire.gpu.global.s32 seen, [$1];
  setp.lt.s32 early, seen, $2;
  @early bra wait_flag;
  waited:
- bar.warp.sync -1;
- mov.u32 $0, 0;
-}""")
-_RETIRE = gl.constexpr("""{
- .reg .u32 lane;
- .reg .s32 before;
- .reg .pred first, last;
- mov.u32 lane, %laneid;
- setp.eq.u32 first, lane, 0;
- @first atom.relaxed.gpu.global.add.s32 before, [$1], 1;
+ bar.warp.sync -1;""")
+_RETIRE = _lane_0(".reg .s32 before;\n .reg .pred last;", """ @first atom.relaxed.gpu.global.add.s32 before, [$1], 1;
  setp.eq.and.s32 last, before, $2, first;
- @last st.relaxed.gpu.global.s32 [$1], 0;
- mov.u32 $0, 0;
-}""")
+ @last st.relaxed.gpu.global.s32 [$1], 0;""")
 
 
 @gluon.jit

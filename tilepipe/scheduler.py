@@ -161,9 +161,9 @@ class StreamKTileScheduler:
         self.partials = partials
 
     @gluon.jit
-    def create(M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, workspace):
+    def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, workspace):
+        """`k_tiles`: the kernel's k-steps a tile; `workspace`: the flags and partial tiles (ops.scheduler_workspace)."""
         grid = TileGrid.create(M, N, BM, BN, GROUP_M)
-        k_tiles = gl.cdiv(K, BK)
         programs = gl.num_programs(0)
         waves = grid.num_tiles // programs
         ragged = grid.num_tiles % programs != 0

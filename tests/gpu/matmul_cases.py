@@ -92,7 +92,7 @@ def run_restaged(dtype: str, out_dtype: str, layout: str) -> dict:
 
     ops.RESTAGE_GAIN = 1e9
     restaged, restage = [], ops._restaged
-    ops._restaged = lambda t: restaged.append(tuple(t.shape)) or restage(t)
+    ops._restaged = lambda t, device: restaged.append(tuple(t.shape)) or restage(t, device)
     results = [run(dtype, out_dtype, layout, RESTAGED_SHAPES), run(dtype, out_dtype, layout, RESTAGED_SHAPES, 8)]
     expected = 2 * len(RESTAGED_SHAPES) * 2  # A and B in both runs (B's rows: K or N elements, both 8 mod 16)
     ok = all(r["ok"] for r in results) and len(restaged) == expected

@@ -186,7 +186,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     if SCHEDULE == "dynamic":
         sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], workspace)
     elif SCHEDULE == "streamk":
-        sched = StreamKTileScheduler.create(M, N, K, BM, BN, BK, GROUP_M, workspace)
+        sched = StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, workspace)
     else:
         sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     if HAS_C:
