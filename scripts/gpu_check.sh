@@ -2,13 +2,21 @@
 # GPU check: GPU tests (each case in its own process under a timeout) and `python -m tilepipe demo`, then
 # `python -m tilepipe bench` (bf16 and FP8 families), whose table is printed last. Full logs go to $OUT (or ./gpu-logs
 # when run by hand). `bash scripts/gpu_check.sh tests` or `... bench` runs one half: the whole takes longer than one
-# 10-minute device call, so run the halves as two calls on the same warm machine.
+# 10-minute device call, so run the halves as two calls on the same warm machine. Every log names the Triton it ran.
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-logs}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+# The GPU image's own Triton is older than the one tilepipe needs: unpack the bundle that
+# ../shared/tools/triton-bundle.sh packs into .whl/ (carried with the repo) and put it first on the path.
+bundle=$(ls .whl/triton-*.tar.xz 2>/dev/null | head -n 1)
+if [ -n "$bundle" ]; then
+    mkdir -p /tmp/site && tar -xJf "$bundle" -C /tmp/site && . /tmp/site/activate-triton.sh || exit 1
+fi
+python3 -c 'import triton; print("triton", triton.__version__, "from", triton.__file__)'
+python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9."))' || { echo "tilepipe needs triton 3.9" >&2; exit 1; }
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
 tests=0 demo=0 bench=0
 if [ "$part" != bench ]; then

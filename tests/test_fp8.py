@@ -51,7 +51,7 @@ def test_fp8_gemm_compiles_to_fp8_wgmma_tma_and_no_spills(reports, index):
     assert report.count(f"wgmma.mma_async.sync.aligned.{shape}") > 0
     assert report.count("QGMMA", "sass") > 0  # Hopper's fp8 GMMA (HGMMA is the 16-bit one)
     # TMA loads per stage: A, B, and for blockwise the A-scale column and the B-scale box
-    loads = report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier")
+    loads = report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
     assert loads == (4 if kind == "blockwise" else 2)
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1
     assert report.count("setmaxnreg") > 0

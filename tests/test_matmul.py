@@ -40,7 +40,7 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
     b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
     c_boxes = cfg.block_n * (4 if "fp32" in (c_dtype, source_dtype) else 2) // 128 if has_c else 0  # C loads
-    assert report.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") == 1 + b_boxes + c_boxes
+    assert report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 1 + b_boxes + c_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0

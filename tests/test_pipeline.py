@@ -35,16 +35,34 @@ def test_stress_kernel_barriers(stress_reports, case):
     assert report.spill_stores == 0 and report.spill_loads == 0
 
 
+TRY = "mbarrier.try_wait.parity.shared::cta.b64 p,"
+"""The non-blocking try of try_wait_* / try_acquire_* (a blocking wait's loop names its predicate `complete`)."""
+
+
 def test_api_styles_emit_the_same_protocol(stress_reports):
-    """Handles and contexts compile to the same barrier operations as the direct API."""
+    """Handles and contexts compile to the same barrier operations as the direct API, besides the tries."""
     pure = ("direct", "handles", "contexts")
     for target in ("sm_90a", "sm_100a"):
         for stages in STAGES:
             for consumers in (1, 2):
-                counts = {style: tuple(stress_reports[(style, stages, consumers, target)].count(p)
-                                       for p in ("mbarrier.init", "mbarrier.try_wait.parity", "mbarrier.arrive"))
-                          for style in pure}
+                counts = {}
+                for style in pure:
+                    report = stress_reports[(style, stages, consumers, target)]
+                    waits = report.count("mbarrier.try_wait.parity") - report.count(TRY)
+                    counts[style] = (report.count("mbarrier.init"), waits, report.count("mbarrier.arrive"))
                 assert len(set(counts.values())) == 1, (target, stages, consumers, counts)
+
+
+@pytest.mark.parametrize("style", ["direct", "handles"])
+def test_try_acquire_is_a_real_non_blocking_test(stress_reports, style):
+    """The producer and every consumer but the first try before they wait: one try_wait each, whose answer only
+    predicates the wait that follows it (the GPU stress tests run these kernels)."""
+    for target in ("sm_90a", "sm_100a"):
+        for consumers in (1, 2):
+            report = stress_reports[(style, 2, consumers, target)]
+            assert report.count(TRY) == consumers, (target, consumers)
+            assert report.count("selp.u32") == consumers
+    assert stress_reports[("contexts", 2, 2, "sm_90a")].count(TRY) == 0
 
 
 def test_wgmma_consumer_with_release_lag():
@@ -112,11 +130,3 @@ def test_prev_copy_is_not_loop_carried():
     assert "scf.for" not in broken.ttgir  # prev not carried: the loop computes nothing that is stored
     assert "scf.for" in fixed.ttgir and not re.search(r"tt\.store %\w+, %c0_i32", fixed.ttgir)
     assert store.search(fixed.ttgir)
-
-
-def test_gluon_36_cannot_reach_a_barrier_from_inline_ptx():
-    """The reason try_wait_* answer "not ready": an mbarrier cannot be an inline-PTX operand in Gluon 3.6."""
-    error = compile_kernels([KernelSpec("tests.kernels.try_wait_probe:try_wait_via_inline_ptx",
-                                        {"out_ptr": "*i32"})])[0]
-    assert isinstance(error, CompileError)
-    assert "shared_memory_descriptor" in str(error) or "to tensor" in str(error), str(error)[-2000:]

@@ -18,11 +18,12 @@ from tilepipe.compile import CompileError, KernelReport, KernelSpec, compile_ker
 from tilepipe.kernels.matmul import matmul_spec
 
 REPO = Path(__file__).resolve().parent.parent
-PTX_BASELINE_REF = "31ab8b7"
-"""A commit whose matmul kernel is today's without the probes (the bias/fp32-C epilogue and the scheduler
-interface, on the pipeline layer from before probes existed; merged into main's history with `-s ours`). The
-current kernel with PROBE=0 must compile to the same PTX instructions. When matmul.py's kernel changes, build such a
-commit again (the kernel and its pipeline layer without the probe lines) and point this at it."""
+PTX_BASELINE_REF = "4a98d0c"
+"""A commit whose matmul kernel is today's without the probes: 31ab8b7 (the bias/fp32-C epilogue and the scheduler
+interface, on the pipeline layer from before probes existed) with only the triton 3.9 port applied (branch
+ptx-baseline-39, merged into main's history with `-s ours`). The current kernel with PROBE=0 must compile to the same
+PTX instructions. When matmul.py's kernel changes, build such a commit again (the kernel and its pipeline layer
+without the probe lines) and point this at it."""
 
 # (config, dtype, out dtype, B K-major, with C): the largest tile, and the small tile with the fused residual.
 MATMULS = {"bf16": ("LARGE_16BIT", "bf16", "bf16", True, False), "residual": ("SMALL", "fp16", "fp32", False, True)}

@@ -1,4 +1,4 @@
-"""tilepipe: warp-specialized GPU kernels as roles joined by producer-consumer tile pipelines (Gluon, triton 3.6.0)."""
+"""tilepipe: warp-specialized GPU kernels as roles joined by producer-consumer tile pipelines (Gluon, triton 3.9)."""
 
 __version__ = "0.1.0"
 

@@ -275,7 +275,7 @@ def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     source = GluonASTSource(fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
     capability = TARGETS[spec["target"]]
     kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
-                            options={"num_warps": spec["num_warps"], **spec["options"]})
+                            options={"num_warps": spec["num_warps"], "enable_fp_fusion": True, **spec["options"]})
     md = kernel.metadata
     registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
     return {
@@ -299,12 +299,12 @@ def _ptxas_usage(ptx: str, md: Any, target: str, run_dir: Path) -> tuple[int, in
 
     The flags mirror Triton's own ptxas call so the numbers describe the cubin Triton built.
     """
-    from triton import knobs
+    from triton.backends.nvidia.compiler import get_ptxas
 
-    tool = knobs.nvidia.ptxas_blackwell if TARGETS[target] >= 100 else knobs.nvidia.ptxas
     path = run_dir / "kernel.ptx"
     path.write_text(ptx)
-    cmd = [tool.path, "-lineinfo", "-v", f"--gpu-name={target}", str(path), "-o", os.devnull]
+    cmd = [get_ptxas(TARGETS[target]).path, "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}",
+           str(path), "-o", os.devnull]
     if not md.enable_fp_fusion:
         cmd.insert(1, "--fmad=false")
     if md.ptx_options:

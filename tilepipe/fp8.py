@@ -233,7 +233,7 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], 
     from tilepipe.kernels import matmul_fp8
 
     launched = getattr(matmul_fp8, kernel)[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
-                                                 *scalars, num_warps=cfg.num_warps)
+                                                 *scalars, num_warps=cfg.num_warps, enable_fp_fusion=True)
     _LAUNCHERS.remember(key, launched)
     return None
 

@@ -1,14 +1,16 @@
 """Low-overhead launches of a compiled Gluon kernel whose arguments include TMA descriptors.
 
-Triton 3.6's launch path costs about 40 us of host time per call for the GEMM (argument binding, three
-`TensorDescriptor` objects, and three `cuTensorMapEncodeTiled` calls on every launch), while the kernel
-itself can take 3 us. `FastLauncher` keeps the compiled kernel's raw C launcher and caches each encoded
-tensor map by what it encodes (address, shape, strides, box, dtype), so a repeated launch is a dictionary
-lookup per operand plus the C call. A tensor map holds no reference to its tensor; reusing one for new
-memory with the same address and geometry is exactly right, since that is all it encodes.
+Triton's own launch path (`kernel.run`: argument binding and specialization, the `TensorDescriptor`
+objects, and one `cuTensorMapEncodeTiled` per descriptor on every launch) costs far more host time than a small
+GEMM takes on the GPU. `FastLauncher` calls Triton's shared C launcher directly and caches each encoded tensor
+map by what it encodes (address, shape, strides, box, dtype), so a repeated launch is a dictionary lookup per
+operand plus the C call. A tensor map holds no reference to its tensor; reusing one for new memory with the same
+address and geometry is exactly right, since that is all it encodes.
 
-This reaches into triton 3.6.0's launcher (`CudaLauncher`, `make_tensordesc_arg`); `FastLauncher.create`
-returns None when the compiled kernel does not look as expected, and callers then use `kernel.run`.
+This reaches into triton 3.9's launcher (`CudaLauncher`: one C `launch` for every kernel, taking the kernel's
+argument annotations and signature and its arguments as one tuple; `make_tensordesc_arg` for the tensor map
+layout); `FastLauncher.create` returns None when the compiled kernel does not look as expected, and callers then
+use `kernel.run`.
 """
 
 from collections import OrderedDict
@@ -41,23 +43,28 @@ class FastLauncher:
         self.kernel, self.raw_launch, self.metas = kernel, raw_launch, metas
         self.maps: OrderedDict[tuple, object] = OrderedDict()
         launcher = kernel._run
-        self.prefix = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl, None, None,
-                       kernel.packed_metadata, None, None, None)  # no launch metadata or hooks: see launch_hooks_active
+        # function, cooperative, pdl, metadata; no launch metadata or hooks (see launch_hooks_active); no global or
+        # profile scratch (create refuses kernels that need one); then how the C launcher reads the argument tuple
+        self.prefix = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
+                       kernel.packed_metadata, None, None, None, None, None, launcher.arg_annotations,
+                       launcher.kernel_signature)
 
     @classmethod
     def create(cls, kernel) -> "FastLauncher | None":
         """A fast launcher for `kernel` (a CompiledKernel launched once), or None if triton's internals differ."""
         try:
+            from triton.runtime import driver
+
             kernel._init_handles()
             launcher = kernel._run
-            inner = launcher.launch  # wraps the C launcher when the kernel has descriptor parameters, else is it
-            raw_launch = (inner if getattr(inner, "__closure__", None) is None else
-                          inner.__closure__[inner.__code__.co_freevars.index("launcher")].cell_contents)
+            raw_launch = driver.active.utils.launch  # the C launcher every kernel's CudaLauncher calls
             metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
-            scratch = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas)
+            launcher.arg_annotations, launcher.kernel_signature  # the 3.9 ABI's per-kernel parts must exist
+            extras = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas,
+                      getattr(launcher, "gsan_enabled", False))
         except (AttributeError, ValueError, TypeError):
             return None
-        if scratch != (0, 0, 1):
+        if extras != (0, 0, 1, False) or not callable(raw_launch):  # scratch, clusters, sanitizer: kernel.run
             return None
         return cls(kernel, raw_launch, metas)
 
@@ -66,18 +73,19 @@ class FastLauncher:
         self.raw_launch(*grid, stream, *self.bind(args))
 
     def bind(self, args: tuple) -> tuple:
-        """The C launcher's arguments after grid and stream: TmaOperand entries become encoded tensor maps. The
-        result can be kept and launched again through raw_launch while the operands' addresses stay valid."""
-        final, operand = list(self.prefix), 0
+        """The C launcher's arguments after grid and stream: the prefix, then the kernel arguments as one tuple, in
+        which a TmaOperand becomes its encoded tensor map, shape and strides. The result can be kept and launched
+        again through raw_launch while the operands' addresses stay valid."""
+        flat, operand = [], 0
         for arg in args:
             if isinstance(arg, TmaOperand):
-                final.append(self._tensor_map(*arg, operand))
-                final.extend(arg.shape)
-                final.extend(arg.strides)
+                flat.append(self._tensor_map(*arg, operand))
+                flat.extend(arg.shape)
+                flat.extend(arg.strides)
                 operand += 1
             else:
-                final.append(arg)
-        return tuple(final)
+                flat.append(arg)
+        return (*self.prefix, tuple(flat))
 
     def _tensor_map(self, address: int, shape: tuple, strides: tuple, operand: int):
         """The encoded tensor map of this geometry for descriptor parameter `operand`, with the kernel's box (the
@@ -89,7 +97,7 @@ class FastLauncher:
             from triton.runtime import driver
 
             meta = self.metas[operand]
-            tensor_map = driver.active.utils.fill_tma_descriptor(address, meta["swizzle"], meta["elem_size"],
+            tensor_map = driver.active.utils.fill_tma_descriptor_tiled(address, meta["swizzle"], meta["elem_size"],
                                                                  TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]],
                                                                  meta["block_size"], list(shape), list(strides), 0)
             self.maps[key] = tensor_map
@@ -132,7 +140,7 @@ class LaunchPlan:
 def launch_hooks_active() -> bool:
     """Whether a Triton launch hook (e.g. a profiler) is installed: then launches must go through kernel.run."""
     runtime = _triton_runtime()
-    # triton 3.6 keeps each hook as a HookChain, empty by default
+    # triton keeps each hook as a HookChain, empty by default
     return bool(runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls)
 
 

@@ -312,10 +312,11 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
                 tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
                 workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
     if probe is not None:
-        _launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps),
+        _launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps,
+                                                             enable_fp_fusion=True),
                        grid[0], probe, a.device)
         return None, grid, args
-    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps))
+    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps, enable_fp_fusion=True))
     return None, grid, args
 
 
@@ -595,7 +596,8 @@ def _restaged(t: torch.Tensor, device: int) -> torch.Tensor:
     args = (t.data_ptr(), staged.data_ptr(), rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C)
     key = (t.dtype, device)
     if _RESTAGERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
-        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4))
+        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4,
+                                                           enable_fp_fusion=True))
     return staged
 
 

@@ -16,7 +16,7 @@ finisher waits only for other programs' first units, so no wait depends on a wai
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 
 FLAG_WORDS = gl.constexpr(1024)
 """int32 flags ahead of the partial tiles in the workspace (one per program: at most this many programs)."""

@@ -1,6 +1,6 @@
 """Producer-consumer pipelines: N stages of full/empty mbarrier pairs, with a cursor per role.
 
-The seed's `ProducerConsumerPipeline` (Mojo, SM100 structured kernels) in Gluon 3.6.
+The seed's `ProducerConsumerPipeline` (Mojo, SM100 structured kernels) in Gluon (triton 3.9).
 
 **State advance.** A Gluon aggregate cannot be mutated, so a pipeline value carries its role's
 cursor (stage index, phase bit) and every step returns a new value that the caller rebinds:
@@ -15,7 +15,7 @@ The context forms rebind the variable themselves, so they read like the seed:
         x = bufs.index(stage.index()).load(layout)
     # here `pipe` has advanced: __exit__ rebinds it in the caller's scope
 
-`with` in Gluon 3.6 hands its context manager no code generator, so the context finds the
+`with` in Gluon hands its context manager no code generator, so the context finds the
 generator's `visit_With` frame and rebinds the name written before `.produce()`: a plain local
 variable is required (checked). Rebinding is an ordinary assignment to the tracer, so it is
 loop-carried and merged across `if` like `pipe = ...` (tests prove loops, branches, nesting).
@@ -27,7 +27,7 @@ first slot forever (docs/hang-prev-copy.md). A wgmma consumer that must free a s
 wgmma reading it retired declares `release_lag` instead: `release()` then arrives on the slot
 `release_lag` acquisitions back, and `flush_releases()` frees the rest once the last wgmma retired.
 
-**Arrivals.** An `mbarrier.arrive` in Gluon 3.6 is one arrival per partition (one thread after a
+**Arrivals.** An `mbarrier.arrive` in Gluon is one arrival per partition (one thread after a
 partition-wide bar.sync); a TMA `expect` is one arrival. So `producer_arrivals` and
 `consumer_arrivals` count roles, and `tilepipe.roles.warp_specialize` checks them against the roles
 that actually signal each barrier while tracing.
@@ -35,10 +35,10 @@ that actually signal each barrier while tracing.
 **Probes.** A pipeline carries a `tilepipe.probe.Probe`: off by default (no code at all), it records every
 wait in debug mode (progress records the hang watchdog reads) or trace mode (timestamps for a timeline).
 
-**Try-acquire.** Gluon 3.6 has no `mbarrier.test_wait`/`try_wait` builtin, and inline PTX cannot
-reach a barrier: `inline_asm_elementwise` takes register tensors only and no 3.6 op turns a shared
-memory descriptor into an address. `try_wait_*` therefore answers "not ready" (always correct,
-since a try may fail spuriously), and `wait_*_if_needed(ready)` is an exact predicated wait.
+**Try-acquire.** Gluon has no `mbarrier.try_wait` builtin; since 3.9 inline PTX takes a barrier as an
+operand, so `try_wait_*` / `try_acquire_*` run a real `mbarrier.try_wait.parity` and return `ready` without
+blocking past the hardware's short suspend. Each thread asks for itself, and a "not ready" may be spurious,
+so `ready` only ever skips a wait: `wait_*_if_needed(ready)` / `acquire_*(ready)` are exact predicated waits.
 """
 
 import hashlib
@@ -48,7 +48,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
@@ -152,7 +152,7 @@ class ProducerConsumerPipeline:
             raise _trace.ProtocolError(
                 f"pipeline '{self.name.value}': a release lag of {lag} needs at least {lag + 1} stages (has "
                 f"{self.num_stages.value}); the producer could never refill the slots the consumer holds")
-        return _replace(self, release_lag=lag)
+        return gl.aggregate_replace(self, release_lag=lag)
 
     # ---- direct API (the seed's names; no trace-time checks) -----------------------------------
 
@@ -179,13 +179,13 @@ class ProducerConsumerPipeline:
 
     @gluon.jit
     def try_wait_consumer(self):
-        """Always "not ready" in Gluon 3.6 (no non-blocking mbarrier test; see the module docstring)."""
-        return gl.to_tensor(False)
+        """Producer side: whether the consumers already released the current slot, without waiting for it."""
+        return _try_wait(self.consumer_mbar(self.index), self.phase ^ 1)
 
     @gluon.jit
     def try_wait_producer(self):
-        """Always "not ready" in Gluon 3.6 (no non-blocking mbarrier test; see the module docstring)."""
-        return gl.to_tensor(False)
+        """Consumer side: whether the producer already filled the current slot, without waiting for it."""
+        return _try_wait(self.producer_mbar(self.index), self.phase)
 
     @gluon.must_use_result("Rebind it: `pipe = pipe.producer_step()`.")
     @builtin
@@ -235,7 +235,7 @@ class ProducerConsumerPipeline:
                 fence_async_shared(_semantic=_semantic)
             mbarrier.arrive(_empty(self, slot, _semantic), pred=self.pending.__gt__(j, _semantic=_semantic),
                             _semantic=_semantic)
-        return _replace(self, pending=_semantic.to_tensor(0))
+        return gl.aggregate_replace(self, pending=_semantic.to_tensor(0))
 
     # ---- stage handles -----------------------------------------------------------------------
 
@@ -251,15 +251,15 @@ class ProducerConsumerPipeline:
         self.wait_producer_if_needed(ready, _semantic=_semantic)
         return ConsumerStage(self, _trace.open_stage("consumer", self.name, _semantic))
 
-    @builtin
-    def try_acquire_producer(self, _semantic=None):
-        """The seed's try-then-wait acquire. In Gluon 3.6 the try never succeeds, so this waits like acquire."""
-        return self.acquire_producer(_semantic=_semantic)
+    @gluon.jit
+    def try_acquire_producer(self):
+        """The seed's non-blocking try: `ready`, to pass to acquire_producer(ready) after other work."""
+        return self.try_wait_consumer()
 
-    @builtin
-    def try_acquire_consumer(self, _semantic=None):
-        """The seed's try-then-wait acquire. In Gluon 3.6 the try never succeeds, so this waits like acquire."""
-        return self.acquire_consumer(_semantic=_semantic)
+    @gluon.jit
+    def try_acquire_consumer(self):
+        """The seed's non-blocking try: `ready`, to pass to acquire_consumer(ready) after other work."""
+        return self.try_wait_producer()
 
     # ---- context managers ---------------------------------------------------------------------
 
@@ -293,23 +293,26 @@ def _library_revision() -> str:
 _LIB_REV = gl.constexpr(_library_revision())
 
 
-def _replace(pipe, **changes):
-    """A copy of `pipe` with some fields changed."""
-    fields = {name: getattr(pipe, name) for name, _ in pipe.type.fields}
-    fields.update(changes)
-    return ProducerConsumerPipeline(*fields.values())
-
-
 def _advanced(pipe, semantic):
     """The cursor one stage on: index wraps at num_stages and flips the phase (the probe counts the step)."""
-    pipe = _replace(pipe, probe=_probe.advanced(pipe, semantic))
+    pipe = gl.aggregate_replace(pipe, probe=_probe.advanced(pipe, semantic))
     if _unwrap_if_constexpr(pipe.num_stages) == 1:
-        return _replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
+        return gl.aggregate_replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
     nxt = pipe.index.__add__(1, _semantic=semantic)
     wrap = nxt.__eq__(pipe.num_stages, _semantic=semantic)
     index = gl.where(wrap, 0, nxt, _semantic=semantic)
     phase = gl.where(wrap, pipe.phase.__xor__(1, _semantic=semantic), pipe.phase, _semantic=semantic)
-    return _replace(pipe, index=index, phase=phase)
+    return gl.aggregate_replace(pipe, index=index, phase=phase)
+
+
+@gluon.jit
+def _try_wait(barrier, parity):
+    """One thread's non-blocking test of `barrier` for the phase with parity `parity` (PTX try_wait, which may
+    suspend the thread for a short, hardware-chosen time). A "not ready" may be spurious; "ready" never is."""
+    done = gl.inline_asm_elementwise(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+        "=r,r,r", [barrier, parity], dtype=gl.int32, is_pure=False, pack=1)
+    return done != 0
 
 
 def _release_slot(pipe, semantic):
@@ -324,7 +327,7 @@ def _release_slot(pipe, semantic):
     held = pipe.pending.__eq__(lag, _semantic=semantic)
     mbarrier.arrive(_empty(pipe, slot, semantic), pred=held, _semantic=semantic)
     pending = gl.minimum(pipe.pending.__add__(1, _semantic=semantic), lag, _semantic=semantic)
-    return _replace(pipe, pending=pending)
+    return gl.aggregate_replace(pipe, pending=pending)
 
 
 def _signal(stage, barrier, semantic):
@@ -359,13 +362,9 @@ def _wait(pipe, side, barrier, phase, ready, semantic):
     _probe.after_wait(pipe, side, phase, started_at, semantic)
 
 
+@aggregate
 class _Stage:
     """What both stage handles hold: the pipeline (with the role's cursor) and the trace-time token."""
-
-    @gluon.constexpr_function
-    def __init__(self, pipe, token):
-        self.pipe = pipe
-        self.token = gl.constexpr(token)
 
     @gluon.jit
     def index(self):
@@ -442,11 +441,7 @@ class ConsumerStage(_Stage):
         return _advanced(self.pipe, _semantic)
 
 
+@aggregate
 class GuardedTiles:
     """Base of aggregates that pair a pipeline with the shared-memory stage array it guards (fields `pipeline`,
     `tiles`): output stages, epilogue source stages."""
-
-    @gluon.constexpr_function
-    def __init__(self, pipeline, tiles):
-        self.pipeline = pipeline
-        self.tiles = tiles

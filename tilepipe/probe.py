@@ -16,7 +16,7 @@ PROBE (a constexpr, so each mode is its own binary):
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
@@ -113,10 +113,7 @@ def bind_role(value, role: int, name: str):
     bound = {field: bind_role(v, role, name) for field, v in fields.items()}
     if all(bound[field] is fields[field] for field in fields):
         return value
-    clone = type(value)._get_instance()  # how Triton itself rebuilds an aggregate from its fields
-    for field, v in bound.items():
-        setattr(clone, field, v)
-    return clone
+    return gl.aggregate_replace(value, **bound)
 
 
 def _checked(pipe):

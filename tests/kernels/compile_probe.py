@@ -23,8 +23,8 @@ def wgmma_probe(a_desc, b_desc, c_ptr):
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(bar, count=1)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(a_desc, [0, 0], bar, a_smem)
-    tma.async_copy_global_to_shared(b_desc, [0, 0], bar, b_smem)
+    tma.async_load(a_desc, [0, 0], bar, a_smem)
+    tma.async_load(b_desc, [0, 0], bar, b_smem)
     mbarrier.wait(bar, 0)
     mbarrier.invalidate(bar)
 

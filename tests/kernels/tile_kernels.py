@@ -31,8 +31,8 @@ def kgroup_loader(inputs: InputTilePipeline, a_desc, b_desc, k_tiles):
             tiles.expect_bytes(K_GROUP * (a_desc.block_type.nbytes + b_desc.block_type.nbytes))
             for j in gl.static_range(K_GROUP):
                 a, b = tiles.get_tile(j)
-                tma.async_copy_global_to_shared(a_desc, [0, (k + j) * BK], tiles.mbar(), a)
-                tma.async_copy_global_to_shared(b_desc, [0, (k + j) * BK], tiles.mbar(), b)
+                tma.async_load(a_desc, [0, (k + j) * BK], tiles.mbar(), a)
+                tma.async_load(b_desc, [0, (k + j) * BK], tiles.mbar(), b)
     producer.drain()
 
 

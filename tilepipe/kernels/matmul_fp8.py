@@ -134,10 +134,10 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes + sa_desc.block_type.nbytes
                                    + sb_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
-                tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
-                tma.async_copy_global_to_shared(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
-                tma.async_copy_global_to_shared(sb_desc, [pid_n, k - k % SCALE_ALIGN], tiles.mbar(),
+                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
+                tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                tma.async_load(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
+                tma.async_load(sb_desc, [pid_n, k - k % SCALE_ALIGN], tiles.mbar(),
                                                 tiles.tile("b_scales"))
         work = work.next()
     producer.drain()
@@ -152,9 +152,9 @@ def stage_scales(tiles, k, row_layout: gl.constexpr):
     BM: gl.constexpr = tiles.payload.a_scales.shape[2]
     SB: gl.constexpr = tiles.payload.b_scales.shape[2]
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    sa = tiles.tile("a_scales")._reinterpret(gl.float32, [BM], flat).load(row_layout)
+    sa = tiles.tile("a_scales").reinterpret(gl.float32, [BM], flat).load(row_layout)
     every_word: gl.constexpr = gl.BlockedLayout([SCALE_ALIGN], [32], [gl.num_warps()], [0])  # each thread: all 4
-    words = tiles.tile("b_scales")._reinterpret(gl.float32, [SB], flat).slice(0, SCALE_ALIGN).load(every_word)
+    words = tiles.tile("b_scales").reinterpret(gl.float32, [SB], flat).slice(0, SCALE_ALIGN).load(every_word)
     sb = gl.sum(gl.where(gl.arange(0, SCALE_ALIGN, every_word) == k % SCALE_ALIGN, words, 0.0), axis=0)
     return sa * sb
 

@@ -48,7 +48,7 @@ def stress_producer(pipe: ProducerConsumerPipeline, bufs, n_items, STYLE: gl.con
             mbarrier.arrive(pipe.producer_mbar(pipe.producer_stage()))
             pipe = pipe.producer_step()
         elif STYLE == HANDLES:
-            stage = pipe.try_acquire_producer()
+            stage = pipe.acquire_producer(pipe.try_acquire_producer())
             bufs.index(stage.index()).store(item_values(i, ROWS, COLS, layout))
             stage.arrive()
             pipe = stage.release()
@@ -89,7 +89,7 @@ def stress_consumer(pipe: ProducerConsumerPipeline, bufs, out_ptr, n_items, CONS
             if CONSUMER == 0:
                 stage = pipe.acquire_consumer()
             else:
-                stage = pipe.try_acquire_consumer()
+                stage = pipe.acquire_consumer(pipe.try_acquire_consumer())
             total = gl.sum(gl.sum(bufs.index(stage.index()).load(layout), 1), 0)
             pipe = stage.release()
         elif STYLE == MIXED:
@@ -144,8 +144,8 @@ def wgmma_loader(pipe: ProducerConsumerPipeline, a_bufs, b_bufs, a_desc, b_desc,
         for k in range(k_tiles):
             with pipe.produce() as stage:
                 stage.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [t * BM, k * BK], stage.mbar(), a_bufs.index(stage.index()))
-                tma.async_copy_global_to_shared(b_desc, [0, k * BK], stage.mbar(), b_bufs.index(stage.index()))
+                tma.async_load(a_desc, [t * BM, k * BK], stage.mbar(), a_bufs.index(stage.index()))
+                tma.async_load(b_desc, [0, k * BK], stage.mbar(), b_bufs.index(stage.index()))
     pipe.drain()
 
 
@@ -220,7 +220,8 @@ def run_stress(style: str, stages: int, consumers: int, n_items: int) -> dict:
     import torch
 
     out = torch.full((consumers, n_items), -1, dtype=torch.int32, device="cuda")  # -1: no item sums to it
-    stress_kernel[(1, )](out, n_items, stages, consumers, STYLES[style], ROWS, COLS, num_warps=4)
+    stress_kernel[(1, )](out, n_items, stages, consumers, STYLES[style], ROWS, COLS, num_warps=4,
+                         enable_fp_fusion=True)
     torch.cuda.synchronize()
     size = ROWS * COLS
     expected = torch.arange(n_items, device="cuda", dtype=torch.int64) * size * size + size * (size - 1) // 2
@@ -242,7 +243,7 @@ def run_wgmma(stages: int, n_tiles: int, k_tiles: int) -> dict:
     layouts = SmemLayouts(BM, BN, BK, "fp16", "fp32")  # the layouts the kernel's tile storage allocates
     a_desc = TensorDescriptor.from_tensor(a, [BM, BK], layouts.a)
     b_desc = TensorDescriptor.from_tensor(b, [BN, BK], layouts.b)
-    wgmma_kernel[(1, )](a_desc, b_desc, out, n_tiles, k_tiles, stages, num_warps=4)
+    wgmma_kernel[(1, )](a_desc, b_desc, out, n_tiles, k_tiles, stages, num_warps=4, enable_fp_fusion=True)
     torch.cuda.synchronize()
     ref = a.double() @ b.double().T
     err = float((out.double() - ref).norm() / ref.norm())
