@@ -294,12 +294,12 @@ def _ptxas_usage(ptx: str, md: Any, target: str, run_dir: Path) -> tuple[int, in
 
     The flags mirror Triton's own ptxas call so the numbers describe the cubin Triton built.
     """
-    from triton import knobs
+    from triton.backends.nvidia.compiler import get_ptxas
 
-    tool = knobs.nvidia.ptxas_blackwell if TARGETS[target] >= 100 else knobs.nvidia.ptxas
+    tool = get_ptxas(TARGETS[target])
     path = run_dir / "kernel.ptx"
     path.write_text(ptx)
-    cmd = [tool.path, "-lineinfo", "-v", f"--gpu-name={target}", str(path), "-o", os.devnull]
+    cmd = [tool.path, "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}", str(path), "-o", os.devnull]
     if not md.enable_fp_fusion:
         cmd.insert(1, "--fmad=false")
     if md.ptx_options:

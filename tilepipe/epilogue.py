@@ -11,7 +11,7 @@ declared storages (`EpiLoadPipelineStorage`, `LoadOrderBarrierStorage`).
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 
 from tilepipe.pipeline import GuardedTiles, ProducerConsumerPipeline
 
@@ -28,7 +28,7 @@ class EpiLoadPipeline(GuardedTiles):
         """Epilogue-load role: wait for a free stage, TMA-load the C tile at `coords` into it."""
         stage = self.pipeline.acquire_producer()
         stage.expect_bytes(c_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(c_desc, coords, stage.mbar(), self.tiles.index(stage.index()))
+        tma.async_load(c_desc, coords, stage.mbar(), self.tiles.index(stage.index()))
         return EpiLoadPipeline(stage.release(), self.tiles)
 
     @gluon.jit

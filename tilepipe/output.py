@@ -9,14 +9,14 @@ accumulator stages to an epilogue role; it comes with the Blackwell kernels.)
         out.tile().store(d)
         out.arrive()                    # fenced first: TMA reads what ordinary stores wrote
     with outputs.consume() as out:      # store role
-        tma.async_copy_shared_to_global(d_desc, coords, out.tile())
+        tma.async_store(d_desc, coords, out.tile())
         tma.store_wait(0)
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 
 from tilepipe import _trace
 from tilepipe.pipeline import ConsumerStage, GuardedTiles, ProducerConsumerPipeline, ProducerStage

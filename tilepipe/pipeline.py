@@ -45,7 +45,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
@@ -343,13 +343,9 @@ def _wait(barrier, phase, ready, semantic):
     mbarrier.wait(barrier, phase, pred=pred, _semantic=semantic)
 
 
+@aggregate
 class _Stage:
     """What both stage handles hold: the pipeline (with the role's cursor) and the trace-time token."""
-
-    @gluon.constexpr_function
-    def __init__(self, pipe, token):
-        self.pipe = pipe
-        self.token = gl.constexpr(token)
 
     @gluon.jit
     def index(self):
@@ -426,11 +422,7 @@ class ConsumerStage(_Stage):
         return _advanced(self.pipe, _semantic)
 
 
+@aggregate
 class GuardedTiles:
     """Base of aggregates that pair a pipeline with the shared-memory stage array it guards (fields `pipeline`,
     `tiles`): output stages, epilogue source stages."""
-
-    @gluon.constexpr_function
-    def __init__(self, pipeline, tiles):
-        self.pipeline = pipeline
-        self.tiles = tiles

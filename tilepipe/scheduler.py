@@ -28,7 +28,7 @@ Two launches that share a counter must not run concurrently (ops.py keeps one co
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
@@ -68,6 +68,7 @@ class TileGrid:
         return pid_m, pid_n
 
 
+@aggregate
 class _Work:
     """What both work types share: a tile id (`tile_id`) in a TileGrid (`grid`)."""
 

@@ -28,7 +28,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 
 from tilepipe._text import format_table
 from tilepipe.pipeline import ProducerConsumerPipeline

@@ -9,7 +9,7 @@ aggregate (`StandardTiles`: A and B arrays; block-scaled and blockwise-FP8 paylo
         tiles.expect_bytes(k_group_size * BYTES)
         for j in gl.static_range(k_group_size):
             a, b = tiles.get_tile(j)
-            tma.async_copy_global_to_shared(a_desc, [m, k], tiles.mbar(), a)
+            tma.async_load(a_desc, [m, k], tiles.mbar(), a)
             ...
     producer.drain()
 
@@ -24,7 +24,7 @@ Cursor and protocol live in the wrapped `ProducerConsumerPipeline`; this module 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.language.core import _aggregate as aggregate
+from triton.experimental.gluon import aggregate
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe import _trace
@@ -44,14 +44,9 @@ def _payload_tile(payload, field: str, stage_index, j, k_group_size: int, semant
     return array.index(flat, _semantic=semantic)
 
 
+@aggregate
 class _TileStage:
     """What producer and consumer tile stages share: the stage handle, the payload, and tile access."""
-
-    @gluon.constexpr_function
-    def __init__(self, stage, payload, k_group_size):
-        self.stage = stage
-        self.payload = payload
-        self.k_group_size = gl.constexpr(k_group_size)
 
     @gluon.jit
     def index(self):
@@ -111,14 +106,9 @@ class InputConsumerStage(_TileStage):
         return TileConsumer(self.stage.release(_semantic=_semantic), self.payload, self.k_group_size)
 
 
+@aggregate
 class _TileRole:
     """What both role views share: the pipeline (with this role's cursor), the payload, the group size."""
-
-    @gluon.constexpr_function
-    def __init__(self, pipeline, payload, k_group_size):
-        self.pipeline = pipeline
-        self.payload = payload
-        self.k_group_size = gl.constexpr(k_group_size)
 
     @builtin
     def try_acquire(self, _semantic=None):

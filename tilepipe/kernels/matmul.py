@@ -69,11 +69,11 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
         for k in range(k_tiles):
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
+                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
                 if B_KMAJOR:
-                    tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                    tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
                 else:
-                    tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
+                    tma.async_load(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
         if HAS_C:
             load_order = load_order.signal()  # this tile's main-loop loads are on their way
         work = work.next()
@@ -133,7 +133,7 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
     while work.valid:
         pid_m, pid_n = work.coords()
         with outputs.consume() as out:
-            tma.async_copy_shared_to_global(d_desc, [pid_m * BM, pid_n * BN], out.tile())
+            tma.async_store(d_desc, [pid_m * BM, pid_n * BN], out.tile())
             tma.store_wait(0)
             if HAS_C:
                 sources = sources.release()  # C was used and D stored: the stage may receive the next C

@@ -144,8 +144,8 @@ def wgmma_loader(pipe: ProducerConsumerPipeline, a_bufs, b_bufs, a_desc, b_desc,
         for k in range(k_tiles):
             with pipe.produce() as stage:
                 stage.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [t * BM, k * BK], stage.mbar(), a_bufs.index(stage.index()))
-                tma.async_copy_global_to_shared(b_desc, [0, k * BK], stage.mbar(), b_bufs.index(stage.index()))
+                tma.async_load(a_desc, [t * BM, k * BK], stage.mbar(), a_bufs.index(stage.index()))
+                tma.async_load(b_desc, [0, k * BK], stage.mbar(), b_bufs.index(stage.index()))
     pipe.drain()
 
 
