@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tilepipe import tuning as autotune
-from tilepipe.ops import LARGE_16BIT, MEDIUM, SMALL
+from tilepipe.host import configs
+from tilepipe.host.configs import LARGE_16BIT, MEDIUM, SMALL
+from tilepipe.tools import autotune
 
 REPO = Path(__file__).resolve().parent.parent
 TIMES = {LARGE_16BIT: 0.30, MEDIUM: 0.20, SMALL: 0.25}
 CHILD = """
 import json, sys
-from tilepipe import tuning as autotune
-from tilepipe.ops import LARGE_16BIT, MEDIUM, SMALL
+from tilepipe.host.configs import LARGE_16BIT, MEDIUM, SMALL
+from tilepipe.tools import autotune
 times = {LARGE_16BIT: 0.30, MEDIUM: 0.20, SMALL: 0.25}
 best = autotune.tune(sys.argv[1], list(times), times.__getitem__)
 print(json.dumps({"best": autotune.describe(best), **autotune.STATS}))
@@ -29,7 +30,7 @@ print(json.dumps({"best": autotune.describe(best), **autotune.STATS}))
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEPIPE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(autotune, "STATS", {"timed": 0, "cache_hits": 0})
-    monkeypatch.setattr(autotune, "_ENTRIES", {})
+    monkeypatch.setattr(configs, "_ENTRIES", {})
     return tmp_path
 
 
@@ -69,9 +70,9 @@ def test_a_second_process_reuses_the_cache(cache_dir):
 
 
 def test_default_candidates_fit_shared_memory():
-    from tilepipe.kernels.matmul import matmul_plan
-
     import torch
+
+    from tilepipe.kernels.matmul import matmul_plan
     for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
         cands = autotune.default_candidates(out_dtype)
         assert len(set(cands)) == len(cands) >= 4

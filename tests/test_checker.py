@@ -4,11 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from tilepipe import ops
-from tilepipe.checker import (Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, check_shipped_kernels, consume,
-                              format_results, loop, produce, trip_cases, wait_filled)
-from tilepipe.kernels.protocols import MATMUL_VARIANTS, matmul_configs, matmul_protocol, stress_protocol, wgmma_protocol
-from tilepipe.storage import BarrierPair, SmemPipelineBundle
+from tilepipe.host.configs import MEDIUM, MatmulConfig
+from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle
+from tilepipe.verify.checker import (Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume, format_results,
+                                     loop, produce, trip_cases, wait_filled)
+from tilepipe.verify.protocols import (MATMUL_VARIANTS, check_shipped_kernels, matmul_configs, matmul_protocol,
+                                       stress_protocol, wgmma_protocol)
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +18,7 @@ def shipped():
 
 
 def matmul_c() -> object:
-    return matmul_protocol("MEDIUM", ops.MEDIUM, "matmul +C")
+    return matmul_protocol("MEDIUM", MEDIUM, "matmul +C")
 
 
 def role(protocol, name: str):
@@ -192,9 +193,9 @@ def test_one_stage_ring_explores_every_interleaving():
 
 def test_matmul_protocol_holds_for_other_stage_counts():
     """Two input and two output stages pass; one input stage cannot carry the mma role's release lag."""
-    two = check(matmul_protocol("two", ops.MatmulConfig(128, 128, 64, stages=2, c_stages=2), "matmul +C"))
+    two = check(matmul_protocol("two", MatmulConfig(128, 128, 64, stages=2, c_stages=2), "matmul +C"))
     assert two.ok, format_results([two])
-    one = check(matmul_protocol("one", ops.MatmulConfig(128, 128, 64, stages=1)))
+    one = check(matmul_protocol("one", MatmulConfig(128, 128, 64, stages=1)))
     assert {(f.kind, f.role, f.pipeline) for f in one.findings} == {("deadlock", "mma", "input")}
 
 

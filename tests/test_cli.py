@@ -69,7 +69,7 @@ def test_bench_without_a_gpu_exits_2():
 
 def test_bench_plot_redraws_a_results_file(tmp_path):
     results = tmp_path / "run.json"
-    shutil.copy(REPO / "bench" / "results" / "matmul-bf16-h100-v5.json", results)
+    shutil.copy(REPO / "tests" / "fixtures" / "matmul-bench-result.json", results)
     result = tilepipe_cli("bench", "--plot", str(results), timeout=120)
     assert result.returncode == 0, result.stderr
     png = results.with_suffix(".png")

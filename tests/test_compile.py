@@ -1,4 +1,4 @@
-"""CPU tests of tilepipe.compile: ahead-of-time builds for sm_90a and sm_100a, and failures that must not kill pytest."""
+"""CPU tests of tilepipe.verify.compile: ahead-of-time builds for sm_90a and sm_100a, and failures that must not kill pytest."""
 
 import textwrap
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from triton.experimental.gluon import language as gl
 
-from tilepipe.compile import (CompileError, KernelReport, KernelSpec, _parse_ptxas_log, compile_kernel,
-                              compile_kernels, tdesc_signature)
+from tilepipe.kernels.spec import KernelSpec, tdesc_signature
+from tilepipe.verify.compile import CompileError, KernelReport, _parse_ptxas_log, compile_kernel, compile_kernels
 
 PROBE = "tests.kernels.compile_probe"
 STORE_SIG = {"out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}

@@ -1,10 +1,10 @@
-"""tilepipe.counters without a GPU: ncu's CSV parsed into one record per kernel with units normalised, and the
+"""tilepipe.tools.counters without a GPU: ncu's CSV parsed into one record per kernel with units normalised, and the
 committed H100 counters file read back through the same table."""
 
 import json
 from pathlib import Path
 
-from tilepipe.counters import METRICS, RESULTS_DIR, parse, table
+from tilepipe.tools.counters import METRICS, RESULTS_DIR, parse, table
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')

@@ -6,7 +6,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
-from tilepipe.library import register
+from tilepipe.api.library import register
 
 
 @pytest.fixture

@@ -4,9 +4,11 @@ import pytest
 import torch
 
 import tilepipe
-from tilepipe.compile import CompileError, compile_kernels
+from tilepipe.host import staging
+from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL,
+                                   choose_config)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL, choose_config
+from tilepipe.verify.compile import CompileError, compile_kernels
 
 # (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, per-column bias dtype, schedule)
 CONFIGS = ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
@@ -54,7 +56,7 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     # the dynamic scheduler draws tickets with one atomic add and leaves the counter at zero with one exchange
     dynamic, streamk = schedule == "dynamic", schedule == "streamk"
     assert report.count("atom.global.gpu.acq_rel.add") == report.count("atom.global.gpu.acq_rel.exch") == dynamic
-    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring add (tilepipe/partials.py)
+    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring add (tilepipe/pipeline/partials.py)
     assert (report.count("red.release.gpu.global.add"), report.count("atom.relaxed.gpu.global.add")) == (streamk, ) * 2
     assert (report.count("ld.acquire.gpu.global") > 0) == streamk
     # partial sums, stored and loaded in the accumulator's layout as 8-byte vectors
@@ -73,10 +75,10 @@ def test_config_fills_the_machine():
 
 
 def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
-    """schedule_for (H100 measurements in bench/results/scheduler-h100-v5.json): stream-K at 133 tiles of K = 4096
+    """schedule_for (H100 measurements in bench/results/archive/scheduler-h100-v5.json): stream-K at 133 tiles of K = 4096
     (1.07x static) and 288 tiles of K = 8192 (1.11x the 128x128 static default); static for short tiles, full waves,
     fewer tiles than SMs, and where MEDIUM tiles or the saved part of a wave leave too little to gain."""
-    pick = tilepipe.ops.schedule_for
+    pick = tilepipe.api.matmul.schedule_for
     assert pick(896, 4864, 4096, LARGE_16BIT, 132) == "streamk"  # 133 tiles
     assert pick(2304, 4096, 8192, LARGE_16BIT, 132) == "streamk"  # 288 tiles
     assert pick(896, 4864, 1024, LARGE_16BIT, 132) == "static"  # 12 us tiles: the 20 us fixup outweighs the wave
@@ -153,8 +155,8 @@ def test_bad_cuda_input_names_the_argument():
 
 
 def test_restaging_copy_compiles_to_16_byte_vectors():
-    from tilepipe.compile import compile_kernel
     from tilepipe.kernels.restage import restage_spec
+    from tilepipe.verify.compile import compile_kernel
 
     report = compile_kernel(restage_spec())
     assert report.count("ld.global.v4.b32") > 0 and report.count("st.global.v4.b32") > 0
@@ -169,10 +171,9 @@ def test_restaging_copy_compiles_to_16_byte_vectors():
     ((7168, 5120, 4000), 0),  # 8000-byte rows: on 32-byte sectors, nothing to save
 ])
 def test_rows_off_sectors_are_restaged_where_the_model_says_it_pays(monkeypatch, shape, restaged):
-    ops = tilepipe.ops
-    monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
-    monkeypatch.setattr(ops, "_restaged", lambda t, device: "restaged")
+    monkeypatch.setattr(staging, "sm_count", lambda device: 132)
+    monkeypatch.setattr(staging, "restaged", lambda t, device: "restaged")
     M, N, K = shape
     a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K, dtype=torch.bfloat16)
-    views = ops._sector_aligned(a, b, M, N, K, LARGE_16BIT, 0)
+    views = staging.sector_aligned(a, b, M, N, K, LARGE_16BIT, 0)
     assert sum(view == "restaged" for view in views if isinstance(view, str)) == restaged

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from tests.kernels import misuse_kernels
-from tilepipe.compile import CompileError, KernelSpec, compile_kernels
-from tilepipe.kernels.pipeline_demo import STYLES, stress_spec, wgmma_plan, wgmma_spec
+from tilepipe.examples.pipeline_demo import STYLES, stress_spec, wgmma_plan, wgmma_spec
+from tilepipe.kernels.spec import KernelSpec
+from tilepipe.verify.compile import CompileError, compile_kernels
 
 STAGES = (1, 2, 4, 8)
 STRESS_CASES = [(style, stages, consumers, target) for target in ("sm_90a", "sm_100a") for style in STYLES

@@ -13,9 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilepipe import debug, ops, probe, timeline
-from tilepipe.compile import CompileError, KernelReport, KernelSpec, compile_kernels
+from tilepipe.host import configs
 from tilepipe.kernels.matmul import matmul_spec
+from tilepipe.kernels.spec import KernelSpec
+from tilepipe.pipeline import probe
+from tilepipe.probes import debug, timeline
+from tilepipe.verify.compile import CompileError, KernelReport, compile_kernels
 
 REPO = Path(__file__).resolve().parent.parent
 PTX_BASELINE_REF = "4a98d0c"
@@ -37,7 +40,7 @@ def hang_spec(bug: int, mode: int) -> KernelSpec:
 
 
 MODES = {"off": probe.OFF, "debug": probe.DEBUG, "trace": 64}
-SPECS = {(kernel, mode): matmul_spec(getattr(ops, cfg), *args, probe=value) for kernel, (cfg, *args) in MATMULS.items()
+SPECS = {(kernel, mode): matmul_spec(getattr(configs, cfg), *args, probe=value) for kernel, (cfg, *args) in MATMULS.items()
          for mode, value in MODES.items()}
 SPECS.update({("hang", bug, mode): hang_spec(bug, value) for bug in (0, 1, 2) for mode, value in MODES.items()})
 
@@ -219,7 +222,7 @@ def test_chrome_trace_and_png(tmp_path):
     assert timeline.spans_of(trace) == timeline.decode(_synthetic_trace())[0]
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     redrawn = tmp_path / "again.png"
-    subprocess.run([sys.executable, "-m", "tilepipe.timeline", str(tmp_path / "t.json"), str(redrawn), "1"], check=True,
+    subprocess.run([sys.executable, "-m", "tilepipe.probes.timeline", str(tmp_path / "t.json"), str(redrawn), "1"], check=True,
                    cwd=REPO)
     assert redrawn.stat().st_size > 1000
 

@@ -2,8 +2,9 @@
 
 import re
 
-from tilepipe.compile import CompileError, KernelSpec, compile_kernels
 from tests.kernels.clc_probe import offset_of, probe_plan
+from tilepipe.kernels.spec import KernelSpec
+from tilepipe.verify.compile import CompileError, compile_kernels
 
 
 def test_clc_try_cancel_compiles_for_sm_100a_at_the_planned_offsets():

@@ -1,13 +1,15 @@
-"""CPU tests of tilepipe.storage: plans for the GEMM family, the budget error, stage search, compiled sizes."""
+"""CPU tests of tilepipe.pipeline.storage: plans for the GEMM family, the budget error, stage search, compiled sizes."""
 
 import re
 
 import pytest
 
 from tests.kernels.storage_kernels import KINDS, SM100_ONLY, plan
-from tilepipe.compile import CompileError, KernelSpec, compile_kernels
-from tilepipe.storage import (ClcPipelineStorage, InputPipelineStorage, OutputTileStorage, Part, SmemBudgetError,
-                              SmemLayouts, SmemPlan, StandardTileStorage, device_limit, largest_stages)
+from tilepipe.kernels.spec import KernelSpec
+from tilepipe.pipeline.storage import (ClcPipelineStorage, InputPipelineStorage, OutputTileStorage, Part,
+                                       SmemBudgetError, SmemLayouts, SmemPlan, StandardTileStorage, device_limit,
+                                       largest_stages)
+from tilepipe.verify.compile import CompileError, compile_kernels
 
 STAGES = (2, 4)
 

@@ -1,9 +1,9 @@
-"""CPU tests of tilepipe.tiles: k-grouped input tile pipelines compile to one barrier pair per group."""
+"""CPU tests of tilepipe.pipeline.tiles: k-grouped input tile pipelines compile to one barrier pair per group."""
 
 import pytest
 
 from tests.kernels.tile_kernels import kgroup_plan, spec
-from tilepipe.compile import CompileError, compile_kernels
+from tilepipe.verify.compile import CompileError, compile_kernels
 
 CASES = [(2, 1), (4, 2), (6, 3), (4, 4)]
 

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 from tilepipe._text import format_table
-from tilepipe.compile import CompileError, compile_kernels
-from tilepipe.debug import run_all_guarded
-from tilepipe.kernels import pipeline_demo
+from tilepipe.examples import pipeline_demo
+from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
-from tilepipe.ops import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL
+from tilepipe.probes.debug import run_all_guarded
+from tilepipe.verify.compile import CompileError, compile_kernels
 
 DEMO_TIMEOUT_S = 120
 
@@ -19,8 +19,8 @@ def report() -> int:
     """Compile every shipped kernel for sm_90a and sm_100a (wgmma kernels: sm_90a only) and print what they hold."""
     import torch
 
-    from tilepipe import fp8
-    from tilepipe.kernels.matmul_fp8 import blockwise_spec, scaled_spec
+    from tilepipe.kernels.matmul_fp8 import scaled_spec
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
     from tilepipe.kernels.restage import restage_spec
 
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
@@ -34,8 +34,8 @@ def report() -> int:
               matmul_spec(LARGE_16BIT, "bf16", "bf16", True, bias_dtype="bf16"),
               matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="dynamic"),
               matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="streamk")]
-    specs += [scaled_spec(fp8.configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
-              blockwise_spec(fp8.configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
+    specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
+              blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
               restage_spec()]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
     failed = 0
@@ -68,9 +68,9 @@ def _describe(spec) -> str:
 
 def demo() -> int:
     """On the GPU, each in its own process under a timeout: the pipeline self-checks, then the public ops on
-    default shapes against torch (tilepipe.bench's family table)."""
+    default shapes against torch (tilepipe.tools.bench's family table)."""
     cases = [("stress", style, "4", "2", "8192") for style in pipeline_demo.STYLES] + [("wgmma", "4", "8", "1024")]
-    commands = [["-m", "tilepipe.kernels.pipeline_demo", *case] for case in cases] + [["-m", "tilepipe.bench"]]
+    commands = [["-m", "tilepipe.examples.pipeline_demo", *case] for case in cases] + [["-m", "tilepipe.tools.bench"]]
     runs = run_all_guarded(commands, DEMO_TIMEOUT_S)
     rows = [("case", "status", "seconds", "detail")]
     for run in runs[:-1]:
@@ -86,8 +86,9 @@ def demo() -> int:
 
 
 def check() -> int:
-    """Run the protocol checker over the shipped kernels (tilepipe.checker); non-zero when any finding."""
-    from tilepipe.checker import check_shipped_kernels, format_results
+    """Run the protocol checker over the shipped kernels (tilepipe.verify.checker); non-zero when any finding."""
+    from tilepipe.verify.checker import format_results
+    from tilepipe.verify.protocols import check_shipped_kernels
 
     results = check_shipped_kernels()
     print(format_results(results))
@@ -107,13 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
                         help="bench: the bf16/fp16 GEMMs (NAME.json), the FP8 GEMMs (NAME-fp8.json), or both")
     parser.add_argument("--schedulers", action="store_true",
-                        help="bench: the static against the dynamic tile scheduler (tilepipe/scheduler.py)")
+                        help="bench: the static against the dynamic tile scheduler (tilepipe/schedulers/)")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
     if args.command == "report":
         return report()
-    from tilepipe import bench
+    from tilepipe.tools import bench
 
     if args.command == "bench" and args.plot:
         print(f"wrote {bench.plot(args.plot)}")
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.family in ("all", "bf16"):
             bench.run(args.name, pairs=args.pairs)
         if args.family in ("all", "fp8"):
-            from tilepipe import bench_fp8
+            from tilepipe.tools import bench_fp8
 
             bench_fp8.run(f"{args.name}-fp8", pairs=args.pairs)
         return 0

@@ -1,7 +1,7 @@
 """The GPU tests' pattern: every case runs as `python -m MODULE *case` in its own process under a timeout (a hung
 kernel fails its case instead of the session) and prints a JSON result with an `ok` field."""
 
-from tilepipe.debug import GuardedRun, run_all_guarded
+from tilepipe.probes.debug import GuardedRun, run_all_guarded
 
 
 def run_cases(module: str, cases: list[tuple], timeout_s: float, parallel: int = 1) -> dict[tuple, GuardedRun]:

@@ -88,11 +88,12 @@ that overlaps the one before it."""
 def run_restaged(dtype: str, out_dtype: str, layout: str) -> dict:
     """Operands whose rows start off 32-byte sectors, always restaged through the copy kernel (RESTAGE_GAIN raised
     so the cost model says yes), with A also at a base 16 bytes into its rows; counts the restaged operands."""
-    from tilepipe import ops
 
-    ops.RESTAGE_GAIN = 1e9
-    restaged, restage = [], ops._restaged
-    ops._restaged = lambda t, device: restaged.append(tuple(t.shape)) or restage(t, device)
+    from tilepipe.host import staging
+
+    staging.RESTAGE_GAIN = 1e9
+    restaged, restage = [], staging.restaged
+    staging.restaged = lambda t, device: restaged.append(tuple(t.shape)) or restage(t, device)
     results = [run(dtype, out_dtype, layout, RESTAGED_SHAPES), run(dtype, out_dtype, layout, RESTAGED_SHAPES, 8)]
     expected = 2 * len(RESTAGED_SHAPES) * 2  # A and B in both runs (B's rows: K or N elements, both 8 mod 16)
     ok = all(r["ok"] for r in results) and len(restaged) == expected

@@ -19,8 +19,10 @@ import sys
 import torch
 
 import tilepipe
-from tilepipe.ops import _WORKSPACES, _sm_count, choose_config
-from tilepipe.partials import FLAG_WORDS
+from tilepipe.host.configs import choose_config
+from tilepipe.host.device import sm_count
+from tilepipe.host.launch import _WORKSPACES
+from tilepipe.pipeline.partials import FLAG_WORDS
 
 LAUNCHES = 3
 FP32_SHAPES = [(1, 1, 1), (7, 8, 8), (129, 200, 63), (300, 513, 1000), (1000, 1, 64), (64, 1000, 4096),
@@ -55,7 +57,7 @@ def check(d: torch.Tensor, d0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, l
         raise AssertionError(f"{shape}: the reference is not exact in bf16; lower K")
     diff = d.double() - expected
     if not torch.isfinite(diff).all() or diff.abs().max() > 0:
-        cfg = choose_config(*shape[:2], DTYPES[out], _sm_count(d.device.index or 0))
+        cfg = choose_config(*shape[:2], DTYPES[out], sm_count(d.device.index or 0))
         bad = []
         for i in range(0, shape[0], cfg.block_m):
             for j in range(0, shape[1], cfg.block_n):

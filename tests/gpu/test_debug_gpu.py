@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from tilepipe.debug import HANG_EXIT_CODE, run_all_guarded
+from tilepipe.probes.debug import HANG_EXIT_CODE, run_all_guarded
 
 STALL_S = "2"
 TIMEOUT_S = 120

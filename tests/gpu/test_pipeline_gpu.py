@@ -3,8 +3,8 @@
 import pytest
 
 from tests.gpu.guarded import assert_ok
-from tilepipe.debug import run_all_guarded
-from tilepipe.kernels.pipeline_demo import STYLES
+from tilepipe.examples.pipeline_demo import STYLES
+from tilepipe.probes.debug import run_all_guarded
 
 ITEMS = 8192
 STRESS = [("stress", style, str(stages), str(consumers), str(ITEMS)) for style in STYLES for stages in (1, 2, 4, 8)
@@ -16,7 +16,7 @@ TIMEOUT_S = 120
 
 @pytest.fixture(scope="module")
 def runs():
-    commands = [["-m", "tilepipe.kernels.pipeline_demo", *case] for case in CASES]
+    commands = [["-m", "tilepipe.examples.pipeline_demo", *case] for case in CASES]
     commands.append(["-m", "tests.kernels.prev_copy"])
     results = run_all_guarded(commands, TIMEOUT_S, parallel=8)
     return dict(zip(CASES + [("prev_copy", )], results))

@@ -4,7 +4,7 @@ processes (tests/gpu/torch_cases.py, each case in its own process under a timeou
 import pytest
 
 from tests.gpu.guarded import assert_ok, run_cases
-from tilepipe.debug import run_guarded
+from tilepipe.probes.debug import run_guarded
 
 CASES = ["compile", "cudagraph", "repeat", "fp8", "fp8_repeat"]
 TIMEOUT_S = 240

@@ -17,7 +17,10 @@ import sys
 import torch
 
 import tilepipe
-from tilepipe import ops, tuning
+from tilepipe.api import fp8
+from tilepipe.api import matmul as matmul_api
+from tilepipe.host import configs
+from tilepipe.tools import autotune
 
 TOL = 2e-2  # bf16 results, relative Frobenius error against float64
 
@@ -102,7 +105,7 @@ def case_repeat() -> dict:
         errs.append(rel_err(tilepipe.addmm(bias, a, b), a.double() @ b.double() + bias.double()))
         errs.append(rel_err(tilepipe.matmul(a, b, c=bias.expand(M, N), beta=0.5),
                             a.double() @ b.double() + 0.5 * bias.double()))
-    plans = len(ops._PLANS)
+    plans = len(matmul_api._PLANS)
     shifted = base[1:M + 1, :]  # same geometry, base address 2 * K bytes on: 512, aligned
     errs.append(rel_err(tilepipe.matmul(shifted, b), shifted.double() @ b.double()))
     odd = torch.empty(M * K + 1, device="cuda", dtype=torch.bfloat16)[1:].view(M, K).copy_(randn(M, K))
@@ -115,7 +118,7 @@ def case_repeat() -> dict:
         notes.append("overlap not rejected")
     except ValueError as exc:
         notes.append(str(exc))
-    fast = len(ops._LAUNCHERS)  # none if this Triton's launcher did not look as FastLauncher expects
+    fast = len(matmul_api._LAUNCHERS)  # none if this Triton's launcher did not look as FastLauncher expects
     ok = max(errs) < TOL and plans >= 2 and fast >= 1 and notes == ["out must not share memory with a"]
     return {"case": "repeat", "ok": ok, "errs": [round(e, 5) for e in errs], "plans": plans, "fast_launchers": fast,
             "notes": notes}
@@ -123,15 +126,15 @@ def case_repeat() -> dict:
 
 def case_autotune() -> dict:
     M = N = K = 256
-    candidates = [ops.SMALL, ops.MEDIUM]
-    key_config = ops.config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
+    candidates = [configs.SMALL, configs.MEDIUM]
+    key_config = configs.config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
     best = tilepipe.autotune(M, N, K, candidates=candidates)
     a, b = randn(M, K), randn(N, K).t()
     err = rel_err(tilepipe.matmul(a, b), a.double() @ b.double())
-    used = ops.config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
-    return {"case": "autotune", "ok": used == best and err < TOL, "best": tuning.describe(best),
-            "config_before": tuning.describe(key_config), "timed": tuning.STATS["timed"],
-            "cache_hits": tuning.STATS["cache_hits"], "err": err}
+    used = configs.config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
+    return {"case": "autotune", "ok": used == best and err < TOL, "best": autotune.describe(best),
+            "config_before": autotune.describe(key_config), "timed": autotune.STATS["timed"],
+            "cache_hits": autotune.STATS["cache_hits"], "err": err}
 
 
 def case_fp8() -> dict:
@@ -171,10 +174,9 @@ def case_fp8() -> dict:
 
 
 def case_fp8_repeat() -> dict:
-    """matmul_fp8's host fast path (fp8._PLANS): each scaling repeated with new operands and scales, at a fixed
+    """matmul_fp8's host fast path (tilepipe/api/fp8.py: _PLANS): each scaling repeated with new operands and scales, at a fixed
     and at new addresses, allocating and into `out`; then staged scales, and an overlapping out through the plan."""
     torch.manual_seed(4)
-    from tilepipe import fp8
 
     M, N, K = 192, 256, 512
     errs, notes = [], []

@@ -11,8 +11,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tests.kernels.storage_kernels import keep_alive
-from tilepipe.storage import ClcPipelineStorage, SmemPlan
-
+from tilepipe.pipeline.storage import ClcPipelineStorage, SmemPlan
 
 
 @gluon.constexpr_function

@@ -1,4 +1,4 @@
-"""Tiny Gluon kernels that exercise tilepipe.compile: a plain store, a TMA + wgmma tile, and a trace-time error."""
+"""Tiny Gluon kernels that exercise tilepipe.verify.compile: a plain store, a TMA + wgmma tile, and a trace-time error."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl

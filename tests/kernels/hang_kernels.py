@@ -5,7 +5,7 @@
 BUG is "none" (a healthy ring: prints {"ok": true}), "wrong_phase" (the producer steps its cursor once before
 its loop, so it waits on the empty barrier with the wrong parity) or "missing_arrive" (the consumer steps past
 each slot through the direct API without arriving, so the producer never gets a slot back). The kernel runs in
-debug mode under `tilepipe.debug.watch`; a hang ends the process with the watchdog's report and exit code.
+debug mode under `tilepipe.probes.debug.watch`; a hang ends the process with the watchdog's report and exit code.
 The direct API has no trace-time checks, which is how these bugs get past the protocol checker.
 """
 
@@ -15,9 +15,9 @@ import sys
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.pipeline import ProducerConsumerPipeline
-from tilepipe.probe import Probe
-from tilepipe.roles import warp_specialize
+from tilepipe.pipeline.probe import Probe
+from tilepipe.pipeline.ring import ProducerConsumerPipeline
+from tilepipe.pipeline.roles import warp_specialize
 
 BUGS = {"none": 0, "wrong_phase": 1, "missing_arrive": 2}
 ITEMS = 4096
@@ -58,8 +58,8 @@ def ring_kernel(out_ptr, items, probe_buf, STAGES: gl.constexpr, BUG: gl.constex
 def run(bug: str, stages: int, programs: int = 4) -> dict:
     import torch
 
-    from tilepipe import debug
-    from tilepipe.probe import DEBUG
+    from tilepipe.pipeline.probe import DEBUG
+    from tilepipe.probes import debug
 
     out = torch.zeros(programs, dtype=torch.int32, device="cuda")
     records = debug.progress_buffer(programs)

@@ -3,8 +3,8 @@
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.pipeline import ProducerConsumerPipeline
-from tilepipe.roles import warp_specialize
+from tilepipe.pipeline.ring import ProducerConsumerPipeline
+from tilepipe.pipeline.roles import warp_specialize
 
 BUGS = ["never_released", "released_twice", "released_in_branch", "no_signal", "dropped_release",
         "arrival_count", "lag_too_deep", "with_on_expression"]

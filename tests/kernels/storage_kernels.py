@@ -9,11 +9,11 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 
-from tilepipe.storage import (BlockScaledTileStorage, BlockwiseFP8TileStorage, ClcPipelineStorage,
-                              EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
-                              OutputPipelineStorage, OutputTileStorage, RawBarrierStorage, SmemPipelineBundle,
-                              SmemPipelineBundleNoClc, SmemPlan, SourceTileStorage, StandardTileStorage,
-                              TmemDeallocStorage)
+from tilepipe.pipeline.storage import (BlockScaledTileStorage, BlockwiseFP8TileStorage, ClcPipelineStorage,
+                                       EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
+                                       OutputPipelineStorage, OutputTileStorage, RawBarrierStorage, SmemPipelineBundle,
+                                       SmemPipelineBundleNoClc, SmemPlan, SourceTileStorage, StandardTileStorage,
+                                       TmemDeallocStorage)
 
 KINDS = ("matmul", "residual", "scheduled", "block_scaled", "blockwise_fp8", "tmem")
 SM100_ONLY = ("tmem", )  # TMEM exists on sm_100a only: compiled, never run here

@@ -10,9 +10,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 
-from tilepipe.roles import warp_specialize
-from tilepipe.storage import InputPipelineStorage, SmemLayouts, SmemPlan, StandardTileStorage
-from tilepipe.tiles import InputTilePipeline
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.storage import InputPipelineStorage, SmemLayouts, SmemPlan, StandardTileStorage
+from tilepipe.pipeline.tiles import InputTilePipeline
 
 
 @gluon.constexpr_function
@@ -69,7 +69,7 @@ LAYOUTS = SmemLayouts(128, 64, 64, "fp16", "fp32")
 
 
 def spec(stages: int, k_group: int):
-    from tilepipe.compile import KernelSpec, tdesc_signature
+    from tilepipe.kernels.spec import KernelSpec, tdesc_signature
 
     return KernelSpec(f"{__name__}:kgroup_kernel",
                       {"a_desc": tdesc_signature("fp16", [128, 64], LAYOUTS.a),

@@ -1,7 +1,7 @@
 """Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's
 roles and pipelines.
 
-Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or stream-K scheduler, tilepipe/scheduler.py):
+Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or stream-K scheduler, tilepipe/schedulers/):
   load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
   mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
@@ -20,20 +20,22 @@ tile's BN bias values straight from global memory in its epilogue.
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
 
-from tilepipe.epilogue import EpiLoadPipeline, LoadOrderBarrier
-from tilepipe.output import OutputTilePipeline
-from tilepipe.probe import Probe
-from tilepipe.roles import warp_specialize
-from tilepipe.scheduler import DynamicTileScheduler, StaticTileScheduler, StreamKTileScheduler, scheduler_role
-from tilepipe.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
-                              OutputPipelineStorage, OutputTileStorage, SmemPipelineBundle, SmemPlan,
-                              SourceTileStorage, StandardTileStorage)
-from tilepipe.tiles import InputTilePipeline
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, load_role, store_role
+from tilepipe.kernels.spec import tile_desc
+from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.probe import Probe
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage,
+                                       LoadOrderBarrierStorage, OutputPipelineStorage, OutputTileStorage,
+                                       SmemPipelineBundle, SmemPlan, SourceTileStorage, StandardTileStorage)
+from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers.dynamic import DynamicTileScheduler, scheduler_role
+from tilepipe.schedulers.static import StaticTileScheduler
+from tilepipe.schedulers.streamk import StreamKTileScheduler
 
-WORKER_WARPS = gl.constexpr(1)
-WORKER_REGS = gl.constexpr(40)
 SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one tile ahead of the load role
 
 
@@ -58,34 +60,6 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
     if has_c and src_dtype is not None and src_dtype != c_dtype:
         storages["src_tiles"] = SourceTileStorage(src_dtype, (block_m, block_n), c_stages)
     return SmemPlan("sm_90a", **storages)
-
-
-@gluon.jit
-def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
-              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
-    producer = inputs.producer()
-    work = sched.work(paces=True)
-    while work.valid:
-        pid_m, pid_n = work.coords()
-        k_begin, k_end = work.k_steps(k_tiles)
-        for k in range(k_begin, k_end):
-            with producer.produce() as tiles:
-                tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
-                if B_KMAJOR:
-                    tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
-                else:
-                    tma.async_load(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
-        if HAS_C:
-            if work.finishes:
-                load_order = load_order.signal()  # this tile's main-loop loads are on their way
-        work = work.next()
-    producer.drain()
-    if HAS_C:
-        load_order.drain()
 
 
 @gluon.jit
@@ -136,43 +110,13 @@ def column_bias(bias_ptr, N, pid_n, BN: gl.constexpr, acc_layout: gl.constexpr):
     return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
 
 
-@gluon.jit
-def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr):
-    BM: gl.constexpr = d_desc.block_type.shape[0]
-    BN: gl.constexpr = d_desc.block_type.shape[1]
-    work = sched.work()
-    while work.valid:
-        if work.finishes:
-            pid_m, pid_n = work.coords()
-            with outputs.consume() as out:
-                tma.async_store(d_desc, [pid_m * BM, pid_n * BN], out.tile())
-                tma.store_wait(0)
-                if HAS_C:
-                    sources = sources.release()  # C was used and D stored: the stage may receive the next C
-        work = work.next()
-
-
-@gluon.jit
-def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched):
-    BM: gl.constexpr = c_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
-    work = sched.work()
-    while work.valid:
-        if work.finishes:
-            pid_m, pid_n = work.coords()
-            load_order = load_order.wait()  # this tile's main-loop loads were issued first
-            sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
-        work = work.next()
-    sources.drain()
-
-
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
 def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None, PROBE: gl.constexpr = 0):
-    """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/scheduler.py). `workspace`: the scheduler's int32
+    """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
-    partial tiles (tilepipe/partials.py); the static scheduler never reads it."""
+    partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -180,7 +124,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
                                      c_desc.dtype, SCHEDULE == "dynamic")
     k_tiles = gl.cdiv(K, BK)
-    probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.probe)
+    probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     allocated = PLAN.allocate(probe)  # operands, C stages, pipelines (input, output[, clc][, epi_load])[, load
     operands, c_tiles, pipelines = allocated[0], allocated[1], allocated[2]  # order][, source stages]
     if SCHEDULE == "dynamic":
@@ -210,21 +154,17 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static"):
-    """matmul_kernel for one configuration and scheduler as a tilepipe.compile KernelSpec (sm_90a): D of `c_dtype`,
-    with a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
+    """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a
+    a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
     `probe` is PROBE, `schedule` SCHEDULE."""
-    from tilepipe.compile import KernelSpec, tdesc_signature
-    from tilepipe.probe import buffer_signature
-    from tilepipe.storage import Part
-
-    def desc(dt: str, block: tuple[int, int]) -> str:
-        return tdesc_signature(dt, list(block), Part("tile", dt, block, 1).layout)
+    from tilepipe.kernels.spec import KernelSpec
+    from tilepipe.pipeline.probe import buffer_signature
 
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
     c_block = (cfg.block_m, cfg.block_n)
     return KernelSpec(f"{__name__}:matmul_kernel",
-                      {"a_desc": desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": desc(dtype, b_block),
-                       "d_desc": desc(c_dtype, c_block), "c_desc": desc(source_dtype or c_dtype, c_block),
+                      {"a_desc": tile_desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": tile_desc(dtype, b_block),
+                       "d_desc": tile_desc(c_dtype, c_block), "c_desc": tile_desc(source_dtype or c_dtype, c_block),
                        "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
                        "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",

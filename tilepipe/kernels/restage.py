@@ -33,8 +33,8 @@ def restage_rows_kernel(src, dst, rows, cols, src_stride, dst_stride, BLOCK_R: g
 
 
 def restage_spec(dtype: str = "bf16"):
-    """restage_rows_kernel as the tilepipe.compile KernelSpec that ops launches (sm_90a, 4 warps)."""
-    from tilepipe.compile import KernelSpec
+    """restage_rows_kernel as the tilepipe.verify.compile KernelSpec that ops launches (sm_90a, 4 warps)."""
+    from tilepipe.kernels.spec import KernelSpec
 
     return KernelSpec(f"{__name__}:restage_rows_kernel",
                       {"src": f"*{dtype}", "dst": f"*{dtype}", "rows": "i32", "cols": "i32", "src_stride": "i32",

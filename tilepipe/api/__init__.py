@@ -1,0 +1,1 @@
+"""Torch-facing ops, one file per family (matmul + addmm, fp8), and their torch.library registration."""

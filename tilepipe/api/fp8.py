@@ -1,0 +1,171 @@
+"""FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales.
+
+`matmul_fp8(a, b, scale_a, scale_b)` computes (a * scale_a) @ (b * scale_b) with the scales broadcast as
+torch._scaled_mm does:
+
+| scaling      | scale_a                  | scale_b                          | accumulation                        |
+|--------------|--------------------------|----------------------------------|-------------------------------------|
+| per-tensor   | 1 element                | 1 element                        | wgmma's fp8 precision over all of K |
+| per-row      | (M, 1)                   | (1, N)                           | wgmma's fp8 precision over all of K |
+| blockwise    | (M, ceil(K/128)): 1x128  | (ceil(K/128), ceil(N/128)): 128x128 | promoted to fp32 every 128 of K  |
+
+Per-tensor and per-row accumulate like torch's `use_fast_accum=True` (Hopper's fp8 wgmma keeps fewer mantissa bits
+than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 accumulator, as DeepGEMM does.
+"""
+
+import torch
+
+from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out_dtype, check_result_shaped, scaling_of
+from tilepipe.host.configs import MatmulConfig, choose_config, fp8_configs
+from tilepipe.host.device import device_index, sm_count
+from tilepipe.host.launch import LauncherCache, LaunchPlan, TmaOperand, persistent_grid, tensor_descriptor
+from tilepipe.host.plans import CallPlan, PlanCache
+from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
+from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
+
+
+def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+               out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None) -> torch.Tensor:
+    """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...).
+
+    a is (M, K) row-major and b is (K, N) column-major (`w.t()` of a row-major (N, K) weight): fp8 wgmma reads both
+    operands K-major from shared memory, so other layouts are refused rather than transposed behind your back (a
+    transpose is a full extra pass over the operand: pass `b.t().contiguous().t()` to pay it explicitly).
+    Dtypes: float8_e4m3fn, or float8_e5m2 for one of the two. Scales are float32 (see the module table); D is
+    bf16, fp16 or fp32, written into `out` when given. Rows that TMA cannot address (K not a multiple of 16) are
+    staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input.
+    """
+    if torch.compiler.is_compiling():  # an opaque custom op for the compiler (tilepipe.api.library)
+        if out is None:
+            return torch.ops.tilepipe.matmul_fp8(a, b, scale_a, scale_b, out_dtype=out_dtype)
+        torch.ops.tilepipe.matmul_fp8_out(out, a, b, scale_a, scale_b, out_dtype=out_dtype)
+        return out
+    try:  # a repeated call geometry skips validation and configuration: see _Fp8Plan
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, scale_a.shape,
+               scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(), scale_b.dtype,
+               scale_b.device, out_dtype, None if out is None else (out.shape, out.stride(), out.dtype, out.device))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks say which
+        key = plan = None
+    if plan is not None:
+        result = plan.run((a, b, scale_a, scale_b), out)
+        if result is not None:
+            return result
+    return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key)
+
+
+def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                out_dtype: torch.dtype, out: torch.Tensor | None, key: tuple | None) -> torch.Tensor:
+    """matmul_fp8 with every check and staging copy, remembering a plan for the call's geometry (`key`) when the
+    launch read the call's own tensors."""
+    M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    else:
+        check_no_overlap(out, a, b, None)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    device = device_index(a)
+    cfg = choose_config(M, N, out_dtype, sm_count(device), fp8_configs(mode == "blockwise", out_dtype))
+    operands = (tma_ready(a), tma_ready(b.t()))
+    if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
+        scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
+        launch = _launch_blockwise(*operands, *scales, target, device, cfg)
+    else:
+        scales = (scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous())
+        launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg)
+    if target is not out:
+        out.copy_(target)
+    elif launch is not None and key is not None and all(
+            staged.data_ptr() == given.data_ptr() for staged, given in zip((*operands, *scales),
+                                                                           (a, b, scale_a, scale_b))):
+        _PLANS.remember(key, _Fp8Plan(launch, out, mode == "blockwise"))
+    return out
+
+
+class _Fp8Plan(CallPlan):
+    """matmul_fp8's plan: inputs (a, b, scale_a, scale_b). The scaled kernel takes D's descriptor before the scale
+    pointers; the blockwise kernel takes the scales' descriptors before D's."""
+
+    __slots__ = ("blockwise", )
+
+    def __init__(self, launch: LaunchPlan, out: torch.Tensor, blockwise: bool) -> None:
+        super().__init__(launch, out)
+        self.blockwise = blockwise
+
+    def addresses(self, inputs: tuple, out: torch.Tensor) -> tuple[int, ...]:
+        a, b, scale_a, scale_b = (t.data_ptr() for t in inputs)
+        return (a, b, scale_a, scale_b, out.data_ptr()) if self.blockwise else (a, b, out.data_ptr(), scale_a, scale_b)
+
+    def overlapping(self, inputs: tuple) -> tuple:
+        return inputs[0], inputs[1], None
+
+
+_PLANS = PlanCache()
+
+
+def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                     out_dtype: torch.dtype, out: torch.Tensor | None) -> tuple[int, int, int, str, torch.dtype]:
+    """Every check of matmul_fp8's arguments that needs no memory address (fake tensors pass through it too):
+    (M, N, K, scaling mode, out dtype)."""
+    check_fp8_operands(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    mode = scaling_of(scale_a, scale_b, M, N, K)
+    out_dtype = check_out_dtype(out_dtype if out is None else None, out, out_dtype)
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    if out is not None:
+        check_result_shaped(out, "out", (M, N), a.device)
+    return M, N, K, mode, out_dtype
+
+
+def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
+                   out: torch.Tensor, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
+    """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
+    stride = 1 if per_row else 0
+    tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (out, (cfg.block_m, cfg.block_n)))
+    return _launch("scaled_matmul_kernel", tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg)
+
+
+def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
+                      device: int, cfg: MatmulConfig) -> LaunchPlan | None:
+    """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
+    tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (sa_t, (1, cfg.block_m)),
+           (sb_t, BlockwiseFP8TileStorage.b_scale_tile), (out, (cfg.block_m, cfg.block_n)))
+    return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg)
+
+
+def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], pointers: tuple, extra: tuple,
+            variant: object, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
+    """Launch the FP8 kernel named `kernel` with its arguments in order: TMA operands (tensor, block), pointers,
+    then M, N, K, the config's stage counts and GROUP_M, and `extra` scalars. The first call per binary (kernel,
+    config, dtypes, `variant`, device) goes through Triton's JIT, later ones through the fast launcher; those return
+    the launch as a plan whose slots are the TMA operands and pointers."""
+    a, b, out = tma[0][0], tma[1][0], tma[-1][0]
+    M, K = a.shape
+    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra)
+    grid = persistent_grid(M, b.shape[0], cfg, device)
+    key = (kernel, variant, cfg, a.dtype, b.dtype, out.dtype, device)
+    args = (*(TmaOperand.of(t) for t, _ in tma), *(p.data_ptr() for p in pointers), *scalars)  # no stale tensors
+    launcher = _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args)
+    if launcher is not None:
+        return LaunchPlan(launcher, grid, device, args, tuple(range(len(tma) + len(pointers))))
+    from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_matmul_kernel
+
+    jit = scaled_matmul_kernel if kernel == "scaled_matmul_kernel" else blockwise_matmul_kernel
+    launched = jit[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
+                     *scalars, num_warps=cfg.num_warps, enable_fp_fusion=True)
+    _LAUNCHERS.remember(key, launched)
+    return None
+
+
+_LAUNCHERS = LauncherCache()
+"""FP8 launchers by everything the binary is specialized on (kernel, config, dtypes, scaling, device)."""

@@ -1,0 +1,83 @@
+from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
+from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
+
+"""tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
+
+torch.compile traces a custom op as one opaque node whose output shape and dtype come from the fake
+implementation, so a model calling `tilepipe.matmul` compiles with fullgraph=True (matmul routes itself here
+while compiling). Each public function gets two ops from one argument schema: `tilepipe::NAME` returns a new
+tensor, and `tilepipe::NAME_out` writes its `out` argument (declared as mutated, so functionalization and CUDA
+graphs see the write; `out` is its first argument). A new kernel is one `register` call; see the two at the bottom.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch._library.custom_ops import CustomOpDef
+
+
+class PublicOp(NamedTuple):
+    """The pair of custom ops of one public function."""
+    functional: CustomOpDef  # tilepipe::NAME(...) -> Tensor
+    out: CustomOpDef  # tilepipe::NAME_out(..., out) -> (): writes out
+
+
+def register(name: str, tensors: str, options: str, impl: Callable[..., torch.Tensor],
+             result_like: Callable[..., torch.Tensor]) -> PublicOp:
+    """Register tilepipe::NAME and tilepipe::NAME_out for a public function.
+
+    `tensors` and `options` are the schema's positional and keyword-only arguments (custom ops take tensors
+    positionally only), without `out`: e.g. "Tensor a, Tensor b, Tensor? c=None" and "float alpha=1.0".
+    impl(**arguments, out=None) is the public function; result_like(**arguments, out=None) runs every check that
+    needs no memory address and returns `out`, or an empty tensor of the result's shape, dtype and device.
+    """
+    arguments = f"{tensors}, *, {options}"
+    out_arguments = f"Tensor(a!) out, {arguments}"  # out first: it has no default
+    names = [arg.name for arg in torch._C.parse_schema(f"f({out_arguments}) -> ()").arguments]
+
+    def by_name(fn: Callable[..., torch.Tensor], names: list[str]) -> Callable[..., torch.Tensor]:
+        return lambda *args, **kwargs: fn(**dict(zip(names, args)), **kwargs)
+
+    def returning_none(fn: Callable[..., torch.Tensor]) -> Callable[..., None]:
+        def call(*args, **kwargs) -> None:
+            fn(**dict(zip(names, args)), **kwargs)
+
+        return call
+
+    functional = torch.library.custom_op(f"tilepipe::{name}", by_name(impl, names[1:]), mutates_args=(),
+                                         schema=f"({arguments}) -> Tensor")
+    functional.register_fake(by_name(result_like, names[1:]))
+    out = torch.library.custom_op(f"tilepipe::{name}_out", returning_none(impl), mutates_args=("out", ),
+                                  schema=f"({out_arguments}) -> ()")
+    out.register_fake(returning_none(result_like))
+    return PublicOp(functional, out)
+
+
+def _matmul_like(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
+                 out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
+                 beta: float = 0.0) -> torch.Tensor:
+    M, N, _, out_dtype, *_ = check_matmul(a, b, out, out_dtype, c, alpha, beta)
+    return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
+
+
+def _addmm_like(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1.0,
+                alpha: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
+    return _matmul_like(mat1, mat2, out=out, out_dtype=mat1.dtype, c=addmm_residual(input, mat1, mat2),
+                        alpha=alpha, beta=beta)
+
+
+MATMUL = register("matmul", "Tensor a, Tensor b, Tensor? c=None", "ScalarType? out_dtype=None, float alpha=1.0, "
+                  "float beta=0.0", matmul, _matmul_like)
+ADDMM = register("addmm", "Tensor input, Tensor mat1, Tensor mat2", "float beta=1.0, float alpha=1.0", addmm,
+                 _addmm_like)
+
+
+def _matmul_fp8_like(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+                     out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None) -> torch.Tensor:
+    M, N, _, _, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
+    return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
+
+
+MATMUL_FP8 = register("matmul_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor scale_b",
+                      "ScalarType out_dtype=bfloat16", matmul_fp8, _matmul_fp8_like)

@@ -1,0 +1,244 @@
+"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper, with torch.addmm's semantics for addmm."""
+
+import os
+
+import torch
+
+from tilepipe.host.checks import (check_no_overlap, check_operands, check_out_dtype, check_residual,
+                                  check_result_shaped, check_scalar, is_column_bias)
+from tilepipe.host.configs import SCHEDULERS, MatmulConfig, config_for, schedule_for
+from tilepipe.host.device import device_index, sm_count
+from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
+                                  scheduler_workspace, tensor_descriptor)
+from tilepipe.host.plans import CallPlan, PlanCache
+from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
+from tilepipe.probes.debug import debug_requested
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
+           out_dtype: torch.dtype | None = None, c: torch.Tensor | None = None, alpha: float = 1.0,
+           beta: float = 0.0, config: MatmulConfig | None = None, scheduler: str | None = None,
+           debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
+    """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
+    K-major tensor.
+
+    Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
+    `out` when given. `c` (M x N, D's dtype or fp32) is read only when beta != 0, as in torch.addmm; it may be
+    `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
+    e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
+    configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
+    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/) picks the tile scheduler;
+    by default schedule_for picks per shape. Raises TypeError / ValueError naming the argument for bad input.
+    TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
+    multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
+    pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
+    cost TMA about twice the L2 traffic; large GEMMs copy them to aligned rows first (`sector_aligned`). Under
+    torch.compile this calls the custom op tilepipe::matmul.
+    Debug mode (`debug=True`, or TILEPIPE_DEBUG=1 when `debug` is None) waits for the kernel and, if its roles stop
+    making progress, names the stuck roles and ends the process (tilepipe.probes.debug). `trace=PATH` writes the launch's
+    pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.probes.timeline).
+    """
+    if torch.compiler.is_compiling():
+        return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
+    probe = probe_request(debug, trace)
+    if probe is not None:
+        return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
+    try:  # a repeated call geometry skips validation and configuration: see _Plan
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, out_dtype,
+               alpha.__class__, alpha, beta.__class__, beta, config, scheduler,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+               None if c is None else True if c is out else (c.shape, c.stride(), c.dtype, c.device))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable scalars: the checks below say which
+        key = plan = None
+    if plan is not None:
+        result = plan.run((a, b, c), out)
+        if result is not None:
+            return result
+    return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, key)
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+            c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, scheduler: str | None,
+            key: tuple | None, probe: str | os.PathLike | bool | None = None) -> torch.Tensor:
+    """matmul with every check, staging copies where TMA needs them, and a _Plan for the call's geometry (none for
+    debug and trace launches: matmul() sends those here with no key)."""
+    M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    else:
+        check_no_overlap(out, a, b, c)
+    bias = None
+    if c is not None and c is not out and is_column_bias(c):
+        bias, c = c[0], None
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        residual = c if c is not None else bias
+        return out.copy_(residual * beta) if residual is not None else out.zero_()
+    b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
+    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    source = None if c is None else (target if c is out else tma_ready(c))
+    if source is target and target is not out:
+        target.copy_(out)
+    device = device_index(a)
+    own_source = source is not None and source.dtype != out_dtype
+    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
+    schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
+    a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
+    launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
+                                   probe)
+    if target is not out:
+        out.copy_(target)
+    elif launcher is not None and key is not None and a_view is a and (
+            b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
+        stream = None if schedule == "static" else torch._C._cuda_getCurrentRawStream(device)
+        slots = (0, 1, 2, 3, 4) if bias is not None else (0, 1, 2, 3)  # A, B, D, C descriptors[, bias pointer]
+        _PLANS.remember(key, _Plan(LaunchPlan(launcher, grid, device, args, slots, stream), out,
+                                   c is not None and c is not out, bias is not None))
+    return out
+
+
+def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                 c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None = None
+                 ) -> tuple[int, int, int, torch.dtype, torch.Tensor | None, float, float]:
+    """Every check of matmul's arguments that needs no memory address (so fake tensors pass through it too):
+    (M, N, K, out dtype, c or None when beta is 0, alpha, beta)."""
+    check_operands(a, b)
+    out_dtype = check_out_dtype(out_dtype, out, a.dtype)
+    M, K = a.shape
+    N = b.shape[1]
+    alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
+    if beta != 0.0 and c is None:
+        raise ValueError("beta is nonzero but c is None: pass c, or leave beta at 0")
+    c = c if beta != 0.0 else None
+    if c is not None:
+        check_residual(c, (M, N), out_dtype, a.device)
+    if out is not None:
+        check_result_shaped(out, "out", (M, N), a.device)
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    return M, N, K, out_dtype, c, alpha, beta
+
+
+def _traced_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                   c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None) -> torch.Tensor:
+    """matmul under torch.compile: the custom ops of tilepipe.api.library, which the compiler treats as opaque."""
+    if config is not None:
+        raise ValueError("config= is not supported under torch.compile: autotune the shape instead")
+    if out is None:
+        return torch.ops.tilepipe.matmul(a, b, c, out_dtype=out_dtype, alpha=alpha, beta=beta)
+    torch.ops.tilepipe.matmul_out(out, a, b, c, out_dtype=out_dtype, alpha=alpha, beta=beta)
+    return out
+
+
+def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1.0, alpha: float = 1.0,
+          out: torch.Tensor | None = None) -> torch.Tensor:
+    """torch.addmm: beta * input + alpha * (mat1 @ mat2), with `input` broadcastable to (M, N) and of mat1's dtype.
+
+    A bias row ((N,) or (1, N)) is added in the epilogue from its N values; another broadcast input (a column)
+    is expanded through an aligned copy before the fused GEMM.
+    """
+    c = addmm_residual(input, mat1, mat2)
+    return matmul(mat1, mat2, out=out, out_dtype=mat1.dtype, c=c, alpha=alpha, beta=beta)
+
+
+def addmm_residual(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+    """addmm's checks: `input` expanded to the (M, N) residual C."""
+    check_operands(mat1, mat2)
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
+    if input.dtype != mat1.dtype:
+        raise TypeError(f"input must have mat1's dtype {mat1.dtype}, got {input.dtype}")
+    shape = (mat1.shape[0], mat2.shape[1])
+    try:
+        return input.expand(shape)
+    except RuntimeError:
+        raise ValueError(f"input of shape {tuple(input.shape)} does not broadcast to {shape}") from None
+
+
+def probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | os.PathLike | bool | None:
+    """What the launch records: a trace path, True for debug mode, or None (the normal kernel)."""
+    if trace is not None:
+        if not isinstance(trace, (str, os.PathLike)):
+            raise TypeError(f"trace must be a path, got {type(trace).__name__}")
+        if debug:
+            raise ValueError("debug and trace are separate modes: pass one of them")
+        return trace
+    return True if debug_requested(debug) else None
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
+            alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, schedule: str = "static",
+            probe: str | os.PathLike | bool | None = None) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
+    """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
+    Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
+    launches (`probe`, from probe_request) always go through the JIT, to their own binaries."""
+    M, K = a.shape
+    N = out.shape[1]
+    has_c, has_bias = c is not None, bias is not None
+    source = c if has_c else out  # without C the kernel never reads its descriptor
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, schedule)
+    grid = persistent_grid(M, N, cfg, device, schedule)
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
+    # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
+    # cached plans free of stale tensors
+    args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
+            bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars, None, 0)
+    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device)
+    launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
+    if launcher is not None:
+        return launcher, grid, args
+    from tilepipe.kernels.matmul import matmul_kernel
+
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    c_block = (cfg.block_m, cfg.block_n)
+    jit_args = (tensor_descriptor(a, (cfg.block_m, cfg.block_k)), tensor_descriptor(b, b_block),
+                tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
+                workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
+    if probe is not None:
+        launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps,
+                                                             enable_fp_fusion=True),
+                       grid[0], probe, a.device)
+        return None, grid, args
+    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps, enable_fp_fusion=True))
+    return None, grid, args
+
+
+_LAUNCHERS = LauncherCache()
+"""GEMM launchers by (config, dtypes, B layout, epilogue, scheduler, device): everything the binary is specialized
+on, since matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and
+dtypes.
+Without one (Triton internals not as expected) every call goes through the JIT."""
+
+
+class _Plan(CallPlan):
+    """matmul's plan: inputs (a, b, c). The C descriptor reads `out` when there is no separate C; with a bias row
+    (`bias`) the call's `c` is that row broadcast, and its address is the bias pointer argument."""
+
+    __slots__ = ("separate_c", "bias")
+
+    def __init__(self, launch: LaunchPlan, out: torch.Tensor, separate_c: bool, bias: bool) -> None:
+        super().__init__(launch, out)
+        self.separate_c, self.bias = separate_c, bias
+
+    def addresses(self, inputs: tuple, out: torch.Tensor) -> tuple[int, ...]:
+        a, b, c = inputs
+        d = out.data_ptr()
+        addresses = (a.data_ptr(), b.data_ptr(), d, c.data_ptr() if self.separate_c else d)
+        return addresses + (c.data_ptr(), ) if self.bias else addresses
+
+    def overlapping(self, inputs: tuple) -> tuple:
+        a, b, c = inputs
+        return a, b, c if self.separate_c or self.bias else None
+
+
+_PLANS = PlanCache()
+
+
+def forget_plans() -> None:
+    """Drop every cached call plan, so the next calls choose their configuration again (after autotuning)."""
+    _PLANS.clear()

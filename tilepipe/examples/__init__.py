@@ -1,0 +1,1 @@
+"""Kernels written with the pipelines to show and stress the API (the demo's self-checks run them)."""

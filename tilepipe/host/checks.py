@@ -1,0 +1,134 @@
+"""Argument checks of the torch-facing ops: a TypeError or ValueError that names the argument, before any launch.
+None needs a memory address except the overlap checks, so fake tensors (torch.compile) pass through the rest."""
+
+import torch
+
+from tilepipe.host.configs import SCALE_BLOCK
+
+INPUT_DTYPES = (torch.bfloat16, torch.float16)
+OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
+    operands = (("a", a), ("b", b))
+    for name, t in operands:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in operands:
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    for name, t in operands:
+        if t.dtype not in INPUT_DTYPES:
+            raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
+    for name, t in operands:
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
+
+
+def check_out_dtype(out_dtype: torch.dtype | None, out: torch.Tensor | None, default: torch.dtype) -> torch.dtype:
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise TypeError(f"out has dtype {out.dtype} but out_dtype is {out_dtype}")
+        out_dtype = out.dtype
+    out_dtype = out_dtype or default
+    if out_dtype not in OUTPUT_DTYPES:
+        raise TypeError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
+    return out_dtype
+
+
+def check_scalar(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def check_residual(c: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> None:
+    if not isinstance(c, torch.Tensor):
+        raise TypeError(f"c must be a torch.Tensor, got {type(c).__name__}")
+    check_result_shaped(c, "c", shape, device)
+    if c.dtype != dtype and not (c.dtype == torch.float32 and dtype.itemsize == 2):
+        raise TypeError(f"c must have the output dtype {dtype} or float32, got {c.dtype}")
+
+
+def is_column_bias(c: torch.Tensor) -> bool:
+    """One row broadcast to every row (stride 0 along M) and contiguous along N: a per-column bias."""
+    return c.stride(0) == 0 and (c.stride(1) == 1 or c.shape[1] == 1)
+
+
+def check_result_shaped(t: torch.Tensor, name: str, shape: tuple[int, int], device: torch.device) -> None:
+    """`out` and `c` are M x N tensors on the operands' device."""
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{name} must be on {device}, got {t.device}")
+
+
+def overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the address spans of two 2-D tensors intersect."""
+    if x.numel() == 0 or y.numel() == 0:
+        return False
+    x0, y0 = x.data_ptr(), y.data_ptr()
+    (xr, xc), (xs0, xs1) = x.shape, x.stride()
+    (yr, yc), (ys0, ys1) = y.shape, y.stride()
+    x1 = x0 + ((xr - 1) * xs0 + (xc - 1) * xs1 + 1) * x.element_size()
+    y1 = y0 + ((yr - 1) * ys0 + (yc - 1) * ys1 + 1) * y.element_size()
+    return x0 < y1 and y0 < x1
+
+
+def check_no_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> None:
+    for name, t in (("a", a), ("b", b)) + ((("c", c), ) if c is not None and c is not out else ()):
+        if overlaps(out, t):
+            raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
+                                                                         if name == "c" else ""))
+
+
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def check_fp8_operands(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Types, shapes and the K-major layouts fp8 wgmma needs (devices are checked with the scales)."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in FP8_DTYPES:
+            raise TypeError(f"{name} must be float8_e4m3fn or float8_e5m2, got {t.dtype}")
+    if a.dtype == b.dtype == torch.float8_e5m2:
+        raise TypeError("a and b cannot both be float8_e5m2 (as in torch._scaled_mm): make one of them e4m3fn")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
+    if a.stride(1) != 1 and a.shape[1] > 1:
+        raise ValueError(f"a must be row-major (K-major: fp8 wgmma reads A K-major), got strides {a.stride()}; "
+                         "pass a.contiguous() to copy it")
+    if b.stride(0) != 1 and b.shape[0] > 1:
+        raise ValueError(f"b must be column-major (K-major, b = w.t() of a row-major (N, K) w: fp8 wgmma reads B "
+                         f"K-major), got strides {b.stride()}; pass b.t().contiguous().t() to copy it")
+
+
+def scaling_of(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: int) -> str:
+    """"tensor", "row" or "blockwise", from the scale shapes as torch._scaled_mm reads them; else ValueError."""
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(s, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(s).__name__}")
+        if s.dtype != torch.float32:
+            raise TypeError(f"{name} must be float32, got {s.dtype}")
+    if scale_a.numel() == 1 and scale_b.numel() == 1:
+        return "tensor"
+    sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)
+    k_blocks = -(-K // SCALE_BLOCK)
+    if sa == (M, 1) and sb == (1, N):
+        return "row"
+    if sa == (M, k_blocks) and sb == (k_blocks, -(-N // SCALE_BLOCK)):
+        return "blockwise"
+    raise ValueError(f"scale_a {sa} and scale_b {sb} match no scaling for M={M}, N={N}, K={K}: per-tensor takes one "
+                     f"element each, per-row ({M}, 1) and (1, {N}), blockwise ({M}, {k_blocks}) and "
+                     f"({k_blocks}, {-(-N // SCALE_BLOCK)})")

@@ -1,0 +1,227 @@
+"""Every configuration decision in one place: the tile/stage tables of the bf16/fp16 and FP8 GEMMs, the cost model
+(wave efficiency, stream-K, restaging), the heuristics that choose per shape, and the autotune cache lookup."""
+
+import json
+import os
+import sys
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from tilepipe.host.device import GL_DTYPES, sm_count
+from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps)."""
+    block_m: int
+    block_n: int
+    block_k: int
+    stages: int
+    c_stages: int = 1
+    group_m: int = 8
+    num_warps: int = 8
+
+
+LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
+MEDIUM = MatmulConfig(128, 128, 64, stages=4)
+LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
+MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
+SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
+FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
+MIN_WAVE_EFFICIENCY = 0.75
+SCHEDULERS = ("static", "dynamic", "streamk")
+STREAMK_MIN_GAIN = 1.05
+"""schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
+
+STREAMK_FIXUP_US = 10.0
+"""What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
+(H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
+14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json)."""
+
+SECTOR_BYTES, LINE_BYTES = 32, 128
+RESTAGE_GAIN = 0.25
+"""What rows off 32-byte sectors cost a GEMM whose A and B both have them, as a share of its aligned time: H100,
+K = 3000 and 1000, 20-50% (docs/perf-log.md rows 17-18 and 22); the low side, so restaging errs towards not copying."""
+COPY_BYTES_PER_US = 2.5e6
+"""What the restaging copy moves, reads plus writes (~2.5 TB/s on an H100)."""
+
+SM_FLOPS = 700e12 / 132
+"""One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
+
+
+@cache
+def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
+                  candidates: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig:
+    """The largest tile whose persistent waves keep at least 75% of the SMs busy, else the best-filled one.
+
+    Wave efficiency = tiles / (SMs x waves): 1024^3 has 32 tiles of 128x256 on 132 SMs (24%) but 128 of 64x128.
+    `candidates` (largest first) replaces the default tiles: for an fp32 C with a 16-bit D (FP32_SOURCE_CONFIGS),
+    or for other kernels (e.g. FP8).
+    """
+    candidates = candidates or default_configs(out_dtype)
+
+    def efficiency(cfg: MatmulConfig) -> float:
+        tiles = tile_count(M, N, cfg)
+        return tiles / (-(-tiles // sms) * sms)
+
+    return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
+
+
+def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
+    """The tiles matmul chooses from, largest first."""
+    return (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
+
+
+def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
+    """The tile scheduler matmul uses when not told (tilepipe/schedulers/): stream-K with `cfg`'s tiles where an even
+    split of the k-steps plus its fixup (STREAMK_FIXUP_US) is predicted STREAMK_MIN_GAIN faster than whole tiles, in
+    waves, of `cfg` or of MEDIUM (its wave count may be lower), else static.
+
+    Predictions count full-rate tile times (SM_FLOPS); SMALL tiles are left out of the comparison since they run
+    well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
+    tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
+    equal tiles it cannot beat the static order (docs/scheduler.md)."""
+    tiles = tile_count(M, N, cfg)
+    if tiles <= sms or tiles % sms == 0:
+        return "static"
+    whole = min(-(-tile_count(M, N, c) // sms) * tile_us(c, K) for c in (cfg, MEDIUM))
+    split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US
+    return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
+
+
+def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
+               device: int, own_source: bool = False) -> MatmulConfig:
+    """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
+    largest tile where schedule_for runs it under stream-K, else the wave-efficiency heuristic. An fp32 C with a
+    16-bit D (`own_source`) needs its own smaller tiles."""
+    cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
+    if cached is not None:
+        return cached
+    sms = sm_count(device)
+    candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
+    if schedule_for(M, N, K, candidates[0], sms) == "streamk":
+        return candidates[0]
+    return choose_config(M, N, out_dtype, sms, candidates)
+
+
+def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
+    return -(-M // cfg.block_m) * -(-N // cfg.block_n)
+
+
+def tile_us(cfg: MatmulConfig, K: int) -> float:
+    """One tile's time at the full rate of an SM."""
+    return 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
+
+
+# ---- FP8 ----------------------------------------------------------------------------------------------
+
+SCALE_BLOCK = BLOCKWISE_SCALE_BLOCK.value  # blockwise scales cover 1 x 128 of A and 128 x 128 of B
+MAX_STAGES = 8
+WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its captured arguments: 260 B for blockwise)
+# BK = 128: 128 bytes of fp8, one swizzle row and one blockwise scale block. Stages: as many as fit (configs()).
+SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
+SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)
+SCALED_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
+BLOCKWISE = MatmulConfig(128, 128, 128, stages=1)  # 3 fp32 64x128 tiles per thread: total and two partial sums
+BLOCKWISE_SMALL = MatmulConfig(64, 128, 128, stages=1, num_warps=4)
+FP8_TILES = (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL, BLOCKWISE, BLOCKWISE_SMALL)
+
+
+@cache
+def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
+    """The tiles a call may use, largest first, each with as many stages as fit beside its output tile (fp32
+    output tiles are twice the bytes: the 128x256 one is not offered then)."""
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+
+    tiles = (BLOCKWISE, BLOCKWISE_SMALL) if blockwise else (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL)
+    if out_dtype == torch.float32:
+        tiles = tiles[1:] if not blockwise else tiles
+    c_dtype = GL_DTYPES[out_dtype]
+
+    def fits(cfg: MatmulConfig, stages: int) -> bool:
+        plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
+                           c_dtype, blockwise)
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    return tuple(replace(cfg, stages=max(s for s in range(1, MAX_STAGES + 1) if fits(cfg, s))) for cfg in tiles)
+
+
+# ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------
+
+CACHE_FILE = "autotune.json"
+
+
+def cache_path() -> Path:
+    return _cache_path(os.environ.get("TILEPIPE_CACHE_DIR"), os.environ.get("HOME"))
+
+
+@cache
+def _cache_path(directory: str | None, home: str | None) -> Path:
+    """Built once per (TILEPIPE_CACHE_DIR, HOME): pathlib's home lookup costs ~30 us, and matmul's uncached path
+    asks for the cache on every call."""
+    return Path(directory or Path.home() / ".cache" / "tilepipe") / CACHE_FILE
+
+
+def cached_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
+                  device: int) -> MatmulConfig | None:
+    """The autotuned configuration for this problem, if the cache holds one."""
+    entries = autotune_entries()
+    if not entries:
+        return None
+    entry = entries.get(problem_key(M, N, K, dtype, out_dtype, b_kmajor, device))
+    return MatmulConfig(**entry["config"]) if entry else None
+
+
+def problem_key(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
+                device: int) -> str:
+    """The cache key: GPU and software versions, then the problem."""
+    dt = lambda d: str(d).removeprefix("torch.")  # noqa: E731
+    return (f"{_environment(device)} | {M}x{N}x{K} {dt(dtype)}->{dt(out_dtype)} "
+            f"B {'kmajor' if b_kmajor else 'rowmajor'}")
+
+
+@cache
+def _environment(device: int) -> str:
+    import triton
+
+    from tilepipe._version import __version__
+
+    return (f"{torch.cuda.get_device_name(device)} cuda {torch.version.cuda} torch {torch.__version__} "
+            f"triton {triton.__version__} tilepipe {__version__}")
+
+
+_ENTRIES: dict[Path, dict[str, dict]] = {}
+
+
+def autotune_entries() -> dict[str, dict]:
+    """The cache file's entries, read once per process and per cache path."""
+    path = cache_path()
+    if path not in _ENTRIES:
+        _ENTRIES[path] = _read(path)
+    return _ENTRIES[path]
+
+
+def _read(path: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        print(f"tilepipe: ignoring unreadable autotune cache {path}: {exc}", file=sys.stderr)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def store_config(key: str, entry: dict) -> None:
+    """Add one entry to the cache file, keeping what other processes wrote since we read it (atomic replace)."""
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = _read(path)
+    entries[key] = entry
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)

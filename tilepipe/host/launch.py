@@ -1,0 +1,227 @@
+"""Low-overhead launches of a compiled Gluon kernel whose arguments include TMA descriptors.
+
+Triton's own launch path (`kernel.run`: argument binding and specialization, the `TensorDescriptor`
+objects, and one `cuTensorMapEncodeTiled` per descriptor on every launch) costs far more host time than a small
+GEMM takes on the GPU. `FastLauncher` calls Triton's shared C launcher directly and caches each encoded tensor
+map by what it encodes (address, shape, strides, box, dtype), so a repeated launch is a dictionary lookup per
+operand plus the C call. A tensor map holds no reference to its tensor; reusing one for new memory with the same
+address and geometry is exactly right, since that is all it encodes.
+
+This reaches into triton 3.9's launcher (`CudaLauncher`: one C `launch` for every kernel, taking the kernel's
+argument annotations and signature and its arguments as one tuple; `make_tensordesc_arg` for the tensor map
+layout); `FastLauncher.create` returns None when the compiled kernel does not look as expected, and callers then
+use `kernel.run`.
+"""
+
+import os
+from collections import OrderedDict
+from functools import cache
+from typing import NamedTuple
+
+import torch
+
+from tilepipe.host.configs import MatmulConfig, tile_count
+from tilepipe.host.device import GL_DTYPES, nvmma_layout, sm_count
+
+_MAP_CACHE_SIZE = 4096
+_BOUND_PER_PLAN = 64
+TMA_ALIGN_BYTES = 16
+"""A TMA descriptor's base address and row strides must be multiples of this."""
+
+
+class TmaOperand(NamedTuple):
+    """What a TMA descriptor parameter encodes of its tensor (the box comes from the compiled kernel's metadata)."""
+    address: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> "TmaOperand":
+        return cls(t.data_ptr(), tuple(t.shape), t.stride())
+
+
+class FastLauncher:
+    """Launch one compiled kernel straight through its C launcher, with cached TMA descriptor encodings."""
+
+    def __init__(self, kernel, raw_launch, metas: list[dict]) -> None:
+        self.kernel, self.raw_launch, self.metas = kernel, raw_launch, metas
+        self.maps: OrderedDict[tuple, object] = OrderedDict()
+        launcher = kernel._run
+        # function, cooperative, pdl, metadata; no launch metadata or hooks (see launch_hooks_active); no global or
+        # profile scratch (create refuses kernels that need one); then how the C launcher reads the argument tuple
+        self.prefix = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
+                       kernel.packed_metadata, None, None, None, None, None, launcher.arg_annotations,
+                       launcher.kernel_signature)
+
+    @classmethod
+    def create(cls, kernel) -> "FastLauncher | None":
+        """A fast launcher for `kernel` (a CompiledKernel launched once), or None if triton's internals differ."""
+        try:
+            from triton.runtime import driver
+
+            kernel._init_handles()
+            launcher = kernel._run
+            raw_launch = driver.active.utils.launch  # the C launcher every kernel's CudaLauncher calls
+            metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
+            launcher.arg_annotations, launcher.kernel_signature  # the 3.9 ABI's per-kernel parts must exist
+            extras = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas,
+                      getattr(launcher, "gsan_enabled", False))
+        except (AttributeError, ValueError, TypeError):
+            return None
+        if extras != (0, 0, 1, False) or not callable(raw_launch):  # scratch, clusters, sanitizer: kernel.run
+            return None
+        return cls(kernel, raw_launch, metas)
+
+    def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
+        """Launch with `args` in kernel order (TmaOperand entries for the descriptor parameters)."""
+        self.raw_launch(*grid, stream, *self.bind(args))
+
+    def bind(self, args: tuple) -> tuple:
+        """The C launcher's arguments after grid and stream: the prefix, then the kernel arguments as one tuple, in
+        which a TmaOperand becomes its encoded tensor map, shape and strides. The result can be kept and launched
+        again through raw_launch while the operands' addresses stay valid."""
+        flat, operand = [], 0
+        for arg in args:
+            if isinstance(arg, TmaOperand):
+                flat.append(self._tensor_map(*arg, operand))
+                flat.extend(arg.shape)
+                flat.extend(arg.strides)
+                operand += 1
+            else:
+                flat.append(arg)
+        return (*self.prefix, tuple(flat))
+
+    def _tensor_map(self, address: int, shape: tuple, strides: tuple, operand: int):
+        """The encoded tensor map of this geometry for descriptor parameter `operand`, with the kernel's box (the
+        hardware box: Triton splits a tile wider than the swizzle into several boxes)."""
+        key = (address, shape, strides, operand)
+        tensor_map = self.maps.get(key)
+        if tensor_map is None:
+            from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+            from triton.runtime import driver
+
+            meta = self.metas[operand]
+            tensor_map = driver.active.utils.fill_tma_descriptor_tiled(address, meta["swizzle"], meta["elem_size"],
+                                                                 TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]],
+                                                                 meta["block_size"], list(shape), list(strides), 0)
+            self.maps[key] = tensor_map
+            if len(self.maps) > _MAP_CACHE_SIZE:
+                self.maps.popitem(last=False)
+        return tensor_map
+
+
+class LaunchPlan:
+    """One call geometry's launch: a fast launcher, its grid, its kernel arguments, and the argument slots that carry
+    the call's tensors (TMA operands, or plain pointers). `bind` fills the slots for a tuple of tensor addresses once;
+    `bound` keeps the result, so a repeated tuple costs a dictionary lookup and the C call. A kernel with a
+    per-stream workspace is planned for that `stream` only."""
+
+    __slots__ = ("launcher", "grid", "device", "args", "slots", "stream", "bound")
+
+    def __init__(self, launcher: FastLauncher, grid: tuple[int, int, int], device: int, args: tuple,
+                 slots: tuple[int, ...], stream: int | None = None) -> None:
+        self.launcher, self.grid, self.device, self.args, self.slots = launcher, grid, device, args, slots
+        self.stream = stream
+        self.bound: dict[tuple[int, ...], tuple] = {}
+
+    def bind(self, addresses: tuple[int, ...]) -> tuple | None:
+        """The C launcher's arguments for these tensor addresses (one per slot), kept in `bound`; None where a TMA
+        address is not 16-byte aligned (the call must take the full path)."""
+        args = list(self.args)
+        for slot, address in zip(self.slots, addresses):
+            if isinstance(args[slot], TmaOperand):
+                if address % TMA_ALIGN_BYTES:
+                    return None
+                args[slot] = args[slot]._replace(address=address)
+            else:
+                args[slot] = address
+        if len(self.bound) >= _BOUND_PER_PLAN:
+            self.bound.clear()
+        bound = self.bound[addresses] = self.launcher.bind(tuple(args))
+        return bound
+
+
+def launch_hooks_active() -> bool:
+    """Whether a Triton launch hook (e.g. a profiler) is installed: then launches must go through kernel.run."""
+    runtime = _triton_runtime()
+    # triton keeps each hook as a HookChain, empty by default
+    return bool(runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls)
+
+
+@cache
+def _triton_runtime():
+    """triton.knobs.runtime, imported on first use (importing triton takes a while)."""
+    from triton import knobs
+
+    return knobs.runtime
+
+
+class LauncherCache(dict):
+    """FastLaunchers by everything a kernel's binary is specialized on: the first launch of a key goes through
+    Triton's JIT (and `remember`s its kernel), later ones through the cached launcher."""
+
+    def launch(self, key: tuple, grid: tuple[int, int, int], stream: int, args: tuple) -> FastLauncher | None:
+        """Launch through the cached launcher of `key`; None (nothing launched) without one, or while a Triton
+        launch hook wants the JIT path."""
+        launcher = self.get(key)
+        if launcher is None or launch_hooks_active():
+            return None
+        launcher(grid, stream, args)
+        return launcher
+
+    def remember(self, key: tuple, kernel) -> None:
+        """Keep a fast launcher of `kernel` (a CompiledKernel just launched) for `key`, where Triton allows one."""
+        fast = FastLauncher.create(kernel)
+        if fast is not None:
+            self[key] = fast
+
+
+def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
+    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM)."""
+    sms = sm_count(device)
+    return (sms if schedule == "streamk" else min(tile_count(M, N, cfg), sms)), 1, 1
+
+
+def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):
+    """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype]))
+
+
+_WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
+
+
+def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Tensor:
+    """The int32 workspace of the dynamic and stream-K schedulers for launches of `cfg`'s tiles on `stream`: the
+    dynamic scheduler's tile counter is word 0; stream-K uses FLAG_WORDS flags and then one fp32 partial tile of
+    `cfg` per SM (tilepipe/pipeline/partials.py), 17 MB for 128 x 256 on an H100. Zeroed once, then left at zero by
+    every launch. One per stream, since launches that share it must not overlap, and per tile size, since cached
+    plans keep its address. Created while a CUDA graph is being captured, its zeroing is captured too (harmless:
+    zero is its resting value)."""
+    key = (device, stream, cfg.block_m * cfg.block_n)
+    workspace = _WORKSPACES.get(key)
+    if workspace is None:
+        from tilepipe.pipeline.partials import FLAG_WORDS
+
+        sms = sm_count(device)
+        if sms > FLAG_WORDS.value:
+            raise RuntimeError(f"stream-K has flags for {FLAG_WORDS.value} programs; this GPU has {sms} SMs")
+        words = FLAG_WORDS.value + sms * key[2]
+        workspace = _WORKSPACES[key] = torch.zeros(words, dtype=torch.int32, device=f"cuda:{device}")
+    return workspace
+
+
+def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device) -> None:
+    """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline)."""
+    from tilepipe.pipeline import probe as probes
+    from tilepipe.probes import debug, timeline
+
+    if probe is True:
+        records = debug.progress_buffer(programs)
+        debug.watch("matmul_kernel", records, lambda: launch(records, probes.DEBUG))
+        return
+    events = timeline.events_for(programs)
+    buffer = timeline.trace_buffer(programs, events, device)
+    launch(buffer, events)
+    timeline.save(buffer, probe, "matmul_kernel")

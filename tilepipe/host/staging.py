@@ -1,0 +1,78 @@
+"""Operands as TMA can read them: aligned copies of tensors a descriptor cannot address, and rows restaged onto
+32-byte sectors where the cost model (host/configs.py) says the GEMM repays the copy."""
+
+import torch
+
+from tilepipe.host.configs import (COPY_BYTES_PER_US, LINE_BYTES, RESTAGE_GAIN, SECTOR_BYTES, MatmulConfig, tile_count,
+                                   tile_us)
+from tilepipe.host.device import sm_count
+from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache
+
+
+def tma_addressable(t: torch.Tensor) -> bool:
+    """Unit inner stride, 16-byte aligned row stride and base address: what a TMA descriptor needs."""
+    size = t.element_size()
+    return (t.stride(1) == 1 and (t.stride(0) * size) % TMA_ALIGN_BYTES == 0
+            and t.data_ptr() % TMA_ALIGN_BYTES == 0)
+
+
+def aligned_empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialised (rows, cols) view whose rows start on 128-byte lines (TMA needs 16 bytes; whole lines also
+    keep its loads off partial sectors)."""
+    rows, cols = shape
+    per_line = LINE_BYTES // dtype.itemsize
+    return torch.empty((rows, -(-cols // per_line) * per_line), dtype=dtype, device=device)[:, :cols]
+
+
+def tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """`t` itself when TMA can address it, else an aligned copy."""
+    if tma_addressable(t):
+        return t
+    staged = aligned_empty(t.shape, t.dtype, t.device)
+    staged.copy_(t)
+    return staged
+
+
+def off_sectors(t: torch.Tensor) -> bool:
+    """Rows that start off 32-byte L2 sectors (TMA then pulls about twice the sectors: docs/perf-log.md rows 17-18),
+    of a tensor the restaging copy can take (16-bit, at least its BLOCK_C columns)."""
+    from tilepipe.kernels.restage import BLOCK_C
+
+    return (((t.stride(0) * t.element_size()) % SECTOR_BYTES != 0 or t.data_ptr() % SECTOR_BYTES != 0)
+            and t.element_size() == 2 and t.shape[1] >= BLOCK_C and t.shape[0] > 0)
+
+
+def sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cfg: MatmulConfig,
+                    device: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The GEMM's A and B (as TMA reads them), with those whose rows start off sectors copied to 128-byte aligned
+    rows where the model says the GEMM saves more than the copy costs: RESTAGE_GAIN of its predicted time (in
+    waves of full-rate tiles), scaled by the share of the tile loads those operands make, against COPY_BYTES_PER_US
+    for reading and writing them."""
+    off = [off_sectors(a), off_sectors(b)]
+    if not any(off):
+        return a, b
+    share = (cfg.block_m * off[0] + cfg.block_n * off[1]) / (cfg.block_m + cfg.block_n)
+    gemm_us = -(-tile_count(M, N, cfg) // sm_count(device)) * tile_us(cfg, K)
+    copy_us = sum(2 * t.numel() * t.element_size() for t, o in zip((a, b), off) if o) / COPY_BYTES_PER_US
+    if RESTAGE_GAIN * share * gemm_us <= copy_us:
+        return a, b
+    return restaged(a, device) if off[0] else a, restaged(b, device) if off[1] else b
+
+
+def restaged(t: torch.Tensor, device: int) -> torch.Tensor:
+    """A copy of `t` (on `device`) whose rows start on 128-byte lines (tilepipe/kernels/restage.py)."""
+    from tilepipe.kernels.restage import BLOCK_C, BLOCK_R, restage_rows_kernel
+
+    rows, cols = t.shape
+    staged = aligned_empty(t.shape, t.dtype, t.device)
+    grid = (-(-rows // BLOCK_R), -(-cols // BLOCK_C), 1)
+    args = (t.data_ptr(), staged.data_ptr(), rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C)
+    key = (t.dtype, device)
+    if _RESTAGERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
+        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4,
+                                                           enable_fp_fusion=True))
+    return staged
+
+
+_RESTAGERS = LauncherCache()
+"""The restaging copy's launchers by dtype and device (sizes and strides are not specialized)."""

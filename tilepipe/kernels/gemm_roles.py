@@ -1,0 +1,72 @@
+"""The GEMM roles every sm_90a GEMM kernel shares, as CUTLASS splits its collectives from the kernel: the TMA load
+warp, the TMA store warp and the epilogue-load warp. Each walks its tiles through the kernel's scheduler and touches
+shared memory only through the pipelines it is given."""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma
+
+from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.tiles import InputTilePipeline
+
+WORKER_WARPS = gl.constexpr(1)
+WORKER_REGS = gl.constexpr(40)
+
+
+@gluon.jit
+def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
+              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
+    producer = inputs.producer()
+    work = sched.work(paces=True)
+    while work.valid:
+        pid_m, pid_n = work.coords()
+        k_begin, k_end = work.k_steps(k_tiles)
+        for k in range(k_begin, k_end):
+            with producer.produce() as tiles:
+                tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
+                if B_KMAJOR:
+                    tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                else:
+                    tma.async_load(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
+        if HAS_C:
+            if work.finishes:
+                load_order = load_order.signal()  # this tile's main-loop loads are on their way
+        work = work.next()
+    producer.drain()
+    if HAS_C:
+        load_order.drain()
+
+
+@gluon.jit
+def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr):
+    BM: gl.constexpr = d_desc.block_type.shape[0]
+    BN: gl.constexpr = d_desc.block_type.shape[1]
+    work = sched.work()
+    while work.valid:
+        if work.finishes:
+            pid_m, pid_n = work.coords()
+            with outputs.consume() as out:
+                tma.async_store(d_desc, [pid_m * BM, pid_n * BN], out.tile())
+                tma.store_wait(0)
+                if HAS_C:
+                    sources = sources.release()  # C was used and D stored: the stage may receive the next C
+        work = work.next()
+
+
+@gluon.jit
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched):
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    work = sched.work()
+    while work.valid:
+        if work.finishes:
+            pid_m, pid_n = work.coords()
+            load_order = load_order.wait()  # this tile's main-loop loads were issued first
+            sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+        work = work.next()
+    sources.drain()

@@ -1,0 +1,159 @@
+"""Warp-specialized persistent blockwise-scaled FP8 GEMM for sm_90a: DeepSeek-V3 scaling, A with an fp32 scale per
+(row, 128-wide K block), B with one per 128 x 128 block. Each K tile's wgmma writes a fresh fp32 partial sum that the
+MMA role promotes in registers: acc += partial * scale_a[row, k] * scale_b[n, k]. The scales arrive by TMA in the same
+input stage as the operands (`BlockwiseFP8TileStorage`), so the main loop does no global load.
+
+Roles (one CTA per SM, static grouped schedule): load (1 warp, TMA of A, B and the stage's scales), mma (8 warps: two
+wgmma warpgroups, promotion, epilogue into an output stage), store (1 warp, the shared TMA store role).
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma
+
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, store_role
+from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
+from tilepipe.pipeline.epilogue import EpiLoadPipeline
+from tilepipe.pipeline.mma import warpgroup_local_wait
+from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
+from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers.static import StaticTileScheduler
+
+SCALE_BLOCK = gl.constexpr(128)  # the K (and B's N) extent one blockwise scale covers
+SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordinate must be a multiple of 16 bytes
+
+
+@gluon.jit
+def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched: StaticTileScheduler,
+                        k_tiles):
+    """A, B and the K tile's scales (A's column of BM row scales, B's block scale) into one input stage."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    producer = inputs.producer()
+    work = sched.work(paces=True)
+    while work.valid:
+        pid_m, pid_n = work.coords()
+        for k in range(k_tiles):
+            with producer.produce() as tiles:
+                tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes + sa_desc.block_type.nbytes
+                                   + sb_desc.block_type.nbytes)
+                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
+                tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                tma.async_load(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
+                tma.async_load(sb_desc, [pid_n, k - k % SCALE_ALIGN], tiles.mbar(),
+                                                tiles.tile("b_scales"))
+        work = work.next()
+    producer.drain()
+
+
+@gluon.jit
+def stage_scales(tiles, k, row_layout: gl.constexpr):
+    """scale_a[row] * scale_b of K block k (the stage's), one value per accumulator row, read from shared memory.
+
+    B's box starts at K block k - k % SCALE_ALIGN (see blockwise_load_role): its word k % SCALE_ALIGN is broadcast to
+    every row."""
+    BM: gl.constexpr = tiles.payload.a_scales.shape[2]
+    SB: gl.constexpr = tiles.payload.b_scales.shape[2]
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    sa = tiles.tile("a_scales").reinterpret(gl.float32, [BM], flat).load(row_layout)
+    every_word: gl.constexpr = gl.BlockedLayout([SCALE_ALIGN], [32], [gl.num_warps()], [0])  # each thread: all 4
+    words = tiles.tile("b_scales").reinterpret(gl.float32, [SB], flat).slice(0, SCALE_ALIGN).load(every_word)
+    sb = gl.sum(gl.where(gl.arange(0, SCALE_ALIGN, every_word) == k % SCALE_ALIGN, words, 0.0), axis=0)
+    return sa * sb
+
+
+@gluon.jit
+def issue_partial(tiles, acc):
+    """Start the stage's wgmma into a fresh fp32 partial sum (`acc` only gives its type: use_acc=False)."""
+    return warpgroup_mma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def promote_while_next_runs(consumer, k, in_flight, scale, acc, rows: gl.constexpr):
+    """Start K tile k's wgmma, retire `in_flight` (K tile k - 1) and promote it into `acc`; frees its stage.
+
+    Returns (consumer, the new partial sum in flight, its scales, acc)."""
+    tiles = consumer.acquire()
+    started = issue_partial(tiles, acc)
+    done = warpgroup_local_wait(num_outstanding=1, deps=(in_flight, ))
+    started_scale = stage_scales(tiles, k, rows)
+    consumer = tiles.release()  # with the release lag: the stage `done` read
+    return consumer, started, started_scale, acc + done * gl.expand_dims(scale, 1)
+
+
+@gluon.jit
+def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched: StaticTileScheduler, k_tiles):
+    """Per K tile a fresh wgmma partial sum, promoted in fp32 registers with the stage's scales while the next
+    K tile's wgmma runs: three 64 x BN fp32 tensors per thread (total, and two partial sums in turn).
+
+    The main loop takes K tiles in pairs so the two partial sums swap roles by name, never by a register copy: a
+    copy of a partial sum whose wgmma is still in flight makes ptxas serialize every wgmma of the kernel.
+    """
+    BM: gl.constexpr = outputs.tiles.shape[1]
+    BN: gl.constexpr = outputs.tiles.shape[2]
+    acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
+    rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
+    consumer = inputs.consumer().with_release_lag(1)  # a stage is freed once the wgmma reading it retired
+    work = sched.work()
+    while work.valid:
+        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
+        tiles = consumer.acquire()
+        p0 = issue_partial(tiles, acc)
+        s0 = stage_scales(tiles, 0, rows)
+        consumer = tiles.release()
+        for k in range(2, k_tiles, 2):  # K tiles k - 1 and k
+            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, rows)
+            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, rows)
+        if k_tiles % 2 == 0:  # one K tile left
+            tiles = consumer.acquire()
+            p1 = issue_partial(tiles, acc)
+            last0, last1 = warpgroup_local_wait(num_outstanding=0, deps=(p0, p1))
+            s1 = stage_scales(tiles, k_tiles - 1, rows)
+            consumer = tiles.release()
+            acc += last0 * gl.expand_dims(s0, 1) + last1 * gl.expand_dims(s1, 1)
+        else:
+            last0 = warpgroup_local_wait(num_outstanding=0, deps=(p0, ))
+            acc += last0 * gl.expand_dims(s0, 1)
+        consumer = consumer.flush_releases()
+        with outputs.produce() as out:
+            out.tile().store(acc.to(outputs.tiles.dtype))
+            out.arrive()
+        work = work.next()
+    outputs.drain()
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration
+def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, M, N, K, STAGES: gl.constexpr,
+                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+    """D = sum over K blocks kb of (A_kb @ B_kb^T) * sa[row, kb] * sb[col // 128, kb]; sa_desc is over scale_a^T
+    (K blocks x M), sb_desc over scale_b^T (N blocks x K blocks)."""
+    BM: gl.constexpr = d_desc.block_type.shape[0]
+    BN: gl.constexpr = d_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    gl.static_assert(BN == SCALE_BLOCK and BK == SCALE_BLOCK, "one B scale and one A scale column per K tile")
+    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True)
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    inputs, outputs = allocate_roles(PLAN)
+    sources = EpiLoadPipeline(outputs.pipeline, outputs.tiles)  # no C: the store role never touches it
+    warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK))),
+                     (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK))),
+                     (store_role, (outputs, sources, d_desc, sched, False))],
+                    [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
+
+
+def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str):
+    """blockwise_matmul_kernel for one configuration as a tilepipe.verify.compile KernelSpec (sm_90a)."""
+    from tilepipe.kernels.spec import KernelSpec
+
+    return KernelSpec(f"{__name__}:blockwise_matmul_kernel",
+                      {"a_desc": tile_desc(a_dtype, (cfg.block_m, cfg.block_k)),
+                       "b_desc": tile_desc(b_dtype, (cfg.block_n, cfg.block_k)),
+                       "sa_desc": tile_desc("fp32", (1, cfg.block_m)),
+                       "sb_desc": tile_desc("fp32", BlockwiseFP8TileStorage.b_scale_tile),
+                       "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
+                       "STAGES": "constexpr", "C_STAGES": "constexpr", "GROUP_M": "constexpr"},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m},
+                      num_warps=cfg.num_warps)

@@ -1,0 +1,63 @@
+"""What a kernel variant is to the compiler: the @gluon.jit function, its Triton signature and its compile options.
+Kernel files describe their variants with it; tilepipe/verify/compile.py builds them without a GPU."""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+TARGETS: dict[str, int] = {"sm_90a": 90, "sm_100a": 100}
+"""Supported targets and their CUDA compute capability."""
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel to compile: where it lives, its Triton signature, and the compile options.
+
+    `fn` is "package.module:function" and must be importable in the child interpreter (it gets the parent's sys.path).
+    `constexprs` values must be JSON-serializable (ints, bools, floats, strings, lists).
+    `divisible_by_16` names the arguments the JIT would specialize as multiples of 16 (pointers 16-byte aligned,
+    ints divisible by 16); None means every pointer argument, which is what a launch with torch tensors gets.
+    Without this hint the compiled code assumes unaligned pointers and does not vectorize global loads and stores.
+    """
+
+    fn: str
+    signature: dict[str, str]
+    constexprs: dict[str, object] = field(default_factory=dict)
+    target: str = "sm_90a"
+    num_warps: int = 4
+    options: dict[str, object] = field(default_factory=dict)
+    divisible_by_16: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        module, _, name = self.fn.partition(":")
+        if not module or not name:
+            raise ValueError(f"KernelSpec.fn must look like 'package.module:function', got {self.fn!r}")
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown target {self.target!r}; expected one of {sorted(TARGETS)}")
+        unknown = [a for a in (*self.constexprs, *(self.divisible_by_16 or ())) if a not in self.signature]
+        if unknown:
+            raise ValueError(f"{self.fn}: arguments {unknown} are not in the signature")
+        json.dumps([self.constexprs, self.options])  # fail here, not in the child, on values that cannot travel
+
+    def function(self):
+        """The @gluon.jit function that `fn` names (its module is imported)."""
+        import importlib
+
+        module, _, qualname = self.fn.partition(":")
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        return found
+
+
+def tdesc_signature(dtype: str, block_shape: Sequence[int], layout: object) -> str:
+    """Signature string of a host TensorDescriptor argument, identical to what the JIT derives at launch."""
+    return f"tensordesc<{dtype}[{', '.join(str(d) for d in block_shape)}],{layout!r}>"
+
+
+def tile_desc(dtype: str, block: Sequence[int]) -> str:
+    """Signature of a TMA descriptor of `block` tiles in the NVMMA layout the kernels' storage gives such a tile (the
+    one layout rule, pipeline/storage.py's Part; the host builds its descriptors by the same rule)."""
+    from tilepipe.pipeline.storage import Part
+
+    return tdesc_signature(dtype, list(block), Part("tile", dtype, tuple(block), 1).layout)

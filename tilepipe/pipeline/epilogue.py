@@ -1,0 +1,84 @@
+"""Epilogue inputs: source tiles for D = alpha * acc + beta * C, and the order of main-loop and epilogue loads.
+
+`EpiLoadPipeline` (the seed's): an epilogue-load role TMA-loads each tile's C into a stage buffer; the role
+that computes the epilogue waits for it without signalling, and the role that is last to touch the buffer
+(the store role, when C lands in the output stage it will be stored from) frees it. `LoadOrderBarrier`:
+the load role signals once a tile's main-loop loads were issued, and the epilogue-load role waits for that
+before loading the tile's C, so C loads do not take bandwidth from A and B. All counts come from the
+declared storages (`EpiLoadPipelineStorage`, `LoadOrderBarrierStorage`).
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma
+
+from tilepipe.pipeline.ring import GuardedTiles, ProducerConsumerPipeline
+
+
+@aggregate
+class EpiLoadPipeline(GuardedTiles):
+    """Source (C) tiles loaded into `tiles` stages by an epilogue-load role."""
+    pipeline: ProducerConsumerPipeline
+    tiles: gl.shared_memory_descriptor
+
+    @gluon.must_use_result("Rebind it: `sources = sources.load(c_desc, coords)`.")
+    @gluon.jit
+    def load(self, c_desc, coords):
+        """Epilogue-load role: wait for a free stage, TMA-load the C tile at `coords` into it."""
+        stage = self.pipeline.acquire_producer()
+        stage.expect_bytes(c_desc.block_type.nbytes)
+        tma.async_load(c_desc, coords, stage.mbar(), self.tiles.index(stage.index()))
+        return EpiLoadPipeline(stage.release(), self.tiles)
+
+    @gluon.jit
+    def wait(self):
+        """Epilogue role: wait until the current stage's C has landed; returns (tile, advanced pipeline).
+
+        This role does not free the stage: the role that touches the buffer last does, with release().
+        """
+        self.pipeline.wait_producer()
+        return self.tiles.index(self.pipeline.consumer_stage()), EpiLoadPipeline(self.pipeline.consumer_step(),
+                                                                               self.tiles)
+
+    @gluon.must_use_result("Rebind it: `sources = sources.release()`.")
+    @gluon.jit
+    def release(self):
+        """The role that touches the buffer last: the current stage may be refilled."""
+        stage = self.pipeline.acquire_consumer()
+        return EpiLoadPipeline(stage.release(), self.tiles)
+
+    @gluon.jit
+    def drain(self):
+        """Epilogue-load role tail: wait until every stage it filled was released."""
+        self.pipeline.drain()
+
+
+@aggregate
+class LoadOrderBarrier:
+    """Main-loop loads of a tile were issued -> its epilogue loads may start."""
+    pipeline: ProducerConsumerPipeline
+
+    @gluon.constexpr_function
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+
+    @gluon.must_use_result("Rebind it: `load_order = load_order.signal()`.")
+    @gluon.jit
+    def signal(self):
+        """Load role, after issuing a tile's main-loop loads."""
+        stage = self.pipeline.acquire_producer()
+        stage.arrive()
+        return LoadOrderBarrier(stage.release())
+
+    @gluon.must_use_result("Rebind it: `load_order = load_order.wait()`.")
+    @gluon.jit
+    def wait(self):
+        """Epilogue-load role, before loading a tile's C."""
+        stage = self.pipeline.acquire_consumer()
+        return LoadOrderBarrier(stage.release())
+
+    @gluon.jit
+    def drain(self):
+        """Load role tail: wait until the epilogue-load role saw every signal."""
+        self.pipeline.drain()

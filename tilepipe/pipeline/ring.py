@@ -1,0 +1,457 @@
+"""Producer-consumer pipelines: N stages of full/empty mbarrier pairs, with a cursor per role.
+
+The seed's `ProducerConsumerPipeline` (Mojo, SM100 structured kernels) in Gluon (triton 3.9).
+
+**State advance.** A Gluon aggregate cannot be mutated, so a pipeline value carries its role's
+cursor (stage index, phase bit) and every step returns a new value that the caller rebinds:
+
+    stage = pipe.acquire_producer()          # waits until the consumers freed the slot
+    ...                                      # fill slot stage.index(); signal with stage.expect_bytes(n)
+    pipe = stage.release()                   # compile error if the result is dropped
+
+The context forms rebind the variable themselves, so they read like the seed:
+
+    with pipe.consume() as stage:            # waits for the producer
+        x = bufs.index(stage.index()).load(layout)
+    # here `pipe` has advanced: __exit__ rebinds it in the caller's scope
+
+`with` in Gluon hands its context manager no code generator, so the context finds the
+generator's `visit_With` frame and rebinds the name written before `.produce()`: a plain local
+variable is required (checked). Rebinding is an ordinary assignment to the tracer, so it is
+loop-carried and merged across `if` like `pipe = ...` (tests prove loops, branches, nesting).
+
+Why not `prev = s` copies: Triton's frontend decides which names a loop carries by comparing each
+name's IR values before and after a dry run of the body. After `prev = s` before the loop, the
+body's `prev = s` yields exactly `prev`'s pre-loop values, so `prev` is not carried and keeps the
+first slot forever (docs/hang-prev-copy.md). A wgmma consumer that must free a slot only after the
+wgmma reading it retired declares `release_lag` instead: `release()` then arrives on the slot
+`release_lag` acquisitions back, and `flush_releases()` frees the rest once the last wgmma retired.
+
+**Arrivals.** An `mbarrier.arrive` in Gluon is one arrival per partition (one thread after a
+partition-wide bar.sync); a TMA `expect` is one arrival. So `producer_arrivals` and
+`consumer_arrivals` count roles, and `tilepipe.pipeline.roles.warp_specialize` checks them against the roles
+that actually signal each barrier while tracing.
+
+**Probes.** A pipeline carries a `tilepipe.pipeline.probe.Probe`: off by default (no code at all), it records every
+wait in debug mode (progress records the hang watchdog reads) or trace mode (timestamps for a timeline).
+
+**Try-acquire.** Gluon has no `mbarrier.try_wait` builtin; since 3.9 inline PTX takes a barrier as an
+operand, so `try_wait_*` / `try_acquire_*` run a real `mbarrier.try_wait.parity` and return `ready` without
+blocking past the hardware's short suspend. Each thread asks for itself, and a "not ready" may be spurious,
+so `ready` only ever skips a wait: `wait_*_if_needed(ready)` / `acquire_*(ready)` are exact predicated waits.
+"""
+
+import hashlib
+from pathlib import Path
+
+from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+from triton.language.core import _unwrap_if_constexpr
+
+from tilepipe.pipeline import _trace
+from tilepipe.pipeline import probe as _probe
+from tilepipe.pipeline.probe import Probe
+
+PROXIES = ("async", "generic")
+
+
+@aggregate
+class ProducerConsumerPipeline:
+    """A ring of `num_stages` slots guarded by full/empty mbarriers, seen through one role's cursor.
+
+    `full[i]` completes when the producer filled slot i; `empty[i]` when every consumer released it.
+    `producer_proxy` / `consumer_proxy` say how each side touches the slot ("async": TMA, wgmma,
+    tcgen05; "generic": ld/st.shared); the proxy fences the hand-offs need are derived from them.
+    """
+    barriers: gl.shared_memory_descriptor
+    index: gl.tensor
+    phase: gl.tensor
+    pending: gl.tensor
+    num_stages: gl.constexpr
+    producer_arrivals: gl.constexpr
+    consumer_arrivals: gl.constexpr
+    release_lag: gl.constexpr
+    fence_before_signal: gl.constexpr
+    fence_before_release: gl.constexpr
+    name: gl.constexpr
+    probe: Probe
+
+    @gluon.constexpr_function
+    def __init__(self, barriers, index, phase, pending, num_stages, producer_arrivals, consumer_arrivals,
+                 release_lag, fence_before_signal, fence_before_release, name, probe):
+        self.barriers = barriers
+        self.index = index
+        self.phase = phase
+        self.pending = pending
+        self.num_stages = gl.constexpr(num_stages)
+        self.producer_arrivals = gl.constexpr(producer_arrivals)
+        self.consumer_arrivals = gl.constexpr(consumer_arrivals)
+        self.release_lag = gl.constexpr(release_lag)
+        self.fence_before_signal = gl.constexpr(fence_before_signal)
+        self.fence_before_release = gl.constexpr(fence_before_release)
+        self.name = gl.constexpr(name)
+        self.probe = probe
+
+    # ---- declaration --------------------------------------------------------------------------
+
+    @builtin
+    def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
+                      producer_proxy="async", consumer_proxy="async", probe=None, _semantic=None):
+        """A pipeline over `barriers`, a [2 * num_stages, 1] int64 mbarrier array: full stages, then empty.
+
+        `probe` (a `tilepipe.pipeline.probe.Probe`, default off) records this pipeline's waits in debug and trace modes.
+        """
+        num_stages, producer_arrivals, consumer_arrivals = map(_unwrap_if_constexpr, (num_stages, producer_arrivals,
+                                                                     consumer_arrivals))
+        name, producer_proxy, consumer_proxy = map(_unwrap_if_constexpr, (name, producer_proxy, consumer_proxy))
+        if not (isinstance(num_stages, int) and num_stages >= 1):
+            raise _trace.ProtocolError(f"pipeline '{name}': num_stages must be a positive int, got {num_stages!r}")
+        for what, count in (("producer_arrivals", producer_arrivals), ("consumer_arrivals", consumer_arrivals)):
+            if not (isinstance(count, int) and count >= 1):
+                raise _trace.ProtocolError(f"pipeline '{name}': {what} must be a positive int, got {count!r}")
+        for what, proxy in (("producer_proxy", producer_proxy), ("consumer_proxy", consumer_proxy)):
+            if proxy not in PROXIES:
+                raise _trace.ProtocolError(f"pipeline '{name}': {what} must be one of {PROXIES}, got {proxy!r}")
+        if list(barriers.shape) != [2 * num_stages, 1]:
+            raise _trace.ProtocolError(f"pipeline '{name}' needs a [{2 * num_stages}, 1] barrier array, "
+                                       f"got {list(barriers.shape)}")
+        index, phase, pending = (_semantic.to_tensor(0) for _ in range(3))  # own values: see hang-prev-copy.md
+        return ProducerConsumerPipeline(
+            barriers, index, phase, pending, num_stages,
+            producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
+            consumer_proxy == "generic" and producer_proxy == "async", name,
+            _probe.started(_probe.off() if probe is None else probe, _semantic))
+
+    @builtin
+    def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
+               consumer_proxy="async", probe=None, _semantic=None, _generator=None):
+        """Allocate 2 x num_stages barriers from one declaration and initialise them."""
+        barriers = gl.allocate_shared_memory(gl.int64, [2 * _unwrap_if_constexpr(num_stages), 1], mbarrier.MBarrierLayout(),
+                                             _semantic=_semantic)
+        pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
+                                                      name, producer_proxy, consumer_proxy, probe, _semantic=_semantic)
+        _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
+        return pipe
+
+    @gluon.jit
+    def init_barriers(self):
+        """full[i] expects `producer_arrivals` arrivals per phase, empty[i] `consumer_arrivals`."""
+        gl.static_assert(_LIB_REV != "", "the library revision enters the cache key of every kernel")
+        for i in gl.static_range(self.num_stages):
+            mbarrier.init(self.producer_mbar(i), count=self.producer_arrivals)
+            mbarrier.init(self.consumer_mbar(i), count=self.consumer_arrivals)
+
+    @builtin
+    def with_release_lag(self, lag, _semantic=None):
+        """This consumer keeps `lag` stages in use after acquiring the next (async wgmma in flight)."""
+        lag = _unwrap_if_constexpr(lag)
+        if not (isinstance(lag, int) and 0 <= lag < self.num_stages):
+            raise _trace.ProtocolError(
+                f"pipeline '{self.name.value}': a release lag of {lag} needs at least {lag + 1} stages (has "
+                f"{self.num_stages.value}); the producer could never refill the slots the consumer holds")
+        return gl.aggregate_replace(self, release_lag=lag)
+
+    # ---- direct API (the seed's names; no trace-time checks) -----------------------------------
+
+    @builtin
+    def wait_consumer(self, _semantic=None):
+        """Producer side: wait until the consumers released the current slot (passes on the first lap)."""
+        self.wait_consumer_if_needed(None, _semantic=_semantic)
+
+    @builtin
+    def wait_producer(self, _semantic=None):
+        """Consumer side: wait until the producer filled the current slot."""
+        self.wait_producer_if_needed(None, _semantic=_semantic)
+
+    @builtin
+    def wait_consumer_if_needed(self, ready, _semantic=None):
+        """wait_consumer(), skipped where `ready` (from try_wait_consumer) is set."""
+        _wait(self, _probe.PRODUCER, _empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic),
+              ready, _semantic)
+
+    @builtin
+    def wait_producer_if_needed(self, ready, _semantic=None):
+        """wait_producer(), skipped where `ready` (from try_wait_producer) is set."""
+        _wait(self, _probe.CONSUMER, _full(self, self.index, _semantic), self.phase, ready, _semantic)
+
+    @gluon.jit
+    def try_wait_consumer(self):
+        """Producer side: whether the consumers already released the current slot, without waiting for it."""
+        return _try_wait(self.consumer_mbar(self.index), self.phase ^ 1)
+
+    @gluon.jit
+    def try_wait_producer(self):
+        """Consumer side: whether the producer already filled the current slot, without waiting for it."""
+        return _try_wait(self.producer_mbar(self.index), self.phase)
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.producer_step()`.")
+    @builtin
+    def producer_step(self, _semantic=None):
+        return _advanced(self, _semantic)
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.consumer_step()`.")
+    @builtin
+    def consumer_step(self, _semantic=None):
+        return _advanced(self, _semantic)
+
+    @builtin
+    def producer_mbar(self, index, _semantic=None):
+        """The full barrier of slot `index`, which the producer's signal completes."""
+        return _full(self, _semantic.to_tensor(index), _semantic)
+
+    @builtin
+    def consumer_mbar(self, index, _semantic=None):
+        """The empty barrier of slot `index`, which the consumers' releases complete."""
+        return _empty(self, _semantic.to_tensor(index), _semantic)
+
+    @gluon.jit
+    def producer_stage(self):
+        return self.index
+
+    @gluon.jit
+    def consumer_stage(self):
+        return self.index
+
+    @gluon.jit
+    def drain(self):
+        """Producer tail: wait until the consumers released every slot, so no arrive targets an exited role."""
+        pipe = self
+        for _ in gl.static_range(self.num_stages):
+            pipe.wait_consumer()
+            pipe = pipe.producer_step()
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.flush_releases()`.")
+    @builtin
+    def flush_releases(self, _semantic=None):
+        """Lagged consumer tail: release the stages still held, once the wgmma reading them retired."""
+        lag, stages = _unwrap_if_constexpr(self.release_lag), _unwrap_if_constexpr(self.num_stages)
+        for j in range(lag):
+            slot = self.index.__add__(stages + j, _semantic=_semantic).__sub__(self.pending, _semantic=_semantic)
+            slot = slot.__mod__(stages, _semantic=_semantic)
+            if self.fence_before_release:
+                fence_async_shared(_semantic=_semantic)
+            mbarrier.arrive(_empty(self, slot, _semantic), pred=self.pending.__gt__(j, _semantic=_semantic),
+                            _semantic=_semantic)
+        return gl.aggregate_replace(self, pending=_semantic.to_tensor(0))
+
+    # ---- stage handles -----------------------------------------------------------------------
+
+    @builtin
+    def acquire_producer(self, ready=None, _semantic=None):
+        """Wait for a free slot (skipped if `ready`, from try_wait_consumer) and return its handle."""
+        self.wait_consumer_if_needed(ready, _semantic=_semantic)
+        return ProducerStage(self, _trace.open_stage("producer", self.name, _semantic))
+
+    @builtin
+    def acquire_consumer(self, ready=None, _semantic=None):
+        """Wait for a filled slot (skipped if `ready`, from try_wait_producer) and return its handle."""
+        self.wait_producer_if_needed(ready, _semantic=_semantic)
+        return ConsumerStage(self, _trace.open_stage("consumer", self.name, _semantic))
+
+    @gluon.jit
+    def try_acquire_producer(self):
+        """The seed's non-blocking try: `ready`, to pass to acquire_producer(ready) after other work."""
+        return self.try_wait_consumer()
+
+    @gluon.jit
+    def try_acquire_consumer(self):
+        """The seed's non-blocking try: `ready`, to pass to acquire_consumer(ready) after other work."""
+        return self.try_wait_producer()
+
+    # ---- context managers ---------------------------------------------------------------------
+
+    @builtin
+    def produce(self, _semantic=None):
+        """`with pipe.produce() as stage:` waits for a free slot; on exit `pipe` advances."""
+        return _trace.StageContext("produce", lambda: self.acquire_producer(_semantic=_semantic),
+                                   lambda stage: stage.release(_semantic=_semantic), _semantic)
+
+    @builtin
+    def consume(self, _semantic=None):
+        """`with pipe.consume() as stage:` waits for a filled slot; on exit releases it and `pipe` advances."""
+        return _trace.StageContext("consume", lambda: self.acquire_consumer(_semantic=_semantic),
+                                   lambda stage: stage.release(_semantic=_semantic), _semantic)
+
+    @builtin
+    def consume_explicit(self, _semantic=None):
+        """Like consume(), but the body signals with `stage.arrive()` (e.g. under a condition)."""
+        return _trace.StageContext("consume_explicit", lambda: self.acquire_consumer(_semantic=_semantic),
+                                   lambda stage: stage.release_without_signal(_semantic=_semantic), _semantic)
+
+
+DEVICE_SIDE = ("pipeline", "schedulers", "kernels", "examples")
+"""The package folders whose code a kernel is built from: only their sources enter a kernel's cache key."""
+
+
+def device_sources() -> list[Path]:
+    root = Path(__file__).resolve().parents[1]
+    return sorted(path for folder in DEVICE_SIDE for path in (root / folder).rglob("*.py"))
+
+
+def _library_revision() -> str:
+    """Hash of the device-side sources: builtins are not hashed into Triton's cache key, this constexpr is (editing a
+    benchmark or the host side recompiles nothing)."""
+    digest = hashlib.sha256()
+    for path in device_sources():
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+_LIB_REV = gl.constexpr(_library_revision())
+
+
+def _advanced(pipe, semantic):
+    """The cursor one stage on: index wraps at num_stages and flips the phase (the probe counts the step)."""
+    pipe = gl.aggregate_replace(pipe, probe=_probe.advanced(pipe, semantic))
+    if _unwrap_if_constexpr(pipe.num_stages) == 1:
+        return gl.aggregate_replace(pipe, phase=pipe.phase.__xor__(1, _semantic=semantic))
+    nxt = pipe.index.__add__(1, _semantic=semantic)
+    wrap = nxt.__eq__(pipe.num_stages, _semantic=semantic)
+    index = gl.where(wrap, 0, nxt, _semantic=semantic)
+    phase = gl.where(wrap, pipe.phase.__xor__(1, _semantic=semantic), pipe.phase, _semantic=semantic)
+    return gl.aggregate_replace(pipe, index=index, phase=phase)
+
+
+@gluon.jit
+def _try_wait(barrier, parity):
+    """One thread's non-blocking test of `barrier` for the phase with parity `parity` (PTX try_wait, which may
+    suspend the thread for a short, hardware-chosen time). A "not ready" may be spurious; "ready" never is."""
+    done = gl.inline_asm_elementwise(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+        "=r,r,r", [barrier, parity], dtype=gl.int32, is_pure=False, pack=1)
+    return done != 0
+
+
+def _release_slot(pipe, semantic):
+    """Arrive on empty for the slot this consumer frees now; returns `pipe` with `pending` updated."""
+    lag, stages = _unwrap_if_constexpr(pipe.release_lag), _unwrap_if_constexpr(pipe.num_stages)
+    if _unwrap_if_constexpr(pipe.fence_before_release):
+        fence_async_shared(_semantic=semantic)
+    if lag == 0:
+        mbarrier.arrive(_empty(pipe, pipe.index, semantic), _semantic=semantic)
+        return pipe
+    slot = pipe.index.__add__(stages - lag, _semantic=semantic).__mod__(stages, _semantic=semantic)
+    held = pipe.pending.__eq__(lag, _semantic=semantic)
+    mbarrier.arrive(_empty(pipe, slot, semantic), pred=held, _semantic=semantic)
+    pending = gl.minimum(pipe.pending.__add__(1, _semantic=semantic), lag, _semantic=semantic)
+    return gl.aggregate_replace(pipe, pending=pending)
+
+
+def _signal(stage, barrier, semantic):
+    """Trace-time record that this role signals `barrier` ("full" or "empty") through `stage`."""
+    _trace.mark_signalled(stage.token)
+    pipe = stage.pipe
+    _trace.record_signal(pipe.name, barrier, pipe.producer_arrivals, pipe.consumer_arrivals, semantic)
+
+
+def _check_unlagged(pipe, what):
+    if pipe.release_lag:
+        raise _trace.ProtocolError(f"pipeline '{pipe.name.value}': {what}() is not available with a release lag; "
+                                   "release() picks the lagged slot")
+
+
+def _full(pipe, index, semantic):
+    """The full barrier of slot `index`: barriers[index]."""
+    return pipe.barriers.index(index, _semantic=semantic)
+
+
+def _empty(pipe, index, semantic):
+    """The empty barrier of slot `index`: barriers[num_stages + index] (the seed's layout)."""
+    return pipe.barriers.index(index.__add__(pipe.num_stages, _semantic=semantic), _semantic=semantic)
+
+
+def _wait(pipe, side, barrier, phase, ready, semantic):
+    """Spin until `barrier`, the current slot's barrier of `side` (producer: empty, consumer: full), completes the
+    phase with parity `phase`; skipped where `ready` is set. The probe sees the wait (nothing when it is off)."""
+    pred = True if _unwrap_if_constexpr(ready) is None else ready.__eq__(0, _semantic=semantic)
+    started_at = _probe.before_wait(pipe, side, phase, semantic)
+    mbarrier.wait(barrier, phase, pred=pred, _semantic=semantic)
+    _probe.after_wait(pipe, side, phase, started_at, semantic)
+
+
+@aggregate
+class _Stage:
+    """What both stage handles hold: the pipeline (with the role's cursor) and the trace-time token."""
+
+    @gluon.jit
+    def index(self):
+        return self.pipe.index
+
+
+@aggregate
+class ProducerStage(_Stage):
+    """A slot the producer holds: fill it, signal it once, then `pipe = stage.release()`."""
+    pipe: ProducerConsumerPipeline
+    token: gl.constexpr
+
+    @builtin
+    def mbar(self, _semantic=None):
+        """The full barrier, for an operation that completes it (e.g. tcgen05_commit); counts as the signal."""
+        _signal(self, "full", _semantic)
+        return _full(self.pipe, self.pipe.index, _semantic)
+
+    @builtin
+    def expect_bytes(self, nbytes, _semantic=None):
+        """Arm the full barrier for `nbytes` of TMA traffic; this is the producer's one arrival."""
+        _signal(self, "full", _semantic)
+        mbarrier.expect(_full(self.pipe, self.pipe.index, _semantic), nbytes, _semantic=_semantic)
+
+    @builtin
+    def arrive(self, _semantic=None):
+        """Signal a slot filled with ordinary stores (fenced first when its consumer reads via the async proxy)."""
+        _signal(self, "full", _semantic)
+        if self.pipe.fence_before_signal:
+            fence_async_shared(_semantic=_semantic)
+        mbarrier.arrive(_full(self.pipe, self.pipe.index, _semantic), _semantic=_semantic)
+
+    @gluon.must_use_result("Rebind the pipeline: `pipe = stage.release()`.")
+    @builtin
+    def release(self, _semantic=None):
+        """Hand the slot to the consumers' side of the ring and return the advanced pipeline."""
+        _trace.close_stage(self.token, _semantic, needs_signal=True)
+        return _advanced(self.pipe, _semantic)
+
+
+@aggregate
+class ConsumerStage(_Stage):
+    """A slot a consumer holds: read it, then `pipe = stage.release()` (arrive on empty and advance)."""
+    pipe: ProducerConsumerPipeline
+    token: gl.constexpr
+
+    @builtin
+    def mbar(self, _semantic=None):
+        """The empty barrier, for a special signal (e.g. a commit); counts as this role's release signal."""
+        _check_unlagged(self.pipe, "mbar")
+        _signal(self, "empty", _semantic)
+        return _empty(self.pipe, self.pipe.index, _semantic)
+
+    @builtin
+    def arrive(self, _semantic=None):
+        """Signal the release without advancing (may sit under a condition); then release_without_signal()."""
+        _check_unlagged(self.pipe, "arrive")
+        _signal(self, "empty", _semantic)
+        _release_slot(self.pipe, _semantic)
+
+    @gluon.must_use_result("Rebind the pipeline: `pipe = stage.release()`.")
+    @builtin
+    def release(self, _semantic=None):
+        """Free the slot (with a release lag: the slot `release_lag` acquisitions back) and advance."""
+        _signal(self, "empty", _semantic)
+        _trace.close_stage(self.token, _semantic, needs_signal=True)
+        return _advanced(_release_slot(self.pipe, _semantic), _semantic)
+
+    @gluon.must_use_result("Rebind the pipeline: `pipe = stage.release_without_signal()`.")
+    @builtin
+    def release_without_signal(self, _semantic=None):
+        """Advance after this stage was signalled by `arrive()` or through `mbar()`."""
+        _trace.close_stage(self.token, _semantic, needs_signal=True)
+        return _advanced(self.pipe, _semantic)
+
+
+@aggregate
+class GuardedTiles:
+    """Base of aggregates that pair a pipeline with the shared-memory stage array it guards (fields `pipeline`,
+    `tiles`): output stages, epilogue source stages."""

@@ -1,0 +1,637 @@
+"""Shared-memory storage: one declaration gives the tile arrays, the barriers, their bytes and the budget.
+
+The seed's `pipeline_storage` (Mojo, SM100 structured kernels). A storage is a frozen dataclass that
+says what a kernel keeps in shared memory: tile storages (A/B stages, scale tiles, C stages, source
+tiles) and pipeline storages (barrier pairs whose count follows from the stage count). The same
+object serves the host and the kernel:
+
+* on the host, `SmemPlan` lays the parts out (offsets, with the alignment swizzled TMA tiles need),
+  checks the total against the shared-memory limit with an error that lists every part, finds the
+  largest stage count that fits, and prints a table with the barrier map;
+* in a kernel, `storage.allocate()` (a `@builtin`, reached through a constexpr plan) allocates the
+  same parts and returns tile arrays or initialised `ProducerConsumerPipeline`s: sizes are written in
+  one place only.
+
+A kernel builds its plan from its constexpr parameters with a `gluon.constexpr_function` that the
+host calls too, so host and device cannot disagree. Triton chooses the final offsets itself; with
+every part live at once it packs them as tightly as the plan does, which the CPU tests check by
+comparing `SmemPlan.total_bytes` with the compiled kernel's shared-memory size.
+"""
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+
+from tilepipe._text import format_table
+from tilepipe.pipeline.ring import ProducerConsumerPipeline
+
+SMEM_LIMIT_BYTES = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}
+"""Largest dynamic shared memory one block may use, per target (the opt-in limit of H100/H200 and B200)."""
+
+DTYPES = {"fp16": gl.float16, "bf16": gl.bfloat16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv,
+          "fp8e5": gl.float8e5, "int8": gl.int8, "uint8": gl.uint8, "int32": gl.int32, "int64": gl.int64}
+_SWIZZLE_ALIGNMENT = {0: 128, 32: 256, 64: 512, 128: 1024}  # bytes: TMA needs 128; a swizzle atom repeats at 8 rows
+_DEFAULT_ALIGNMENT = 16  # what Triton's allocator gives a buffer with no alignment of its own (barriers, words)
+
+
+class SmemBudgetError(ValueError):
+    """A storage plan does not fit the shared-memory limit; the message lists every part."""
+
+
+def dtype_of(name) -> gl.dtype:
+    """The Gluon dtype for a name ("fp16", "bf16", ...) or a Gluon dtype."""
+    if isinstance(name, gl.dtype) and name in DTYPES.values():
+        return name
+    if name not in DTYPES:
+        raise TypeError(f"unsupported shared-memory dtype {name!r}; expected one of {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One shared-memory allocation: `stages` copies of a `tile` of `dtype` (barriers: int64 [count, 1])."""
+    name: str
+    dtype: str
+    tile: tuple[int, ...]
+    stages: int
+    kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "barrier" (mbarriers), "words" (plain int32)
+
+    def __post_init__(self) -> None:
+        dtype = dtype_of(self.dtype)
+        object.__setattr__(self, "dtype", next(name for name, value in DTYPES.items() if value == dtype))
+        if self.kind not in ("tile", "barrier", "words"):
+            raise ValueError(f"{self.name}: unknown part kind {self.kind!r}")
+        if not (isinstance(self.stages, int) and self.stages >= 1):
+            raise ValueError(f"{self.name}: stages must be a positive int, got {self.stages!r}")
+        if not self.tile or not all(isinstance(d, int) and d >= 1 for d in self.tile):
+            raise ValueError(f"{self.name}: tile dimensions must be positive ints, got {self.tile!r}")
+
+    @property
+    def shape(self) -> list[int]:
+        return [self.stages, *self.tile]
+
+    @property
+    def nbytes(self) -> int:
+        count = self.stages
+        for dim in self.tile:
+            count *= dim
+        return count * dtype_of(self.dtype).primitive_bitwidth // 8
+
+    @property
+    def layout(self):
+        if self.kind == "barrier":
+            return mbarrier.MBarrierLayout()
+        if self.kind == "words":
+            return gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        return gl.NVMMASharedLayout.get_default_for(list(self.tile), dtype_of(self.dtype))
+
+    @property
+    def alignment(self) -> int:
+        if self.kind != "tile":
+            return _DEFAULT_ALIGNMENT
+        return _SWIZZLE_ALIGNMENT[self.layout.swizzle_byte_width]
+
+    def allocate(self, semantic):
+        """Allocate this part in the kernel being traced."""
+        return gl.allocate_shared_memory(dtype_of(self.dtype), self.shape, self.layout, _semantic=semantic)
+
+
+@dataclass(frozen=True)
+class BarrierUse:
+    """One line of a plan's barrier map."""
+    name: str
+    count: int
+    arrivals: int
+    producer: str
+    consumer: str
+
+
+class Storage:
+    """Base of every storage declaration: its parts and its barriers, for the plan."""
+
+    def parts(self) -> list[Part]:
+        raise NotImplementedError
+
+    def barriers(self) -> list[BarrierUse]:
+        return []
+
+
+# ---- tile storages ---------------------------------------------------------------------------
+
+
+@aggregate
+class StandardTiles:
+    """A and B stage arrays in shared memory (device side of StandardTileStorage)."""
+    a_tiles: gl.shared_memory_descriptor
+    b_tiles: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, a_tiles, b_tiles):
+        self.a_tiles = a_tiles
+        self.b_tiles = b_tiles
+
+
+@aggregate
+class BlockScaledTiles:
+    """A, B and their block scale factors per stage (device side of BlockScaledTileStorage)."""
+    a_tiles: gl.shared_memory_descriptor
+    b_tiles: gl.shared_memory_descriptor
+    sfa_tiles: gl.shared_memory_descriptor
+    sfb_tiles: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, a_tiles, b_tiles, sfa_tiles, sfb_tiles):
+        self.a_tiles = a_tiles
+        self.b_tiles = b_tiles
+        self.sfa_tiles = sfa_tiles
+        self.sfb_tiles = sfb_tiles
+
+
+@aggregate
+class BlockwiseFP8Tiles:
+    """FP8 A and B tiles plus the stage's 128-wide K block scales: A's per row, B's per 128 x 128 block."""
+    a_tiles: gl.shared_memory_descriptor
+    b_tiles: gl.shared_memory_descriptor
+    a_scales: gl.shared_memory_descriptor
+    b_scales: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, a_tiles, b_tiles, a_scales, b_scales):
+        self.a_tiles = a_tiles
+        self.b_tiles = b_tiles
+        self.a_scales = a_scales
+        self.b_scales = b_scales
+
+
+@dataclass(frozen=True)
+class StandardTileStorage(Storage):
+    """A (BM x BK) and B (BN x BK, or BK x BN) tiles per stage, swizzled for TMA and wgmma/tcgen05."""
+    a_dtype: str
+    b_dtype: str
+    a_tile: tuple[int, int]
+    b_tile: tuple[int, int]
+    stages: int
+    device: ClassVar[type] = StandardTiles
+
+    def parts(self) -> list[Part]:
+        return [Part("a", self.a_dtype, self.a_tile, self.stages), Part("b", self.b_dtype, self.b_tile, self.stages)]
+
+    @builtin
+    def allocate(self, _semantic=None):
+        """The tile arrays, in the order of parts(), as this storage's device aggregate."""
+        return self.device(*(part.allocate(_semantic) for part in self.parts()))
+
+
+@dataclass(frozen=True)
+class BlockScaledTileStorage(StandardTileStorage):
+    """MX/NV block-scaled operands: A and B plus scale-factor tiles SFA, SFB per stage."""
+    sf_dtype: str
+    sfa_tile: tuple[int, int]
+    sfb_tile: tuple[int, int]
+    device: ClassVar[type] = BlockScaledTiles
+
+    def parts(self) -> list[Part]:
+        return super().parts() + [Part("sfa", self.sf_dtype, self.sfa_tile, self.stages),
+                                  Part("sfb", self.sf_dtype, self.sfb_tile, self.stages)]
+
+
+@dataclass(frozen=True)
+class BlockwiseFP8TileStorage(StandardTileStorage):
+    """DeepSeek-style blockwise FP8: A, B, a (1 x BM) fp32 row of A-scales and a (1 x 32) fp32 B-scale box per stage.
+
+    Scales travel with the operands (TMA, same barrier), so the MMA role never loads from global memory in its
+    main loop. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost coordinates, so the B box
+    is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is one of its first 4 words.
+    """
+    device: ClassVar[type] = BlockwiseFP8Tiles
+    b_scale_tile: ClassVar[tuple[int, int]] = (1, 32)
+
+    def parts(self) -> list[Part]:
+        return super().parts() + [Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages),
+                                  Part("b_scales", "fp32", self.b_scale_tile, self.stages)]
+
+
+class _SingleArrayStorage(Storage):
+    """A storage of one shared-memory array; allocate() returns its descriptor."""
+
+    @builtin
+    def allocate(self, _semantic=None):
+        return self.parts()[0].allocate(_semantic)
+
+
+@dataclass(frozen=True)
+class _TileArrayStorage(_SingleArrayStorage):
+    """`stages` tiles of one dtype, named `part_name` in plans."""
+    dtype: str
+    tile: tuple[int, int]
+    stages: int
+    part_name: ClassVar[str] = "tiles"
+
+    def parts(self) -> list[Part]:
+        return [Part(self.part_name, self.dtype, self.tile, self.stages)]
+
+
+@dataclass(frozen=True)
+class OutputTileStorage(_TileArrayStorage):
+    """C tiles staged for the store role (sm_90a: the output pipeline's stages)."""
+    part_name: ClassVar[str] = "c"
+
+
+@dataclass(frozen=True)
+class SourceTileStorage(_TileArrayStorage):
+    """Source C tiles for residual epilogues, filled by the epilogue-load role."""
+    part_name: ClassVar[str] = "src"
+
+
+# ---- pipeline (barrier) storages --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BarrierPair(Storage):
+    """`stages` full/empty mbarrier pairs: the barriers of one ProducerConsumerPipeline."""
+    stages: int
+    name: str
+    producer: str
+    consumer: str
+    producer_arrivals: int = 1
+    consumer_arrivals: int = 1
+    producer_proxy: str = "async"
+    consumer_proxy: str = "async"
+
+    def parts(self) -> list[Part]:
+        return [Part("barriers", "int64", (1, ), 2 * self.stages, kind="barrier")]
+
+    def barriers(self) -> list[BarrierUse]:
+        return [BarrierUse(f"{self.name}.full", self.stages, self.producer_arrivals, self.producer, self.consumer),
+                BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer, self.producer)]
+
+    @builtin
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        """Allocate and initialise the barriers; returns the pipeline over them (carrying `probe`, if given)."""
+        pipe = ProducerConsumerPipeline.from_barriers(
+            self.parts()[0].allocate(_semantic), self.stages, self.producer_arrivals, self.consumer_arrivals,
+            self.name, self.producer_proxy, self.consumer_proxy, probe, _semantic=_semantic)
+        _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
+        return pipe
+
+
+@dataclass(frozen=True)
+class OutputPipelineStorage(BarrierPair):
+    """Output stages MMA -> store/epilogue role (sm_90a: smem C tiles; sm_100a: TMEM accumulators)."""
+    name: str = "output"
+    producer: str = "mma"
+    consumer: str = "epilogue"
+
+
+@dataclass(frozen=True)
+class EpiLoadPipelineStorage(BarrierPair):
+    """Source-tile stages epilogue-load role -> epilogue."""
+    name: str = "epi_load"
+    producer: str = "epilogue_load"
+    consumer: str = "epilogue"
+
+
+@dataclass(frozen=True)
+class InputPipelineStorage(BarrierPair):
+    """Operand stages TMA load -> MMA; with k-groups, one barrier pair guards `k_group_size` stages."""
+    name: str = "input"
+    producer: str = "load"
+    consumer: str = "mma"
+    k_group_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.k_group_size < 1 or self.stages % self.k_group_size:
+            raise ValueError(f"input pipeline: {self.stages} stages are not a whole number of k-groups of "
+                             f"{self.k_group_size}")
+
+    @property
+    def group_stages(self) -> int:
+        return self.stages // self.k_group_size
+
+    def parts(self) -> list[Part]:
+        return self._grouped().parts()
+
+    def barriers(self) -> list[BarrierUse]:
+        return self._grouped().barriers()
+
+    def _grouped(self) -> BarrierPair:
+        return BarrierPair(self.group_stages, self.name, self.producer, self.consumer, self.producer_arrivals,
+                           self.consumer_arrivals, self.producer_proxy, self.consumer_proxy)
+
+    @builtin
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        return self._grouped().allocate(probe, _semantic=_semantic, _generator=_generator)
+
+
+@aggregate
+class ClcPipelines:
+    """The scheduler ring (tile ids to every other role), its throttle, and the response words."""
+    pipeline: ProducerConsumerPipeline
+    throttle: ProducerConsumerPipeline
+    response: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, pipeline, throttle, response):
+        self.pipeline = pipeline
+        self.throttle = throttle
+        self.response = response
+
+
+@dataclass(frozen=True)
+class ClcPipelineStorage(Storage):
+    """Scheduler ring: full/empty per stage (every other role consumes), a throttle pair, and 16 B per stage.
+
+    The 16-byte response matches sm_100a's CLC `try_cancel` result; the Hopper dynamic scheduler writes the tile
+    id into all four words. The throttle pair lets the pacing role (load) hold the scheduler back.
+    """
+    stages: int
+    consumers: tuple[str, ...]
+    producer: str = "scheduler"
+    throttle_producer: str = "load"
+
+    def _ring(self) -> BarrierPair:
+        return BarrierPair(self.stages, "clc", self.producer, "+".join(self.consumers), 1, len(self.consumers),
+                           "generic", "generic")
+
+    def _throttle(self) -> BarrierPair:
+        return BarrierPair(self.stages, "clc_throttle", self.throttle_producer, self.producer, 1, 1, "generic",
+                           "generic")
+
+    def parts(self) -> list[Part]:
+        return [Part("barriers", "int64", (1, ), 2 * self.stages, kind="barrier"),
+                Part("throttle", "int64", (1, ), 2 * self.stages, kind="barrier"),
+                Part("response", "int32", (1, 4), self.stages, kind="words")]
+
+    def barriers(self) -> list[BarrierUse]:
+        return self._ring().barriers() + self._throttle().barriers()
+
+    @builtin
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        ring = self._ring().allocate(probe, _semantic=_semantic, _generator=_generator)
+        throttle = self._throttle().allocate(probe, _semantic=_semantic, _generator=_generator)
+        return ClcPipelines(ring, throttle, self.parts()[2].allocate(_semantic))
+
+
+def _single_barrier(part: Part, count: int, semantic):
+    """Allocate a one-barrier part and initialise it for `count` arrivals."""
+    barrier = part.allocate(semantic)
+    mbarrier.init(barrier.index(0, _semantic=semantic), count=count, _semantic=semantic)
+    return barrier
+
+
+@dataclass(frozen=True)
+class LoadOrderBarrierStorage(BarrierPair):
+    """The load role tells the epilogue-load role that a tile's main-loop loads were issued, so C loads do not
+    take bandwidth from A and B first. A pair, not one barrier: with one barrier a load role two tiles ahead
+    would flip its phase twice and the waiter could miss a tile; the pair bounds how far ahead it runs."""
+    stages: int = 2
+    name: str = "load_order"
+    producer: str = "load"
+    consumer: str = "epilogue_load"
+    producer_proxy: str = "generic"
+    consumer_proxy: str = "generic"
+
+
+@aggregate
+class TmemDealloc:
+    """The TMEM dealloc barrier and the 32-bit TMEM address the allocating warp shares (sm_100a)."""
+    barrier: gl.shared_memory_descriptor
+    address: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, barrier, address):
+        self.barrier = barrier
+        self.address = address
+
+
+@dataclass(frozen=True)
+class TmemDeallocStorage(Storage):
+    """sm_100a only (compiled, never run here): epilogue -> MMA barrier before TMEM is freed, plus its address."""
+    producer: str = "epilogue"
+    consumer: str = "mma"
+
+    def parts(self) -> list[Part]:
+        return [Part("barrier", "int64", (1, ), 1, kind="barrier"), Part("address", "int32", (1, 4), 1, kind="words")]
+
+    def barriers(self) -> list[BarrierUse]:
+        return [BarrierUse("tmem_dealloc", 1, 1, self.producer, self.consumer)]
+
+    @builtin
+    def allocate(self, _semantic=None):
+        barrier_part, address_part = self.parts()
+        return TmemDealloc(_single_barrier(barrier_part, 1, _semantic), address_part.allocate(_semantic))
+
+
+@dataclass(frozen=True)
+class RawBarrierStorage(_SingleArrayStorage):
+    """Escape hatch: `count` mbarriers the kernel initialises and drives itself."""
+    count: int
+    name: str = "raw"
+
+    def parts(self) -> list[Part]:
+        return [Part("barriers", "int64", (1, ), self.count, kind="barrier")]
+
+    def barriers(self) -> list[BarrierUse]:
+        return [BarrierUse(self.name, self.count, 0, "?", "?")]
+
+
+# ---- bundles -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SmemPipelineBundle(Storage):
+    """The matmul family's pipelines in one declaration: input, output, scheduler, TMEM dealloc, epilogue load.
+
+    `allocate()` returns them as a tuple in that order, leaving out the ones declared None.
+    """
+    input: InputPipelineStorage
+    output: OutputPipelineStorage
+    clc: ClcPipelineStorage | None = None
+    tmem_dealloc: TmemDeallocStorage | None = None
+    epi_load: EpiLoadPipelineStorage | None = None
+
+    def members(self) -> list[tuple[str, Storage]]:
+        return [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None]
+
+    def parts(self) -> list[Part]:
+        return [Part(f"{name}.{part.name}", part.dtype, part.tile, part.stages, part.kind)
+                for name, member in self.members() for part in member.parts()]
+
+    def barriers(self) -> list[BarrierUse]:
+        return [use for _, member in self.members() for use in member.barriers()]
+
+    @builtin
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        return _allocate_each([member for _, member in self.members()], probe, _semantic, _generator)
+
+
+def _allocate_each(storages: list[Storage], probe, semantic, generator):
+    """Allocate storages in order (each given the code generator, and the pipelines' probe, if its allocate takes
+    them); a tuple of results."""
+    allocated = []
+    for storage in storages:
+        wants = inspect.signature(storage.allocate).parameters
+        extra = {name: value for name, value in (("_generator", generator), ("probe", probe)) if name in wants}
+        allocated.append(storage.allocate(_semantic=semantic, **extra))
+    return gl.tuple(allocated)
+
+
+@dataclass(frozen=True)
+class SmemPipelineBundleNoClc(SmemPipelineBundle):
+    """The bundle for kernels without a scheduler role (static persistent grids)."""
+
+    def __post_init__(self) -> None:
+        if self.clc is not None:
+            raise ValueError("SmemPipelineBundleNoClc has no scheduler ring; use SmemPipelineBundle")
+
+
+@dataclass(frozen=True)
+class SmemLayouts:
+    """The matmul family's shared layouts (K-major A and B, the C tile), from the same rule as storage parts.
+
+    Host code builds TMA descriptors with these, so they always match what the kernel's storage allocates.
+    """
+    block_m: int
+    block_n: int
+    block_k: int
+    dtype: str
+    c_dtype: str
+
+    @property
+    def a(self):
+        return Part("a", self.dtype, (self.block_m, self.block_k), 1).layout
+
+    @property
+    def b(self):
+        return Part("b", self.dtype, (self.block_n, self.block_k), 1).layout
+
+    @property
+    def c(self):
+        return Part("c", self.c_dtype, (self.block_m, self.block_n), 1).layout
+
+
+# ---- the plan ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacedPart:
+    storage: str
+    part: Part
+    offset: int
+
+
+class SmemPlan:
+    """A kernel's whole shared memory: named storages, laid out and checked against a target's limit.
+
+    `SmemPlan(target, tiles=StandardTileStorage(...), pipelines=SmemPipelineBundle(...), ...)`; storages are
+    reached by name (`plan.tiles`), and `plan.allocate()` in a kernel allocates all of them at once.
+    """
+
+    def __init__(self, target: str = "sm_90a", limit: int | None = None, **storages: Storage) -> None:
+        if target not in SMEM_LIMIT_BYTES:
+            raise ValueError(f"unknown target {target!r}; expected one of {sorted(SMEM_LIMIT_BYTES)}")
+        self.target, self.limit, self.storages = target, limit, tuple(storages.items())
+        parts = [(name, part) for name, storage in self.storages for part in storage.parts()]
+        # Triton's allocator, for buffers that are live together: largest first (ties in allocation order, which is
+        # declaration order), each at the next offset aligned for it.
+        offset, placed = 0, []
+        for name, part in sorted(parts, key=lambda named: -named[1].nbytes):
+            offset = -(-offset // part.alignment) * part.alignment
+            placed.append(PlacedPart(name, part, offset))
+            offset += part.nbytes
+        self.placed = tuple(placed)
+
+    def _key(self) -> tuple:
+        return self.target, self.limit, self.storages
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SmemPlan) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        storages = ", ".join(f"{name}={storage!r}" for name, storage in self.storages)
+        return f"SmemPlan({self.target!r}, {storages})"
+
+    def __getattr__(self, name: str) -> Storage:
+        for key, storage in self.__dict__.get("storages", ()):
+            if key == name:
+                return storage
+        raise AttributeError(name)
+
+    @builtin
+    def allocate(self, probe=None, _semantic=None, _generator=None):
+        """Allocate every storage, in declaration order; returns a tuple of what each storage's allocate() gives.
+
+        `probe` (`tilepipe.pipeline.probe.Probe`) goes to every pipeline: the kernel's debug/trace switch, off by default.
+        """
+        return _allocate_each([storage for _, storage in self.storages], probe, _semantic, _generator)
+
+    @property
+    def total_bytes(self) -> int:
+        return max((p.offset + p.part.nbytes for p in self.placed), default=0)
+
+    @property
+    def limit_bytes(self) -> int:
+        return self.limit if self.limit is not None else device_limit(self.target)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.limit_bytes
+
+    def check(self) -> "SmemPlan":
+        """Raise SmemBudgetError listing every part if the plan does not fit; returns the plan."""
+        if not self.fits:
+            raise SmemBudgetError(f"shared memory plan needs {self.total_bytes} B but {self.target} allows "
+                                  f"{self.limit_bytes} B per block:\n{self.table()}")
+        return self
+
+    def barrier_map(self) -> list[BarrierUse]:
+        return [BarrierUse(use.name if use.name.split(".")[0] == name else f"{name}.{use.name}", use.count,
+                           use.arrivals, use.producer, use.consumer)
+                for name, storage in self.storages for use in storage.barriers()]
+
+    def table(self) -> str:
+        rows = [("part", "shape", "dtype", "stages", "bytes", "offset", "align")]
+        for p in sorted(self.placed, key=lambda p: p.offset):
+            rows.append((f"{p.storage}.{p.part.name}", "x".join(map(str, p.part.tile)), p.part.dtype,
+                         str(p.part.stages), str(p.part.nbytes), str(p.offset), str(p.part.alignment)))
+        rows.append(("total", "", "", "", str(self.total_bytes), "", f"limit {self.limit_bytes}"))
+        return format_table(rows)
+
+    def __str__(self) -> str:
+        barriers = [("barrier", "count", "arrivals", "producer", "consumer")]
+        barriers += [(u.name, str(u.count), str(u.arrivals), u.producer, u.consumer) for u in self.barrier_map()]
+        return f"{self.table()}\n\n{format_table(barriers)}"
+
+
+def largest_stages(build: Callable[[int], SmemPlan], max_stages: int = 32, multiple_of: int = 1) -> int:
+    """The largest stage count (a multiple of `multiple_of`, at most `max_stages`) whose plan fits; 0 if none."""
+    best = 0
+    for stages in range(multiple_of, max_stages + 1, multiple_of):
+        if not build(stages).fits:
+            break
+        best = stages
+    return best
+
+
+@functools.cache
+def device_limit(target: str) -> int:
+    """The per-block shared-memory limit: the current GPU's opt-in limit when it is of `target`'s
+    architecture, else the target's documented limit."""
+    import torch
+
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        if f"sm_{major}{minor}a" == target:
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
+    return SMEM_LIMIT_BYTES[target]

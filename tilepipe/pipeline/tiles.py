@@ -1,0 +1,198 @@
+"""Input tile pipelines: operand tiles in shared memory, handed from a TMA load role to an MMA role.
+
+The seed's `InputTilePipeline[Payload, stages, k_group_size]`. A payload is the tile storage's device
+aggregate (`StandardTiles`: A and B arrays; block-scaled and blockwise-FP8 payloads add scale arrays);
+`k_group_size` tiles share one barrier pair, so one acquire covers a group of K steps. Roles take a view:
+
+    producer = inputs.producer()
+    with producer.produce() as tiles:              # waits until the MMA role freed the group's slots
+        tiles.expect_bytes(k_group_size * BYTES)
+        for j in gl.static_range(k_group_size):
+            a, b = tiles.get_tile(j)
+            tma.async_load(a_desc, [m, k], tiles.mbar(), a)
+            ...
+    producer.drain()
+
+    consumer = inputs.consumer().with_release_lag(1)   # one wgmma in flight
+    tiles = consumer.acquire()
+    ...
+    consumer = tiles.release()
+
+Cursor and protocol live in the wrapped `ProducerConsumerPipeline`; this module only adds the payload.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.language.core import _unwrap_if_constexpr
+
+from tilepipe.pipeline import _trace
+from tilepipe.pipeline.ring import ConsumerStage, ProducerConsumerPipeline, ProducerStage
+from tilepipe.pipeline.storage import BlockScaledTiles, BlockwiseFP8Tiles, StandardTiles
+
+Payload = StandardTiles | BlockScaledTiles | BlockwiseFP8Tiles
+"""Payload protocol: an aggregate of stage arrays with at least `a_tiles` and `b_tiles`."""
+
+
+def _payload_tile(payload, field: str, stage_index, j, k_group_size: int, semantic):
+    """Tile j of the current k-group in array `field` of the payload: flat slot index * k_group_size + j."""
+    array = getattr(payload, field)
+    if k_group_size == 1:
+        return array.index(stage_index, _semantic=semantic)
+    flat = stage_index.__mul__(k_group_size, _semantic=semantic).__add__(j, _semantic=semantic)
+    return array.index(flat, _semantic=semantic)
+
+
+@aggregate
+class _TileStage:
+    """What producer and consumer tile stages share: the stage handle, the payload, and tile access."""
+
+    @gluon.jit
+    def index(self):
+        return self.stage.index()
+
+    @builtin
+    def a_tile(self, j=0, _semantic=None):
+        return self.tile("a_tiles", j, _semantic=_semantic)
+
+    @builtin
+    def b_tile(self, j=0, _semantic=None):
+        return self.tile("b_tiles", j, _semantic=_semantic)
+
+    @builtin
+    def tile(self, field, j=0, _semantic=None):
+        """Tile j of this k-group in any payload array, e.g. tiles.tile("sfa_tiles")."""
+        return _payload_tile(self.payload, _unwrap_if_constexpr(field), self.stage.pipe.index,
+                             j, self.k_group_size.value, _semantic)
+
+    @builtin
+    def get_tile(self, j=0, _semantic=None):
+        """(A, B) tiles of step j of this k-group."""
+        return gl.tuple([self.a_tile(j, _semantic=_semantic), self.b_tile(j, _semantic=_semantic)])
+
+    @builtin
+    def mbar(self, _semantic=None):
+        return self.stage.mbar(_semantic=_semantic)
+
+
+@aggregate
+class InputProducerStage(_TileStage):
+    """A k-group of operand slots the load role holds: arm the barrier, issue the TMA loads, release."""
+    stage: ProducerStage
+    payload: Payload
+    k_group_size: gl.constexpr
+
+    @builtin
+    def expect_bytes(self, nbytes, _semantic=None):
+        self.stage.expect_bytes(nbytes, _semantic=_semantic)
+
+    @gluon.must_use_result("Rebind the producer: `producer = tiles.release()`.")
+    @builtin
+    def release(self, _semantic=None):
+        return TileProducer(self.stage.release(_semantic=_semantic), self.payload, self.k_group_size)
+
+
+@aggregate
+class InputConsumerStage(_TileStage):
+    """A k-group of operand slots the MMA role reads; release() frees it (or the lagged one)."""
+    stage: ConsumerStage
+    payload: Payload
+    k_group_size: gl.constexpr
+
+    @gluon.must_use_result("Rebind the consumer: `consumer = tiles.release()`.")
+    @builtin
+    def release(self, _semantic=None):
+        return TileConsumer(self.stage.release(_semantic=_semantic), self.payload, self.k_group_size)
+
+
+@aggregate
+class _TileRole:
+    """What both role views share: the pipeline (with this role's cursor), the payload, the group size."""
+
+
+
+def _role_context(role, kind: str, semantic):
+    """`with role.produce()/consume() as tiles:` acquires on enter; on exit releases and advances `role`."""
+    return _trace.StageContext(kind, lambda: role.acquire(_semantic=semantic),
+                               lambda tiles: tiles.release(_semantic=semantic), semantic)
+
+
+@aggregate
+class TileProducer(_TileRole):
+    """The load role's view of an input tile pipeline."""
+    pipeline: ProducerConsumerPipeline
+    payload: Payload
+    k_group_size: gl.constexpr
+
+    @gluon.jit
+    def try_acquire(self):
+        """Non-blocking: whether the next k-group's slots are free; pass it to acquire(ready)."""
+        return self.pipeline.try_acquire_producer()
+
+    @builtin
+    def acquire(self, ready=None, _semantic=None):
+        """Wait until the consumers freed the next k-group's slots (skipped where `ready` is set)."""
+        stage = self.pipeline.acquire_producer(ready, _semantic=_semantic)
+        return InputProducerStage(stage, self.payload, self.k_group_size)
+
+    @builtin
+    def produce(self, _semantic=None):
+        """`with producer.produce() as tiles:`; on exit the producer advances."""
+        return _role_context(self, "produce", _semantic)
+
+    @gluon.jit
+    def drain(self):
+        """No exit while the MMA role may still release a slot this role filled."""
+        self.pipeline.drain()
+
+
+@aggregate
+class TileConsumer(_TileRole):
+    """The MMA role's view of an input tile pipeline."""
+    pipeline: ProducerConsumerPipeline
+    payload: Payload
+    k_group_size: gl.constexpr
+
+    @gluon.jit
+    def try_acquire(self):
+        """Non-blocking: whether the next k-group has landed; pass it to acquire(ready)."""
+        return self.pipeline.try_acquire_consumer()
+
+    @builtin
+    def acquire(self, ready=None, _semantic=None):
+        """Wait until the load role filled the next k-group (skipped where `ready` is set)."""
+        stage = self.pipeline.acquire_consumer(ready, _semantic=_semantic)
+        return InputConsumerStage(stage, self.payload, self.k_group_size)
+
+    @builtin
+    def consume(self, _semantic=None):
+        """`with consumer.consume() as tiles:`; on exit the slots are released and the consumer advances."""
+        return _role_context(self, "consume", _semantic)
+
+    @builtin
+    def with_release_lag(self, lag, _semantic=None):
+        """Free each k-group `lag` acquisitions late, once the wgmma reading it retired (see pipeline.py)."""
+        return TileConsumer(self.pipeline.with_release_lag(lag, _semantic=_semantic), self.payload,
+                            self.k_group_size)
+
+    @gluon.must_use_result("Rebind the consumer: `consumer = consumer.flush_releases()`.")
+    @builtin
+    def flush_releases(self, _semantic=None):
+        return TileConsumer(self.pipeline.flush_releases(_semantic=_semantic), self.payload, self.k_group_size)
+
+
+@aggregate
+class InputTilePipeline(_TileRole):
+    """Operand tiles (the payload) plus the pipeline that guards them, one barrier pair per k-group."""
+    pipeline: ProducerConsumerPipeline
+    payload: Payload
+    k_group_size: gl.constexpr
+
+    @gluon.jit
+    def producer(self):
+        return TileProducer(self.pipeline, self.payload, self.k_group_size)
+
+    @gluon.jit
+    def consumer(self):
+        return TileConsumer(self.pipeline, self.payload, self.k_group_size)

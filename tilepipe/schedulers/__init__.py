@@ -1,0 +1,1 @@
+"""Tile schedulers: which output tiles each persistent program computes, and in which order (one file each)."""

@@ -1,0 +1,144 @@
+"""Hardware counters of tilepipe's kernels and cuBLAS's on the same inputs, read with Nsight Compute (ncu).
+
+`python -m tilepipe.tools.counters --name NAME` runs itself again under `ncu` (clocks left alone; ncu flushes the caches
+before each kernel) and writes bench/results/NAME.json and a table. For each kernel: its time, the SM clock it ran
+at, how busy the tensor pipe and L2 were, the L2 sectors and DRAM bytes it moved, and the kernel's name (cuBLAS's
+names its tile and cluster shape). bench.py says how fast; this says why: compute-bound at a power-capped clock,
+or L2-bound.
+"""
+
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from tilepipe.tools.bench import RESULTS_DIR
+
+METRICS = {"time_us": "gpu__time_duration.sum", "sm_ghz": "sm__cycles_elapsed.avg.per_second",
+           "tensor_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+           "l2_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_sectors": "lts__t_sectors.sum",
+           "dram_bytes": "dram__bytes.sum"}
+"""Our column name -> ncu metric. Units are normalised in `_value` (ncu picks ns/us/ms, Hz/GHz, byte/Gbyte)."""
+BF16_SHAPES = [(1536, 2816, 4096), (896, 4864, 4096), (8192, 8192, 8192), (7168, 5120, 3000), (7168, 5120, 3072)]
+"""One exact wave of 128x256 tiles; SMs + 1 tiles (stream-K by default); the large square; K = 3000 (rows 6000 bytes
+apart, off 128-byte lines) against K = 3072."""
+FP8_SHAPES = [(8192, 8192, 8192, "tensor"), (4096, 7168, 16384, "blockwise")]
+_SCALES = {"second": 1e6, "msecond": 1e3, "usecond": 1.0, "nsecond": 1e-3, "s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3,
+           "hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0, "cycle/nsecond": 1.0, "cycle/usecond": 1e-3,
+           "cycle/second": 1e-9, "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}
+
+
+def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+    """(label, ours, theirs) on fresh random inputs: bf16 matmul against torch.matmul, FP8 against torch._scaled_mm."""
+    import tilepipe
+    from tilepipe.tools.bench import _operands
+    from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
+
+    found = []
+    for M, N, K in BF16_SHAPES:
+        a, b = _operands(M, N, K, "kmajor")
+        out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        found.append((f"bf16 {M}x{N}x{K}", lambda a=a, b=b, out=out: tilepipe.matmul(a, b, out=out),
+                      lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)))
+    for M, N, K, scaling in FP8_SHAPES:
+        a, b = _fp8_operands(M, N, K)
+        sa, sb = _scales(M, N, K, scaling)
+        found.append((f"fp8 {scaling} {M}x{N}x{K}", lambda a=a, b=b, sa=sa, sb=sb: tilepipe.matmul_fp8(a, b, sa, sb),
+                      lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
+                                                                     use_fast_accum=scaling == "tensor")))
+    return found
+
+
+def profiled_child() -> None:
+    """Under ncu: warm every callable up, then run each once inside the profiled range, in `cases()` order."""
+    found = cases()
+    for _, ours, theirs in found:
+        for _ in range(3):
+            ours(), theirs()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for _, ours, theirs in found:
+        ours()
+        theirs()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print(json.dumps([label for label, _, _ in found]), file=sys.stderr)
+
+
+def _value(text: str, unit: str) -> float:
+    scale = _SCALES.get(unit.strip().lower(), 1.0)  # "%", "sector" and counts stay as they are
+    return float(text.replace(",", "")) * scale
+
+
+def parse(ncu_csv: str) -> list[dict]:
+    """ncu's --csv rows (one per kernel and metric) as one dict per kernel, in launch order."""
+    kernels: dict[str, dict] = {}
+    names = {value: key for key, value in METRICS.items()}
+    lines = [line for line in ncu_csv.splitlines() if line.startswith('"')]
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        kernel = kernels.setdefault(row["ID"], {"kernel": row["Kernel Name"].split("(")[0].strip(),
+                                                "grid": row["Grid Size"], "block": row["Block Size"]})
+        if row["Metric Name"] in names:
+            kernel[names[row["Metric Name"]]] = _value(row["Metric Value"], row["Metric Unit"])
+    return [kernels[key] for key in sorted(kernels, key=int)]
+
+
+def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
+    """Profile every case under ncu, pair our kernel with theirs, print the table and write OUT_DIR/NAME.json."""
+    from tilepipe.tools.bench import run_environment
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise RuntimeError("ncu (Nsight Compute) is not on PATH")
+    start = time.time()
+    command = [ncu, "--csv", "--clock-control", "none", "--profile-from-start", "off", "--metrics",
+               ",".join(METRICS.values()), sys.executable, "-m", "tilepipe.tools.counters", "--child"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=os.environ)
+    if done.returncode != 0:
+        raise RuntimeError(f"ncu exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    labels = json.loads(done.stderr.strip().splitlines()[-1])
+    kernels = parse(done.stdout)
+    if len(kernels) != 2 * len(labels):
+        names = [kernel["kernel"] for kernel in kernels]
+        raise RuntimeError(f"expected one kernel per call ({2 * len(labels)}), ncu saw {len(kernels)}: {names}")
+    rows = [{"case": label, "ours": kernels[2 * i], "theirs": kernels[2 * i + 1]} for i, label in enumerate(labels)]
+    record = {**run_environment(name), "ncu": " ".join(command[:9]), "method": __doc__.strip(),
+              "seconds": round(time.time() - start, 1), "metrics": METRICS, "rows": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(table(rows))
+    print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
+    return path
+
+
+def table(rows: list[dict]) -> str:
+    """One line per kernel: the case, who, time, clock, tensor pipe, L2 throughput, L2 sectors and the kernel name."""
+    from tilepipe._text import format_table
+
+    lines = [[row["case"] if who == "ours" else "", "tilepipe" if who == "ours" else "cuBLAS",
+              f"{k['time_us']:.1f}", f"{k['sm_ghz']:.2f}", f"{k['tensor_pct']:.1f}", f"{k['l2_pct']:.1f}",
+              f"{k['l2_sectors'] / 1e6:.1f}", f"{k['dram_bytes'] / 1e9:.2f}", k["kernel"][:48]]
+             for row in rows for who, k in (("ours", row["ours"]), ("theirs", row["theirs"]))]
+    return format_table([["case", "who", "us", "SM GHz", "tensor %", "L2 %", "L2 Msect", "DRAM GB", "kernel"], *lines])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m tilepipe.tools.counters", description=__doc__)
+    parser.add_argument("--name", default="counters")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        profiled_child()
+    else:
+        run(args.name, args.out_dir)

@@ -1,0 +1,675 @@
+"""CPU protocol checker: every interleaving of a kernel's roles over a model of its mbarriers, before any launch.
+
+A kernel's protocol is declared as role programs (`Role`: loops with trip counts over acquire / signal / step,
+flush and drain; see tilepipe/verify/protocols.py) over the pipelines its shared-memory storage declares
+(stages, arrival counts, producer and consumer role names). The checker
+
+* models each mbarrier as the hardware does: an expected arrival count, the arrivals of the current phase, and the
+  number of completed phases; `mbarrier.wait(bar, parity)` passes while the completed count's parity differs from
+  `parity` (the phase of that parity completed); a TMA `expect` plus its bytes counts as one producer arrival;
+* replays each role's cursor exactly as tilepipe/pipeline/ring.py computes it (stage index, phase bit, release lag);
+* explores every interleaving breadth-first with a visited set and reports, with a shortest trace:
+  - deadlock: roles not finished and none can move (a drain that never completes included);
+  - over-arrival: an arrival that lands in another phase than the one its role means (more arrivals than
+    declared, or an arrival for a stage the role does not hold);
+  - phase aliasing: a parity wait that passes although the completed phase is not the one the role means
+    (a producer lapping its consumer, a wait on the wrong parity);
+  - leftover: at the end, a phase left part-arrived, or a filled stage some consuming role never saw;
+  - declaration: a role signals a pipeline its storage does not name it for, or an unknown pipeline;
+  - drift: the declaration disagrees with what tracing the kernel records (tilepipe/pipeline/_trace.py).
+"""
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+
+from tilepipe._text import format_table
+from tilepipe.pipeline import _trace
+from tilepipe.pipeline.storage import Storage
+
+KINDS = ("deadlock", "over-arrival", "phase-aliasing", "leftover", "declaration", "drift")
+MAX_STATES = 2_000_000
+_TRACE_STEPS = 12  # steps of a finding's interleaving kept in its report
+
+
+# ---- declarations ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineModel:
+    """A pipeline as its storage declares it: `stages` full/empty pairs and the roles that arrive on each side."""
+    name: str
+    stages: int
+    producer_arrivals: int
+    consumer_arrivals: int
+    producers: tuple[str, ...]
+    consumers: tuple[str, ...]
+
+
+def pipelines_of(storages: Iterable[Storage]) -> dict[str, PipelineModel]:
+    """The full/empty barrier pairs that `storages` declare (an SmemPlan's storages, or storages on their own)."""
+    models = {}
+    for storage in storages:
+        uses = {use.name: use for use in storage.barriers()}
+        for name, full in uses.items():
+            pipe, _, barrier = name.rpartition(".")
+            empty = uses.get(f"{pipe}.empty")
+            if barrier != "full" or empty is None:
+                continue  # single barriers (TMEM dealloc) and raw barriers are not pipelines
+            models[pipe] = PipelineModel(pipe, full.count, full.arrivals, empty.arrivals,
+                                         tuple(full.producer.split("+")), tuple(full.consumer.split("+")))
+    return models
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait on the role's current stage: a producer for `empty` (parity phase ^ 1), a consumer for `full` (phase).
+
+    `hold`: a consumer keeps the stage until a Signal frees it (False: it only looks, like EpiLoadPipeline.wait).
+    `traced`: the kernel acquires through a stage handle, which tracing records (False: the direct API).
+    `flip`: wait on the other parity (a seeded bug).
+    """
+    pipeline: str
+    side: str
+    hold: bool = True
+    traced: bool = True
+    flip: bool = False
+
+
+@dataclass(frozen=True)
+class Signal:
+    """Arrive for the current stage: a producer on `full`; a consumer on `empty` (with its release lag)."""
+    pipeline: str
+    side: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """Advance the role's cursor: the stage index wraps at `stages` and flips the phase bit."""
+    pipeline: str
+
+
+@dataclass(frozen=True)
+class Flush:
+    """A lagged consumer's tail: release the stages it still holds."""
+    pipeline: str
+
+
+@dataclass(frozen=True)
+class Drain:
+    """A producer's tail: wait until the consumers released every stage (one wait and step per stage)."""
+    pipeline: str
+
+
+@dataclass(frozen=True)
+class Loop:
+    """Run `body` `count` times; `count` is an int or the name of a trip-count parameter."""
+    var: str
+    count: int | str
+    body: tuple
+
+
+Op = Wait | Signal | Step | Flush | Drain | Loop
+
+
+def produce(pipeline: str, *body: Op) -> tuple[Op, ...]:
+    """`with pipe.produce() as stage:` wait for a free stage, run `body`, signal it filled, advance."""
+    return (Wait(pipeline, "producer"), *body, Signal(pipeline, "producer"), Step(pipeline))
+
+
+def consume(pipeline: str, *body: Op) -> tuple[Op, ...]:
+    """`with pipe.consume() as stage:` wait for a filled stage, run `body`, release it, advance."""
+    return (Wait(pipeline, "consumer"), *body, Signal(pipeline, "consumer"), Step(pipeline))
+
+
+def wait_filled(pipeline: str) -> tuple[Op, ...]:
+    """Direct API `wait_producer(); consumer_step()`: see a filled stage without freeing it."""
+    return (Wait(pipeline, "consumer", hold=False, traced=False), Step(pipeline))
+
+
+def loop(var: str, count: int | str, *body: Op) -> Loop:
+    return Loop(var, count, tuple(body))
+
+
+@dataclass(frozen=True)
+class Role:
+    """One partition: its name in the storages, its kernel function (for tracing), its program, its release lags."""
+    name: str
+    function: str
+    program: tuple[Op, ...]
+    release_lag: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A kernel configuration's roles (in warp_specialize partition order) over its storages' pipelines.
+
+    `cases` lists the trip counts to explore; `trace` builds the KernelSpec whose tracing the declaration is
+    compared with (None: not cross-checked).
+    """
+    kernel: str
+    config: str
+    storages: tuple[Storage, ...]
+    roles: tuple[Role, ...]
+    cases: tuple[tuple[tuple[str, int], ...], ...]
+    trace: Callable[[], object] | None = None
+
+    @property
+    def pipelines(self) -> dict[str, PipelineModel]:
+        return pipelines_of(self.storages)
+
+
+# ---- results -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: its kind (KINDS), the role and pipeline it names, the stage and the barrier phase the role means
+    (-1: the fresh barrier a first-lap producer waits on), the loop iteration, the trip counts, the interleaving."""
+    kind: str
+    role: str
+    pipeline: str
+    message: str
+    stage: int | None = None
+    phase: int | None = None
+    iteration: str = ""
+    case: str = ""
+    trace: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}; expected one of {KINDS}")
+
+    def __str__(self) -> str:
+        where = f"stage {self.stage} phase {self.phase}" if self.stage is not None else ""
+        head = f"{self.kind}: role '{self.role}', pipeline '{self.pipeline}' {where} {self.iteration}".rstrip()
+        lines = [head + (f" [{self.case}]" if self.case else ""), f"  {self.message}"]
+        if self.trace:
+            lines += ["  interleaving (last steps):", *(f"    {step}" for step in self.trace)]
+        return "\n".join(lines)
+
+
+@dataclass
+class CheckResult:
+    """One kernel configuration checked: how many trip-count cases and states were explored, and what was found."""
+    kernel: str
+    config: str
+    cases: int = 0
+    states: int = 0
+    traced: bool = False
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+# ---- role programs to concrete steps -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Barriers:
+    """Global numbering of every pipeline's barriers: full[s] then empty[s], pipeline after pipeline."""
+    pipelines: dict[str, PipelineModel]
+
+    def base(self, pipeline: str) -> int:
+        base = 0
+        for name, model in self.pipelines.items():
+            if name == pipeline:
+                return base
+            base += 2 * model.stages
+        raise KeyError(pipeline)
+
+    def full(self, pipeline: str, stage: int) -> int:
+        return self.base(pipeline) + stage
+
+    def empty(self, pipeline: str, stage: int) -> int:
+        return self.base(pipeline) + self.pipelines[pipeline].stages + stage
+
+    def counts(self) -> tuple[int, ...]:
+        return tuple(count for m in self.pipelines.values()
+                     for count in (m.producer_arrivals, ) * m.stages + (m.consumer_arrivals, ) * m.stages)
+
+    def describe(self, barrier: int) -> tuple[str, str, int]:
+        """(pipeline, "full" | "empty", stage) of a barrier number."""
+        for name, model in self.pipelines.items():
+            if barrier < 2 * model.stages:
+                return name, ("full" if barrier < model.stages else "empty"), barrier % model.stages
+            barrier -= 2 * model.stages
+        raise IndexError(barrier)
+
+
+@dataclass(frozen=True)
+class _WaitStep:
+    barrier: int
+    parity: int
+    target: int  # completed phases the role means to see: the wait passes as intended only at exactly this count
+    where: str
+    drain: bool
+
+
+@dataclass(frozen=True)
+class _ArriveStep:
+    arrivals: tuple[tuple[int, int | None], ...]  # (barrier, phase the role means to complete; None: holds none)
+    where: str
+
+
+class _Cursor:
+    """One role's view of one pipeline, computed as tilepipe/pipeline/ring.py does, plus what the role means by it."""
+
+    def __init__(self, model: PipelineModel, lag: int) -> None:
+        self.model, self.lag = model, lag
+        self.index = self.phase = self.pending = 0
+        self.fills = [0] * model.stages  # producer: times this role filled each stage
+        self.seen = [0] * model.stages  # consumer: times this role acquired each stage
+        self.held: list[tuple[int, int]] = []  # consumer: (stage, lap) acquired and not released yet
+        self.filling: list[int] = []  # producer: stages acquired and not signalled yet
+
+    def step(self) -> None:
+        self.index += 1
+        if self.index == self.model.stages:
+            self.index, self.phase = 0, self.phase ^ 1
+
+    def release_slots(self) -> list[int]:
+        """Stages a consumer's release arrives on (pipeline.py `_release_slot`), updating `pending`."""
+        if self.lag == 0:
+            return [self.index]
+        slots = [(self.index + self.model.stages - self.lag) % self.model.stages] if self.pending == self.lag else []
+        self.pending = min(self.pending + 1, self.lag)
+        return slots
+
+    def flush_slots(self) -> list[int]:
+        """Stages `flush_releases()` arrives on."""
+        slots = [(self.index + self.model.stages + j - self.pending) % self.model.stages for j in range(self.lag)
+                 if self.pending > j]
+        self.pending = 0
+        return slots
+
+    def release_intent(self, stage: int) -> int | None:
+        """The lap of the oldest held acquisition of `stage`, which this release means to free."""
+        for i, (held_stage, lap) in enumerate(self.held):
+            if held_stage == stage:
+                del self.held[i]
+                return lap
+        return None
+
+
+def _iterations(program: Sequence[Op], params: dict[str, int], context: tuple[str, ...] = ()):
+    """(op, loop context) for every op of `program` with its loops unrolled."""
+    for op in program:
+        if isinstance(op, Loop):
+            count = params[op.count] if isinstance(op.count, str) else op.count
+            for i in range(count):
+                yield from _iterations(op.body, params, context + (f"{op.var} {i}", ))
+        else:
+            yield op, " ".join(context)
+
+
+def _concrete_steps(role: Role, barriers: _Barriers,
+                    params: dict[str, int]) -> tuple[list[_WaitStep | _ArriveStep], list[tuple[str, int, int]]]:
+    """The role's shared-memory actions in program order, each with the barrier, parity and phase it means; and the
+    (pipeline, stage, lap) acquisitions it still holds at its end."""
+    lags = dict(role.release_lag)
+    cursors = {name: _Cursor(model, lags.get(name, 0)) for name, model in barriers.pipelines.items()}
+    # a producer that acquires must signal once per acquisition; one that never acquires only signals (a one-way
+    # barrier), and means the next phase each time
+    acquiring = {op.pipeline for op in _ops(role.program) if isinstance(op, Wait) and op.side == "producer"}
+    steps: list[_WaitStep | _ArriveStep] = []
+
+    def wait(op: Wait, cur: _Cursor, where: str, drain: bool = False) -> None:
+        s = cur.index
+        if op.side == "producer":
+            barrier, parity, target = barriers.empty(op.pipeline, s), cur.phase ^ 1, cur.fills[s]
+            if not drain:
+                cur.filling.append(s)
+        else:
+            barrier, parity, target = barriers.full(op.pipeline, s), cur.phase, cur.seen[s] + 1
+            if op.hold:
+                cur.held.append((s, cur.seen[s]))
+            cur.seen[s] += 1
+        steps.append(_WaitStep(barrier, parity ^ op.flip, target, where, drain))
+
+    def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str) -> None:
+        if slots:
+            arrivals = tuple((barriers.empty(pipeline, s), cur.release_intent(s)) for s in slots)
+            steps.append(_ArriveStep(arrivals, where))
+
+    for op, where in _iterations(role.program, params):
+        cur = cursors[op.pipeline]
+        if isinstance(op, Wait):
+            wait(op, cur, where)
+        elif isinstance(op, Step):
+            cur.step()
+        elif isinstance(op, Flush):
+            arrive(op.pipeline, cur.flush_slots(), cur, where)
+        elif isinstance(op, Drain):
+            for _ in range(cur.model.stages):
+                wait(Wait(op.pipeline, "producer"), cur, "drain", drain=True)
+                cur.step()
+        elif op.side == "producer":
+            s = cur.index
+            holds = op.pipeline not in acquiring or s in cur.filling
+            steps.append(_ArriveStep(((barriers.full(op.pipeline, s), cur.fills[s] if holds else None), ), where))
+            if holds:
+                cur.fills[s] += 1
+                if s in cur.filling:
+                    cur.filling.remove(s)
+        else:
+            arrive(op.pipeline, cur.release_slots(), cur, where)
+    return steps, [(name, stage, lap) for name, cur in cursors.items() for stage, lap in cur.held]
+
+
+def _consumed(steps: list[_WaitStep | _ArriveStep], barriers: _Barriers) -> dict[int, int]:
+    """Full barrier -> how many of its phases a role's steps wait for (consuming roles only)."""
+    seen: dict[int, int] = {}
+    for step in steps:
+        if isinstance(step, _WaitStep) and barriers.describe(step.barrier)[1] == "full":
+            seen[step.barrier] = max(seen.get(step.barrier, 0), step.target)
+    return seen
+
+
+# ---- exploration -------------------------------------------------------------------------------------------------
+
+
+def _meant(target: int) -> str:
+    """What a wait that means `target` completed phases waits for."""
+    return f"for phase {target - 1}" if target else "a fresh barrier: passes at once"
+
+
+def _describe_step(role: str, step: _WaitStep | _ArriveStep, barriers: _Barriers) -> str:
+    if isinstance(step, _WaitStep):
+        pipe, kind, s = barriers.describe(step.barrier)
+        what = f"wait {pipe}.{kind}[{s}] parity {step.parity} ({_meant(step.target)})"
+    else:
+        what = "arrive " + ", ".join("{0}.{1}[{2}]".format(*barriers.describe(b)) for b, _ in step.arrivals)
+    return f"{role}: {what}" + (f" ({step.where})" if step.where else "")
+
+
+class _Explorer:
+    """Breadth-first search over interleavings; a state is (role program counters, completed, arrived per barrier)."""
+
+    def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
+        self.barriers = _Barriers(protocol.pipelines)
+        self.roles = [role.name for role in protocol.roles]
+        self.programs, self.unreleased = zip(*(_concrete_steps(role, self.barriers, params) for role in protocol.roles))
+        self.consumed = [_consumed(steps, self.barriers) for steps in self.programs]
+        self.counts = self.barriers.counts()
+        self.case = ", ".join(f"{k}={v}" for k, v in params.items())
+        self.parent: dict[tuple, tuple | None] = {}
+        self.findings: dict[tuple[str, str, str], Finding] = {}
+
+    def run(self) -> int:
+        n = len(self.counts)
+        start = (tuple(0 for _ in self.programs), (0, ) * n, (0, ) * n)
+        self.parent[start] = None
+        queue = deque([start])
+        while queue:
+            state = queue.popleft()
+            moved = False
+            for r, program in enumerate(self.programs):
+                pc = state[0][r]
+                if pc == len(program):
+                    continue
+                nxt = self._apply(state, r, program[pc])
+                if nxt is None:
+                    continue
+                moved = True
+                if nxt is not False and nxt not in self.parent:
+                    self.parent[nxt] = (state, r)
+                    queue.append(nxt)
+                    if len(self.parent) > MAX_STATES:
+                        raise RuntimeError(f"more than {MAX_STATES} states in case {self.case}: use smaller "
+                                           "trip counts")
+            if not moved:
+                self._terminal(state)
+        return len(self.parent)
+
+    def _apply(self, state: tuple, r: int, step):
+        """The successor state; None if the step is blocked; False if it is a protocol error (reported)."""
+        pcs, completed, arrived = state
+        if isinstance(step, _WaitStep):
+            done = completed[step.barrier]
+            if done % 2 == step.parity:
+                return None
+            if done != step.target:
+                self._aliasing(state, r, step, done)
+                return False
+            return (pcs[:r] + (pcs[r] + 1, ) + pcs[r + 1:], completed, arrived)
+        completed, arrived = list(completed), list(arrived)
+        for barrier, intent in step.arrivals:
+            if intent != completed[barrier]:
+                self._over_arrival(state, r, step, barrier, intent, completed[barrier], arrived[barrier])
+                return False
+            arrived[barrier] += 1
+            if arrived[barrier] == self.counts[barrier]:
+                completed[barrier], arrived[barrier] = completed[barrier] + 1, 0
+        return (pcs[:r] + (pcs[r] + 1, ) + pcs[r + 1:], tuple(completed), tuple(arrived))
+
+    def _trace(self, state: tuple, last: str | None = None) -> tuple[str, ...]:
+        steps = [] if last is None else [last]
+        while self.parent[state] is not None and len(steps) < _TRACE_STEPS:
+            prev, r = self.parent[state]
+            steps.append(_describe_step(self.roles[r], self.programs[r][prev[0][r]], self.barriers))
+            state = prev
+        return tuple(reversed(steps))
+
+    def _report(self, kind: str, r: int, pipeline: str, message: str, state: tuple, stage: int | None = None,
+                phase: int | None = None, where: str = "", last: str | None = None) -> None:
+        key = (kind, self.roles[r], pipeline)
+        if key not in self.findings:
+            self.findings[key] = Finding(kind, self.roles[r], pipeline, message, stage, phase, where, self.case,
+                                         self._trace(state, last))
+
+    def _aliasing(self, state: tuple, r: int, step: _WaitStep, done: int) -> None:
+        pipe, kind, s = self.barriers.describe(step.barrier)
+        seen = ("a phase before the one it waits for (the stage is not ready)" if done < step.target else
+                f"{done - step.target} phase(s) beyond it (lapped)")
+        message = (f"parity-{step.parity} wait on {pipe}.{kind}[{s}] passes at {done} completed phase(s) but means "
+                   f"{step.target} ({_meant(step.target)}): it sees {seen}")
+        self._report("phase-aliasing", r, pipe, message, state, s, step.target - 1, step.where,
+                     _describe_step(self.roles[r], step, self.barriers))
+
+    def _over_arrival(self, state: tuple, r: int, step: _ArriveStep, barrier: int, intent: int | None, done: int,
+                      arrived: int) -> None:
+        pipe, kind, s = self.barriers.describe(barrier)
+        if intent is None:
+            message = (f"arrives on {pipe}.{kind}[{s}] for a stage it does not hold (a second signal, or one "
+                       "without acquiring the stage)")
+        else:
+            message = (f"arrival on {pipe}.{kind}[{s}] means phase {intent} but lands in phase {done} "
+                       f"({arrived} of {self.counts[barrier]} arrivals there already)")
+        self._report("over-arrival", r, pipe, message, state, s, intent, step.where,
+                     _describe_step(self.roles[r], step, self.barriers))
+
+    def _terminal(self, state: tuple) -> None:
+        pcs, completed, arrived = state
+        blocked = [r for r, program in enumerate(self.programs) if pcs[r] < len(program)]
+        if blocked:
+            self._deadlock(state, blocked)
+            return
+        for barrier, count in enumerate(arrived):
+            if count:
+                pipe, kind, s = self.barriers.describe(barrier)
+                last = max(range(len(self.programs)), key=lambda r: self._arrives_on(r, 0, barrier))
+                self._report("leftover", last, pipe, f"{pipe}.{kind}[{s}] ends with phase {completed[barrier]} "
+                             f"part-arrived: {count} of {self.counts[barrier]} arrivals", state, stage=s,
+                             phase=completed[barrier])
+        for r, held in enumerate(self.unreleased):
+            for pipe, s, lap in held:
+                self._report("leftover", r, pipe, f"ends holding stage {s} (lap {lap}) without releasing it", state,
+                             stage=s, phase=lap)
+        for r, consumed in enumerate(self.consumed):
+            for barrier, seen in consumed.items():
+                if completed[barrier] > seen:
+                    pipe, kind, s = self.barriers.describe(barrier)
+                    self._report("leftover", r, pipe, f"{pipe}.{kind}[{s}] completed {completed[barrier]} phase(s) "
+                                 f"but this role waited for {seen}: a filled stage it never saw", state, stage=s,
+                                 phase=seen)
+
+    def _arrives_on(self, r: int, pc: int, barrier: int) -> int:
+        """How many times role r arrives on `barrier` from program step `pc` on."""
+        return sum(1 for step in self.programs[r][pc:] if isinstance(step, _ArriveStep)
+                   for b, _ in step.arrivals if b == barrier)
+
+    def _deadlock(self, state: tuple, blocked: list[int]) -> None:
+        pcs, completed, arrived = state
+        lines, scores = [], []
+        for r in blocked:
+            step = self.programs[r][pcs[r]]
+            pipe, kind, s = self.barriers.describe(step.barrier)
+            needed = (step.target - completed[step.barrier]) * self.counts[step.barrier] - arrived[step.barrier]
+            coming = sum(self._arrives_on(o, pcs[o], step.barrier) for o in range(len(self.programs)))
+            lines.append(f"'{self.roles[r]}' waits on {pipe}.{kind}[{s}] parity {step.parity} "
+                         f"({'drain, ' if step.drain else ''}{completed[step.barrier]} phase(s) completed, "
+                         f"{arrived[step.barrier]} of {self.counts[step.barrier]} arrivals in phase "
+                         f"{completed[step.barrier]}, {coming} more to come from any role)")
+            # the root cause first: a wait nobody can satisfy, then a part-arrived phase, then a drain
+            scores.append((coming < needed, arrived[step.barrier] > 0, step.drain))
+        root = max(range(len(blocked)), key=lambda i: scores[i])
+        r = blocked[root]
+        step = self.programs[r][pcs[r]]
+        pipe, _, s = self.barriers.describe(step.barrier)
+        finished = [name for i, name in enumerate(self.roles) if i not in blocked]
+        message = ("no role can move" + (f" (finished: {', '.join(finished)})" if finished else "") + "; " +
+                   "; ".join(lines))
+        self._report("deadlock", r, pipe, message, state, s, step.target - 1,
+                     "drain" if step.drain else step.where)
+
+
+# ---- static checks -----------------------------------------------------------------------------------------------
+
+
+def _ops(program: Sequence[Op]):
+    for op in program:
+        if isinstance(op, Loop):
+            yield from _ops(op.body)
+        else:
+            yield op
+
+
+def _declaration_findings(protocol: Protocol) -> list[Finding]:
+    """Roles that signal a pipeline their storage does not name them for, and pipelines no storage declares."""
+    pipelines, findings = protocol.pipelines, []
+    for role in protocol.roles:
+        for op in _ops(role.program):
+            model = pipelines.get(op.pipeline)
+            if model is None:
+                findings.append(Finding("declaration", role.name, op.pipeline,
+                                        f"no storage declares pipeline '{op.pipeline}' (declared: "
+                                        f"{', '.join(pipelines) or 'none'})"))
+                break
+            if isinstance(op, Signal):
+                named = model.producers if op.side == "producer" else model.consumers
+                if role.name not in named:
+                    findings.append(Finding("declaration", role.name, op.pipeline,
+                                            f"signals the {op.side} side, which the storage gives to "
+                                            f"{' + '.join(named)}"))
+    return list({(f.role, f.pipeline, f.message): f for f in findings}.values())
+
+
+# ---- cross-check with tracing ------------------------------------------------------------------------------------
+
+
+def _declared_records(protocol: Protocol) -> tuple[set, set]:
+    """What tracing should record: (role, side, pipeline) for stage handles, (role, pipeline, barrier) for signals."""
+    stages, signals = set(), set()
+    for i, role in enumerate(protocol.roles):
+        name = _trace.role_label(role.function, i)
+        for op in _ops(role.program):
+            if isinstance(op, Wait) and op.traced:
+                stages.add((name, op.side, op.pipeline))
+            elif isinstance(op, Signal):
+                signals.add((name, op.pipeline, "full" if op.side == "producer" else "empty"))
+    return stages, signals
+
+
+def trace_sessions(spec) -> list:
+    """Trace a KernelSpec's kernel in this process (to TTIR, no GPU); returns its recorded warp_specialize sessions."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from tilepipe.kernels.spec import TARGETS
+
+    fn = spec.function()
+    target = GPUTarget("cuda", TARGETS[spec.target], 32)
+    backend = make_backend(target)
+    options = backend.parse_options({"num_warps": spec.num_warps, **spec.options})
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    source = GluonASTSource(fn, signature=spec.signature, constexprs=spec.constexprs, attrs={})
+    with _trace.recording() as sessions:
+        source.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
+    return sessions
+
+
+def _drift_findings(protocol: Protocol) -> list[Finding]:
+    """Differences between the declared roles and what tracing the kernel records."""
+    sessions = trace_sessions(protocol.trace())
+    stages = {(rec.role, rec.side, rec.pipeline) for s in sessions for rec in s.stages.values()}
+    signals = {(role, pipe, barrier) for s in sessions for (pipe, barrier), roles in s.signals.items()
+               for role in roles}
+    want_stages, want_signals = _declared_records(protocol)
+    names = {_trace.role_label(role.function, i): role.name for i, role in enumerate(protocol.roles)}
+    findings = []
+    for got, want, describe in (
+            (stages, want_stages, lambda role, side, pipe: (pipe, f"{role} acquires {side} stages of '{pipe}'")),
+            (signals, want_signals, lambda role, pipe, barrier: (pipe, f"{role} signals the '{barrier}' barriers "
+                                                                       f"of '{pipe}'"))):
+        for record in sorted(got ^ want):
+            pipeline, what = describe(*record)
+            where = "the traced kernel, not in the declaration" if record in got else "the declaration only"
+            findings.append(Finding("drift", names.get(record[0], record[0]), pipeline, f"{what}: in {where}"))
+    models = protocol.pipelines
+    for session in sessions:
+        for pipe, (producers, consumers) in session.declared.items():
+            model = models.get(pipe)
+            if model is None or (model.producer_arrivals, model.consumer_arrivals) != (producers, consumers):
+                declared = "no storage" if model is None else (f"the storage declares {model.producer_arrivals}/"
+                                                               f"{model.consumer_arrivals}")
+                findings.append(Finding("drift", "-", pipe, f"the kernel's pipeline has {producers}/{consumers} "
+                                        f"producer/consumer arrivals; {declared}"))
+    return list({(f.role, f.pipeline, f.message): f for f in findings}.values())
+
+
+# ---- entry points ------------------------------------------------------------------------------------------------
+
+
+def check(protocol: Protocol, trace: bool = False) -> CheckResult:
+    """Explore every declared trip-count case of `protocol`; with `trace`, also compare it with the traced kernel."""
+    result = CheckResult(protocol.kernel, protocol.config)
+    result.findings = _declaration_findings(protocol)
+    if trace and protocol.trace is not None:
+        result.findings += _drift_findings(protocol)
+        result.traced = True
+    if result.findings:
+        return result
+    seen = set()
+    for case in protocol.cases:
+        explorer = _Explorer(protocol, dict(case))
+        result.states += explorer.run()
+        result.cases += 1
+        for finding in explorer.findings.values():
+            if (finding.kind, finding.role, finding.pipeline) not in seen:
+                seen.add((finding.kind, finding.role, finding.pipeline))
+                result.findings.append(finding)
+    return result
+
+
+def trip_cases(**ranges: Iterable[int]) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Every combination of trip counts: trip_cases(tiles=(1, 3), k=(1, 5))."""
+    names = list(ranges)
+    return tuple(tuple(zip(names, values)) for values in product(*(tuple(r) for r in ranges.values())))
+
+
+def format_results(results: Sequence[CheckResult]) -> str:
+    """A table of the checked configurations, then every finding with its interleaving."""
+    rows = [("kernel", "config", "cases", "states", "traced", "result")]
+    for r in results:
+        rows.append((r.kernel, r.config, str(r.cases), str(r.states), "yes" if r.traced else "no",
+                     "ok" if r.ok else f"{len(r.findings)} finding(s)"))
+    details = [f"{r.kernel} {r.config}: {finding}" for r in results for finding in r.findings]
+    return "\n\n".join([format_table(rows), *details])

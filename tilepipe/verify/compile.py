@@ -1,0 +1,292 @@
+"""Ahead-of-time compile harness: build @gluon.jit kernels for sm_90a / sm_100a without a GPU and report on them.
+
+Compilation runs in a child interpreter (`python -m tilepipe.verify.compile`) because some compile errors are LLVM fatal
+errors that abort the process (e.g. wgmma compiled for sm_100a). Each call uses a fresh Triton cache directory, so
+an edited kernel, or an edited @builtin helper that Triton leaves out of its cache key, is never served stale.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from tilepipe.kernels.spec import TARGETS, KernelSpec
+
+_SOURCES = ("ptx", "sass", "ttgir")
+_LOG_LIMIT = 8000  # characters of a failed spec's console output kept in its CompileError
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """What one compiled kernel looks like: its code at three levels and its resource use."""
+
+    name: str
+    target: str
+    ptx: str = field(repr=False)
+    sass: str = field(repr=False)
+    ttgir: str = field(repr=False)
+    shared: int  # bytes of shared memory (metadata.shared)
+    num_warps: int  # all warps of the kernel, worker partitions included
+    registers: int  # per thread, from ptxas -v
+    spill_stores: int  # bytes
+    spill_loads: int  # bytes
+
+    def count(self, pattern: str, where: str = "ptx") -> int:
+        """Occurrences of the literal substring `pattern` in the PTX, SASS or TTGIR."""
+        if where not in _SOURCES:
+            raise ValueError(f"where must be one of {_SOURCES}, got {where!r}")
+        return getattr(self, where).count(pattern)
+
+
+class CompileError(RuntimeError):
+    """A spec failed to compile; the message carries the compiler's own error text (Triton or LLVM)."""
+
+
+def compile_kernel(spec: KernelSpec, timeout: float = 300) -> KernelReport:
+    """Compile one kernel in a child interpreter; raise CompileError if it fails."""
+    result = compile_kernels([spec], timeout)[0]
+    if isinstance(result, CompileError):
+        raise result
+    return result
+
+
+def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600) -> list[KernelReport | CompileError]:
+    """Compile many kernels, in order, in as few child interpreters as possible (starting one costs about a second).
+
+    If a child dies (abort, segfault, timeout), the spec it was compiling gets a CompileError with that spec's own
+    output, and the specs after it go on in a new child. `timeout` (seconds) bounds the whole call.
+    """
+    results: list[KernelReport | CompileError | None] = [None] * len(specs)
+    pending = list(range(len(specs)))
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryDirectory(prefix="tilepipe-compile-") as tmp:
+        env = _child_env(Path(tmp) / "triton-cache")
+        while pending:
+            run_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="run-"))
+            records, stop = _run_child([specs[i] for i in pending], run_dir, env, deadline, timeout)
+            for i, record in zip(pending, records):
+                results[i] = _from_record(specs[i], record)
+            pending = pending[len(records):]
+            if stop is None:
+                continue
+            # The spec the child was compiling takes the blame; if it had not started one, all that are left do.
+            blamed = pending[:1] if stop.in_spec else pending
+            for i in blamed:
+                results[i] = CompileError(f"{_describe(specs[i])}: {stop.reason}")
+            pending = pending[len(blamed):]
+    return results  # type: ignore[return-value]  # every slot is filled by now
+
+
+class _Stop(NamedTuple):
+    """Why a child ended before finishing its batch, and whether it was inside a spec at the time."""
+
+    reason: str
+    in_spec: bool
+
+
+def _describe(spec: KernelSpec) -> str:
+    return f"{spec.fn} for {spec.target}"
+
+
+def _from_record(spec: KernelSpec, record: dict[str, Any]) -> KernelReport | CompileError:
+    if "error" in record:
+        return CompileError(f"{_describe(spec)}: {record['error']}")
+    return KernelReport(**record["report"])
+
+
+def _child_env(cache_dir: Path) -> dict[str, str]:
+    """The parent's environment plus its import path (so test modules resolve) and a private Triton cache."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path),
+            "TRITON_CACHE_DIR": str(cache_dir)}
+
+
+def _run_child(batch: list[KernelSpec], run_dir: Path, env: dict[str, str], deadline: float,
+               timeout: float) -> tuple[list[dict[str, Any]], _Stop | None]:
+    """Run one child on `batch`; return the records it finished and, if it stopped early, why."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return [], _Stop(f"not compiled: the {timeout:g} s timeout ran out", in_spec=False)
+    ended = "compiler process stopped early"
+    proc: subprocess.CompletedProcess | subprocess.TimeoutExpired
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tilepipe.verify.compile", str(run_dir)],
+                              input=json.dumps([asdict(s) for s in batch]), env=env, capture_output=True, text=True,
+                              timeout=left)
+        if proc.returncode < 0:
+            ended = f"compiler process killed by {signal.Signals(-proc.returncode).name}"
+        elif proc.returncode:
+            ended = f"compiler process exited with status {proc.returncode}"
+    except subprocess.TimeoutExpired as exc:
+        proc = exc
+        ended = f"compile timed out (timeout {timeout:g} s)"
+    results = run_dir / "results.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    if len(records) == len(batch):
+        return records, None
+    log = run_dir / f"{len(records)}.log"
+    if log.exists():
+        return records, _Stop(f"{ended}\n{_clip(log.read_text(errors='replace'))}".rstrip(), in_spec=True)
+    console = _text(proc.stderr) + _text(proc.stdout)
+    return records, _Stop(f"{ended}\n{_clip(console)}".rstrip(), in_spec=False)
+
+
+def _text(stream: str | bytes | None) -> str:
+    if isinstance(stream, bytes):
+        return stream.decode(errors="replace")
+    return stream or ""
+
+
+def _clip(text: str) -> str:
+    """Keep both ends of a long log: the first error and the final fatal message are what matter."""
+    text = text.strip()
+    if len(text) <= _LOG_LIMIT:
+        return text
+    half = _LOG_LIMIT // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
+# ----------------------------------------------------------------------------------------------- child side
+
+
+def _worker(run_dir: Path) -> None:
+    """Compile the specs read from stdin, one JSON line per spec appended to run_dir/results.jsonl.
+
+    Each spec's console output (Python and native, stdout and stderr) goes to run_dir/<i>.log, so whoever
+    reads the results after a crash knows which spec was running and what it printed.
+    """
+    specs = json.load(sys.stdin)
+    with open(run_dir / "results.jsonl", "w") as results:
+        for i, spec in enumerate(specs):
+            log = run_dir / f"{i}.log"
+            with _console_to(log):
+                try:
+                    record: dict[str, Any] = {"report": _compile_one(spec, run_dir)}
+                except Exception as exc:  # every failure becomes that spec's CompileError
+                    record = {"error": _error_text(exc)}
+            output = log.read_text(errors="replace").strip()
+            if "error" in record and output:
+                record["error"] += f"\n--- compiler output ---\n{_clip(output)}"
+            results.write(json.dumps(record) + "\n")
+            results.flush()
+
+
+def _error_text(exc: BaseException) -> str:
+    """The error and, when Triton wrapped it per call site, its root cause (which holds the real message)."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    root, seen = exc, {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root = nxt
+        seen.add(id(root))
+    if root is not exc:
+        text += "\n--- root cause ---\n" + "".join(traceback.format_exception_only(root)).strip()
+    return text
+
+
+@contextmanager
+def _console_to(path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at `path`, catching what LLVM and ptxas write as well as Python."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Compile one spec (a KernelSpec as a dict) and measure it; returns KernelReport fields."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn = KernelSpec(**spec).function()
+    signature = spec["signature"]
+    aligned = spec["divisible_by_16"]
+    if aligned is None:
+        aligned = [name for name, ty in signature.items() if ty.startswith("*")]
+    attrs = {(fn.arg_names.index(name), ): [["tt.divisibility", 16]] for name in aligned}
+    source = GluonASTSource(fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
+    capability = TARGETS[spec["target"]]
+    kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
+                            options={"num_warps": spec["num_warps"], "enable_fp_fusion": True, **spec["options"]})
+    md = kernel.metadata
+    registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
+    return {
+        "name": md.name, "target": spec["target"], "ptx": kernel.asm["ptx"], "ttgir": kernel.asm["ttgir"],
+        "sass": _sass(kernel.asm["cubin"], run_dir), "shared": md.shared, "num_warps": md.num_warps,
+        "registers": registers, "spill_stores": spill_stores, "spill_loads": spill_loads,
+    }
+
+
+def _sass(cubin: bytes, run_dir: Path) -> str:
+    """Disassemble with Triton's bundled cuobjdump (CUDA 12.8, which reads sm_90a and sm_100a cubins)."""
+    from triton import knobs
+
+    path = run_dir / "kernel.cubin"
+    path.write_bytes(cubin)
+    return _run_tool([knobs.nvidia.cuobjdump.path, "-sass", str(path)]).stdout
+
+
+def _ptxas_usage(ptx: str, md: Any, target: str, run_dir: Path) -> tuple[int, int, int]:
+    """(registers, spill store bytes, spill load bytes) of the kernel entry, from the bundled ptxas -v.
+
+    The flags mirror Triton's own ptxas call so the numbers describe the cubin Triton built.
+    """
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    path = run_dir / "kernel.ptx"
+    path.write_text(ptx)
+    cmd = [get_ptxas(TARGETS[target]).path, "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}",
+           str(path), "-o", os.devnull]
+    if not md.enable_fp_fusion:
+        cmd.insert(1, "--fmad=false")
+    if md.ptx_options:
+        cmd[1:1] = md.ptx_options.split(" ")
+    log = _run_tool(cmd).stderr
+    return _parse_ptxas_log(log, md.name)
+
+
+def _run_tool(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run a bundled CUDA tool; on failure raise with its own error output, which is what explains it."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed with status {proc.returncode}:\n{proc.stderr}{proc.stdout}")
+    return proc
+
+
+def _parse_ptxas_log(log: str, entry: str) -> tuple[int, int, int]:
+    """(registers, spill store bytes, spill load bytes) of `entry` in a `ptxas -v` log; other functions are ignored."""
+    start = log.find(f"Compiling entry function '{entry}'")
+    if start < 0:
+        raise ValueError(f"ptxas log has no entry function {entry!r}:\n{log}")
+    block = log[start:].split("Compiling entry function", 2)[1]
+    spills = re.search(rf"Function properties for {re.escape(entry)}\n.*?(\d+) bytes spill stores, (\d+) bytes spill loads",
+                       block)
+    registers = re.search(r"Used (\d+) registers", block)
+    if spills is None or registers is None:
+        raise ValueError(f"cannot read register or spill counts for {entry!r} from ptxas log:\n{log}")
+    return int(registers.group(1)), int(spills.group(1)), int(spills.group(2))
+
+
+if __name__ == "__main__":
+    _worker(Path(sys.argv[1]))

@@ -1,0 +1,134 @@
+"""The shipped kernels' protocols, declared for tilepipe.verify.checker: each role's program over the pipelines its storage
+declares, in warp_specialize partition order.
+
+The pipelines (stages, arrival counts, producer and consumer role names) come from each kernel's own storage
+declaration (`matmul_plan`, `wgmma_plan`); the stress kernel creates its pipeline with
+`ProducerConsumerPipeline.create`, mirrored here as the equivalent `BarrierPair`. `check(..., trace=True)` compares
+every declaration with what tracing the kernel records, so a role's pipelines and sides cannot drift silently.
+"""
+
+from tilepipe.examples import pipeline_demo
+from tilepipe.host import configs
+from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs
+from tilepipe.kernels.matmul import matmul_plan, matmul_spec
+from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
+from tilepipe.verify.checker import (CheckResult, Drain, Flush, Protocol, Role, check, consume, loop, produce,
+                                     trip_cases, wait_filled)
+
+STRESS_STAGES = (1, 2, 4, 8)  # what tests/test_pipeline.py compiles and tests/gpu runs
+WGMMA_STAGES = (2, 4, 8)
+
+
+def tile_cases(stages: int):
+    """1 to 3 tiles of 1, `stages` and `stages + 1` k-steps: first laps, wrap-around and tile boundaries."""
+    return trip_cases(tiles=(1, 2, 3), k=(1, stages, stages + 1))
+
+
+def plan_storages(plan: SmemPlan) -> tuple[Storage, ...]:
+    return tuple(storage for _, storage in plan.storages)
+
+
+def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role") -> tuple[Role, ...]:
+    """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each. The FP8 kernels
+    have the same protocol with their own mma (and, blockwise, load) role functions."""
+    with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    mma = Role("mma", mma_fn, (
+        loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"),
+             *produce("output", *with_c(*wait_filled("epi_load")))),
+        Drain("output")), release_lag=(("input", 1), ))
+    load = Role("load", load_fn, (
+        loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
+        Drain("input"), *with_c(Drain("load_order"))))
+    store = Role("store", "store_role", (loop("tile", "tiles", *consume("output", *with_c(*consume("epi_load")))), ))
+    epilogue_load = Role("epilogue_load", "epilogue_load_role", (
+        loop("tile", "tiles", *consume("load_order"), *produce("epi_load")), Drain("epi_load")))
+    return (mma, load, store) + ((epilogue_load, ) if has_c else ())
+
+
+def matmul_configs() -> dict[str, MatmulConfig]:
+    """Every configuration tilepipe.host.configs declares, once each (aliases joined in the name)."""
+    names: dict[MatmulConfig, list[str]] = {}
+    for name, value in vars(configs).items():
+        if isinstance(value, MatmulConfig) and value not in FP8_TILES:
+            names.setdefault(value, []).append(name)
+    return {"/".join(found): cfg for cfg, found in names.items()}
+
+
+MATMUL_VARIANTS = {
+    "matmul": dict(dtype="fp16", c_dtype="fp16"),
+    "matmul +C": dict(dtype="fp16", c_dtype="fp16", has_c=True),
+    "matmul +C fp32": dict(dtype="bf16", c_dtype="bf16", has_c=True, source_dtype="fp32"),  # C in its own stages
+    "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
+}
+"""matmul_kernel's protocol variants, as matmul_spec arguments (the B layout does not change the protocol)."""
+
+
+def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul") -> Protocol:
+    """matmul_kernel in one configuration and variant, its pipelines from `matmul_plan`."""
+    args = MATMUL_VARIANTS[variant]
+    has_c = args.get("has_c", False)
+    plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
+                          args["c_dtype"], True, has_c, args.get("source_dtype"))
+    return Protocol(variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}", plan_storages(plan),
+                    matmul_roles(has_c), tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, **args))
+
+
+def fp8_protocols() -> list[Protocol]:
+    """tilepipe/kernels/matmul_fp8.py in every configuration tilepipe.api.fp8 may choose (bf16 and fp32 output)."""
+    import torch
+
+    from tilepipe.kernels.matmul_fp8 import fp8_plan, scaled_spec
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
+
+    protocols = []
+    for blockwise in (False, True):
+        for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+            for cfg in fp8_configs(blockwise, out_dtype):
+                plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
+                                   "fp8e4nv", c_dtype, blockwise)
+                roles = (matmul_roles(False, "blockwise_mma_role", "blockwise_load_role") if blockwise
+                         else matmul_roles(False, "scaled_mma_role"))
+                spec = ((lambda cfg=cfg, c=c_dtype: blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", c)) if blockwise
+                        else (lambda cfg=cfg, c=c_dtype: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", c, True)))
+                name = f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> {c_dtype}"
+                protocols.append(Protocol("matmul_fp8 " + ("blockwise" if blockwise else "scaled"), name,
+                                          plan_storages(plan), roles, tile_cases(cfg.stages), spec))
+    return protocols
+
+
+def stress_protocol(stages: int, consumers: int) -> Protocol:
+    """pipeline_demo.stress_kernel: one producer, `consumers` consumer roles, one item per loop trip."""
+    names = [f"consumer{i}" for i in range(consumers)]
+    ring = BarrierPair(stages, "stress", "producer", "+".join(names), 1, consumers, "generic", "generic")
+    items = lambda *body: loop("item", "items", *body)
+    roles = [Role("consumer0", "stress_default_one", (items(*consume("stress")), )),
+             Role("producer", "stress_producer", (items(*produce("stress")), Drain("stress")))]
+    roles += [Role(name, "stress_consumer", (items(*consume("stress")), )) for name in names[1:]]
+    return Protocol("pipeline_demo stress", f"stages={stages} consumers={consumers}", (ring, ), tuple(roles),
+                    trip_cases(items=(1, stages + 1, 2 * stages + 1)),
+                    lambda: pipeline_demo.stress_spec("handles", stages, consumers))
+
+
+def wgmma_protocol(stages: int) -> Protocol:
+    """pipeline_demo.wgmma_kernel: TMA loader -> async wgmma consumer with a release lag of 1."""
+    plan = pipeline_demo.wgmma_plan.fn(stages, [128, 64], [64, 64], "fp16")
+    mma = Role("mma", "wgmma_consumer", (loop("tile", "tiles", loop("k", "k", *consume("operands")),
+                                              Flush("operands")), ), release_lag=(("operands", 1), ))
+    load = Role("load", "wgmma_loader", (loop("tile", "tiles", loop("k", "k", *produce("operands"))),
+                                         Drain("operands")))
+    return Protocol("pipeline_demo wgmma", f"stages={stages}", plan_storages(plan), (mma, load), tile_cases(stages),
+                    lambda: pipeline_demo.wgmma_spec(stages))
+
+
+def shipped_protocols() -> list[Protocol]:
+    """Every matmul variant in every tilepipe.host.configs configuration, the FP8 kernels, the stress kernel and the wgmma
+    kernel."""
+    protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
+                 for variant in MATMUL_VARIANTS] + fp8_protocols()
+    protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
+    return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
+
+
+def check_shipped_kernels(trace: bool = True) -> list[CheckResult]:
+    """Check every kernel configuration the library ships."""
+    return [check(protocol, trace) for protocol in shipped_protocols()]
