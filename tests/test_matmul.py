@@ -6,7 +6,7 @@ import torch
 import tilepipe
 from tilepipe.host import staging
 from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL,
-                                   choose_config)
+                                   choose_config, schedule_for)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.verify.compile import CompileError, compile_kernels
 
@@ -78,7 +78,7 @@ def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
     """schedule_for (H100 measurements in bench/results/archive/scheduler-h100-v5.json): stream-K at 133 tiles of K = 4096
     (1.07x static) and 288 tiles of K = 8192 (1.11x the 128x128 static default); static for short tiles, full waves,
     fewer tiles than SMs, and where MEDIUM tiles or the saved part of a wave leave too little to gain."""
-    pick = tilepipe.api.matmul.schedule_for
+    pick = schedule_for
     assert pick(896, 4864, 4096, LARGE_16BIT, 132) == "streamk"  # 133 tiles
     assert pick(2304, 4096, 8192, LARGE_16BIT, 132) == "streamk"  # 288 tiles
     assert pick(896, 4864, 1024, LARGE_16BIT, 132) == "static"  # 12 us tiles: the 20 us fixup outweighs the wave

@@ -14,6 +14,7 @@ from collections import defaultdict
 import torch
 
 import tilepipe
+from tilepipe.host.configs import choose_config
 from tilepipe.probes import timeline
 
 SHAPES = [(129, 200, 63), (300, 513, 1000), (2048, 2048, 256)]
@@ -70,7 +71,7 @@ def trace_mode(path: str, M: int, N: int, K: int) -> dict:
         if [s.iteration for s in lane] != list(range(len(lane))):
             problems.append(f"missing acquisitions in {lane[0].role}/{lane[0].pipeline} of program {lane[0].program}")
         problems += [f"overlapping acquisitions: {x} {y}" for x, y in zip(lane, lane[1:]) if y.wait_start < x.released]
-    cfg = tilepipe.api.matmul.choose_config(M, N, torch.bfloat16, torch.cuda.get_device_properties(0).multi_processor_count)
+    cfg = choose_config(M, N, torch.bfloat16, torch.cuda.get_device_properties(0).multi_processor_count)
     tiles, k_tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n), -(-K // cfg.block_k)
     mma_input = sum(len(v) for (_, role, pipe), v in lanes.items() if (role, pipe) == ("mma", "input"))
     if mma_input != tiles * k_tiles:

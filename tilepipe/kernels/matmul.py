@@ -125,23 +125,21 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                                      c_desc.dtype, SCHEDULE == "dynamic")
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
-    allocated = PLAN.allocate(probe)  # operands, C stages, pipelines (input, output[, clc][, epi_load])[, load
-    operands, c_tiles, pipelines = allocated[0], allocated[1], allocated[2]  # order][, source stages]
+    smem = PLAN.allocate(probe)
     if SCHEDULE == "dynamic":
-        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], workspace)
+        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, smem.pipelines.clc, workspace)
     elif SCHEDULE == "streamk":
         sched = StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, workspace)
     else:
         sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
-    if HAS_C:
-        source_pipeline, order_pipeline = pipelines[len(pipelines) - 1], allocated[3]
-    else:
-        source_pipeline, order_pipeline = pipelines[1], pipelines[1]  # never used without C
-    src_tiles = allocated[4] if OWN_SOURCE else c_tiles  # C of D's dtype lands in the output stage it is stored from
-    inputs = InputTilePipeline(pipelines[0], operands, 1)
-    outputs = OutputTilePipeline(pipelines[1], c_tiles)
-    sources = EpiLoadPipeline(source_pipeline, src_tiles)
-    load_order = LoadOrderBarrier(order_pipeline)
+    inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
+    outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
+    if HAS_C:  # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
+        sources = EpiLoadPipeline(smem.pipelines.epi_load, smem.src_tiles if OWN_SOURCE else smem.c_tiles)
+        load_order = LoadOrderBarrier(smem.load_order)
+    else:  # never used without C, but the default partition (mma_role) cannot be handed None
+        sources = EpiLoadPipeline(smem.pipelines.output, smem.c_tiles)
+        load_order = LoadOrderBarrier(smem.pipelines.output)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR, HAS_C,
                                  HAS_BIAS)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C)),

@@ -18,7 +18,6 @@ from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warp
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role
 from tilepipe.kernels.spec import tile_desc
-from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, InputPipelineStorage, OutputPipelineStorage,
@@ -53,9 +52,9 @@ def accumulator_layout(num_warps, block_n):
 @gluon.jit
 def allocate_roles(PLAN: gl.constexpr):
     """The input and output tile pipelines of a plan from fp8_plan."""
-    operands, c_tiles, pipelines = PLAN.allocate()
-    input_pipeline, output_pipeline = pipelines
-    return InputTilePipeline(input_pipeline, operands, 1), OutputTilePipeline(output_pipeline, c_tiles)
+    smem = PLAN.allocate()
+    return (InputTilePipeline(smem.pipelines.input, smem.operands, 1),
+            OutputTilePipeline(smem.pipelines.output, smem.c_tiles))
 
 
 @gluon.jit
@@ -99,12 +98,10 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, M, N, K, STAG
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     inputs, outputs = allocate_roles(PLAN)
-    sources = EpiLoadPipeline(outputs.pipeline, outputs.tiles)  # no C: the shared roles never touch it
-    load_order = LoadOrderBarrier(outputs.pipeline)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N, SA_STRIDE,
                                         SB_STRIDE)),
-                     (load_role, (inputs, load_order, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False)),
-                     (store_role, (outputs, sources, d_desc, sched, False))],
+                     (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False)),  # no C
+                     (store_role, (outputs, None, d_desc, sched, False))],
                     [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 

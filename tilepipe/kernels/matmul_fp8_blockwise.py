@@ -13,7 +13,6 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, store_role
 from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
-from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.mma import warpgroup_local_wait
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.roles import warp_specialize
@@ -137,10 +136,9 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, M, N, K, S
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True)
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     inputs, outputs = allocate_roles(PLAN)
-    sources = EpiLoadPipeline(outputs.pipeline, outputs.tiles)  # no C: the store role never touches it
     warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK))),
                      (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK))),
-                     (store_role, (outputs, sources, d_desc, sched, False))],
+                     (store_role, (outputs, None, d_desc, sched, False))],  # no C
                     [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
 
 

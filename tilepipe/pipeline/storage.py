@@ -29,6 +29,7 @@ from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+from triton.language import core as tl
 
 from tilepipe._text import format_table
 from tilepipe.pipeline.ring import ProducerConsumerPipeline
@@ -450,7 +451,8 @@ class RawBarrierStorage(_SingleArrayStorage):
 class SmemPipelineBundle(Storage):
     """The matmul family's pipelines in one declaration: input, output, scheduler, TMEM dealloc, epilogue load.
 
-    `allocate()` returns them as a tuple in that order, leaving out the ones declared None.
+    `allocate()` returns them as a tuple in that order, leaving out the ones declared None; its fields are the
+    member names (`pipelines.input`, `pipelines.epi_load`).
     """
     input: InputPipelineStorage
     output: OutputPipelineStorage
@@ -470,18 +472,18 @@ class SmemPipelineBundle(Storage):
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):
-        return _allocate_each([member for _, member in self.members()], probe, _semantic, _generator)
+        return _allocate_each(self.members(), probe, _semantic, _generator)
 
 
-def _allocate_each(storages: list[Storage], probe, semantic, generator):
-    """Allocate storages in order (each given the code generator, and the pipelines' probe, if its allocate takes
-    them); a tuple of results."""
+def _allocate_each(storages: list[tuple[str, Storage]], probe, semantic, generator):
+    """Allocate (name, storage) pairs in order (each given the code generator, and the pipelines' probe, if its
+    allocate takes them); a tuple of the results whose fields are the names (`smem.pipelines.output`)."""
     allocated = []
-    for storage in storages:
+    for _, storage in storages:
         wants = inspect.signature(storage.allocate).parameters
         extra = {name: value for name, value in (("_generator", generator), ("probe", probe)) if name in wants}
         allocated.append(storage.allocate(_semantic=semantic, **extra))
-    return gl.tuple(allocated)
+    return gl.tuple(allocated, tl.tuple_type([value.type for value in allocated], [name for name, _ in storages]))
 
 
 @dataclass(frozen=True)
@@ -570,11 +572,12 @@ class SmemPlan:
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):
-        """Allocate every storage, in declaration order; returns a tuple of what each storage's allocate() gives.
+        """Allocate every storage, in declaration order; returns a tuple of what each storage's allocate() gives,
+        whose fields are the storages' names (`smem.operands`, `smem.pipelines.output`).
 
         `probe` (`tilepipe.pipeline.probe.Probe`) goes to every pipeline: the kernel's debug/trace switch, off by default.
         """
-        return _allocate_each([storage for _, storage in self.storages], probe, _semantic, _generator)
+        return _allocate_each(list(self.storages), probe, _semantic, _generator)
 
     @property
     def total_bytes(self) -> int:
