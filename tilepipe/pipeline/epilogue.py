@@ -59,10 +59,6 @@ class LoadOrderBarrier:
     """Main-loop loads of a tile were issued -> its epilogue loads may start."""
     pipeline: ProducerConsumerPipeline
 
-    @gluon.constexpr_function
-    def __init__(self, pipeline):
-        self.pipeline = pipeline
-
     @gluon.must_use_result("Rebind it: `load_order = load_order.signal()`.")
     @gluon.jit
     def signal(self):

@@ -28,11 +28,6 @@ class OutputStage:
     stage: ProducerStage | ConsumerStage
     tiles: gl.shared_memory_descriptor
 
-    @gluon.constexpr_function
-    def __init__(self, stage, tiles):
-        self.stage = stage
-        self.tiles = tiles
-
     @gluon.jit
     def index(self):
         return self.stage.index()

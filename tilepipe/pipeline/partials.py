@@ -70,11 +70,6 @@ class PartialTiles:
     flags: gl.tensor
     sums: gl.tensor
 
-    @gluon.constexpr_function
-    def __init__(self, flags, sums):
-        self.flags = flags
-        self.sums = sums
-
     @gluon.jit
     def create(workspace):
         """From the int32 workspace pointer (host/launch.py: scheduler_workspace)."""

@@ -79,22 +79,6 @@ class ProducerConsumerPipeline:
     name: gl.constexpr
     probe: Probe
 
-    @gluon.constexpr_function
-    def __init__(self, barriers, index, phase, pending, num_stages, producer_arrivals, consumer_arrivals,
-                 release_lag, fence_before_signal, fence_before_release, name, probe):
-        self.barriers = barriers
-        self.index = index
-        self.phase = phase
-        self.pending = pending
-        self.num_stages = gl.constexpr(num_stages)
-        self.producer_arrivals = gl.constexpr(producer_arrivals)
-        self.consumer_arrivals = gl.constexpr(consumer_arrivals)
-        self.release_lag = gl.constexpr(release_lag)
-        self.fence_before_signal = gl.constexpr(fence_before_signal)
-        self.fence_before_release = gl.constexpr(fence_before_release)
-        self.name = gl.constexpr(name)
-        self.probe = probe
-
     # ---- declaration --------------------------------------------------------------------------
 
     @builtin

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
@@ -134,11 +133,6 @@ class StandardTiles:
     a_tiles: gl.shared_memory_descriptor
     b_tiles: gl.shared_memory_descriptor
 
-    @gluon.constexpr_function
-    def __init__(self, a_tiles, b_tiles):
-        self.a_tiles = a_tiles
-        self.b_tiles = b_tiles
-
 
 @aggregate
 class BlockScaledTiles:
@@ -148,13 +142,6 @@ class BlockScaledTiles:
     sfa_tiles: gl.shared_memory_descriptor
     sfb_tiles: gl.shared_memory_descriptor
 
-    @gluon.constexpr_function
-    def __init__(self, a_tiles, b_tiles, sfa_tiles, sfb_tiles):
-        self.a_tiles = a_tiles
-        self.b_tiles = b_tiles
-        self.sfa_tiles = sfa_tiles
-        self.sfb_tiles = sfb_tiles
-
 
 @aggregate
 class BlockwiseFP8Tiles:
@@ -163,13 +150,6 @@ class BlockwiseFP8Tiles:
     b_tiles: gl.shared_memory_descriptor
     a_scales: gl.shared_memory_descriptor
     b_scales: gl.shared_memory_descriptor
-
-    @gluon.constexpr_function
-    def __init__(self, a_tiles, b_tiles, a_scales, b_scales):
-        self.a_tiles = a_tiles
-        self.b_tiles = b_tiles
-        self.a_scales = a_scales
-        self.b_scales = b_scales
 
 
 @dataclass(frozen=True)
@@ -339,12 +319,6 @@ class ClcPipelines:
     throttle: ProducerConsumerPipeline
     response: gl.shared_memory_descriptor
 
-    @gluon.constexpr_function
-    def __init__(self, pipeline, throttle, response):
-        self.pipeline = pipeline
-        self.throttle = throttle
-        self.response = response
-
 
 @dataclass(frozen=True)
 class ClcPipelineStorage(Storage):
@@ -406,11 +380,6 @@ class TmemDealloc:
     """The TMEM dealloc barrier and the 32-bit TMEM address the allocating warp shares (sm_100a)."""
     barrier: gl.shared_memory_descriptor
     address: gl.shared_memory_descriptor
-
-    @gluon.constexpr_function
-    def __init__(self, barrier, address):
-        self.barrier = barrier
-        self.address = address
 
 
 @dataclass(frozen=True)

@@ -86,14 +86,6 @@ class DynamicTileScheduler:
     response: gl.shared_memory_descriptor
     counter: gl.tensor
 
-    @gluon.constexpr_function
-    def __init__(self, grid, ring, throttle, response, counter):
-        self.grid = grid
-        self.ring = ring
-        self.throttle = throttle
-        self.response = response
-        self.counter = counter
-
     @gluon.jit
     def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, clc, counter):
         """From the ClcPipelines that ClcPipelineStorage.allocate() gave."""

@@ -23,13 +23,6 @@ class TileGrid:
     num_tiles: gl.tensor
     GROUP_M: gl.constexpr
 
-    @gluon.constexpr_function
-    def __init__(self, num_pid_m, num_pid_n, num_tiles, GROUP_M):
-        self.num_pid_m = num_pid_m
-        self.num_pid_n = num_pid_n
-        self.num_tiles = num_tiles
-        self.GROUP_M = gl.constexpr(GROUP_M)
-
     @gluon.jit
     def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
         num_pid_m = gl.cdiv(M, BM)

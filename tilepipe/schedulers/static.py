@@ -37,10 +37,6 @@ class StaticTileScheduler:
     """Persistent grid over the output tiles: program p takes tiles p, p + P, p + 2P, ... in grouped order."""
     grid: TileGrid
 
-    @gluon.constexpr_function
-    def __init__(self, grid):
-        self.grid = grid
-
     @gluon.jit
     def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
         return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M))

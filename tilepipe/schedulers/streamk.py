@@ -22,14 +22,6 @@ class StreamKTileScheduler:
     sk_steps: gl.tensor
     partials: PartialTiles
 
-    @gluon.constexpr_function
-    def __init__(self, grid, k_tiles, dp_tiles, sk_steps, partials):
-        self.grid = grid
-        self.k_tiles = k_tiles
-        self.dp_tiles = dp_tiles
-        self.sk_steps = sk_steps
-        self.partials = partials
-
     @gluon.jit
     def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, workspace):
         """`k_tiles`: the kernel's k-steps a tile; `workspace`: the flags and partial tiles (host/launch.py: scheduler_workspace)."""
@@ -68,17 +60,6 @@ class StreamKWork(TileWork):
     start: gl.tensor
     cursor: gl.tensor
     sched: StreamKTileScheduler
-
-    @gluon.constexpr_function
-    def __init__(self, tile_id, k_begin, k_end, valid, finishes, start, cursor, sched):
-        self.tile_id = tile_id
-        self.k_begin = k_begin
-        self.k_end = k_end
-        self.valid = valid
-        self.finishes = finishes
-        self.start = start
-        self.cursor = cursor
-        self.sched = sched
 
     @gluon.jit
     def at(whole_tile, start, cursor, sched: StreamKTileScheduler):
