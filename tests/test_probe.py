@@ -51,9 +51,11 @@ def reports() -> dict:
 
 
 def _instructions(ptx: str) -> str:
-    """The PTX without line info (.loc/.file) and debug sections, which move with any edit to a source file."""
+    """The PTX without line info (.loc/.file, and the $L__tmp labels the debug sections point at, one per inlined
+    call) and debug sections, which move with any edit to a source file or to how its helpers are split."""
     code = ptx.split("\t.section\t.debug", 1)[0]
-    return "\n".join(line for line in code.splitlines() if not line.strip().startswith((".loc", ".file")))
+    debug_only = (lambda line: line.startswith((".loc", ".file")) or re.fullmatch(r"\$L__tmp\d+:", line))
+    return "\n".join(line for line in code.splitlines() if not debug_only(line.strip()))
 
 
 def _params(ptx: str) -> int:

@@ -51,8 +51,7 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
         if work.finishes:
             pid_m, pid_n = work.coords()
             with outputs.consume() as out:
-                tma.async_store(d_desc, [pid_m * BM, pid_n * BN], out.tile())
-                tma.store_wait(0)
+                out.store(d_desc, [pid_m * BM, pid_n * BN])
                 if HAS_C:
                     sources = sources.release()  # C was used and D stored: the stage may receive the next C
         work = work.next()

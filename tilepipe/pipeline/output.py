@@ -9,14 +9,14 @@ accumulator stages to an epilogue role; it comes with the Blackwell kernels.)
         out.tile().store(d)
         out.arrive()                    # fenced first: TMA reads what ordinary stores wrote
     with outputs.consume() as out:      # store role
-        tma.async_store(d_desc, coords, out.tile())
-        tma.store_wait(0)
+        out.store(d_desc, coords)       # TMA store, waited for: the stage is free to release once TMA read it
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import tma
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.ring import ConsumerStage, GuardedTiles, ProducerConsumerPipeline, ProducerStage
@@ -39,6 +39,13 @@ class OutputStage:
     @builtin
     def arrive(self, _semantic=None):
         self.stage.arrive(_semantic=_semantic)
+
+    @gluon.jit
+    def store(self, desc, coords):
+        """Store role: TMA-store the tile at `coords` of `desc` and wait until TMA has read it, so the stage may be
+        released (and refilled) as soon as this returns."""
+        tma.async_store(desc, coords, self.tile())
+        tma.store_wait(0)
 
     @gluon.must_use_result("Rebind the pipeline: `outputs = out.release()`.")
     @builtin
