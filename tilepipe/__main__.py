@@ -8,6 +8,7 @@ from pathlib import Path
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
 from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs
+from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.probes.debug import run_all_guarded
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -26,14 +27,11 @@ def report() -> int:
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
     specs += [pipeline_demo.wgmma_spec(4)]
-    # the GEMM uses wgmma, which exists on sm_90a only (its sm_100a form, with tcgen05, is later work)
-    specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True)
-              for cfg in (LARGE_16BIT, LARGE_FP32, SMALL)]
-    specs += [matmul_spec(LARGE_16BIT, "bf16", "bf16", True, has_c=True),  # C in the output stage
-              matmul_spec(MEDIUM_FP32_SOURCE, "bf16", "bf16", True, has_c=True, source_dtype="fp32"),
-              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, bias_dtype="bf16"),
-              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="dynamic"),
-              matmul_spec(LARGE_16BIT, "bf16", "bf16", True, schedule="streamk")]
+    # the GEMM uses wgmma, which exists on sm_90a only (its sm_100a form, with tcgen05, is later work): every
+    # epilogue under every scheduler of the catalogue, at the largest tile that takes it, plus the other tiles
+    specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
+                          **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
+    specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
               restage_spec()]

@@ -39,6 +39,11 @@ class KernelSpec:
             raise ValueError(f"{self.fn}: arguments {unknown} are not in the signature")
         json.dumps([self.constexprs, self.options])  # fail here, not in the child, on values that cannot travel
 
+    def compile_options(self) -> dict[str, object]:
+        """Triton's compile options for this spec: its warps, FP fusion on (the library's kernels are tuned with it;
+        triton 3.10 turns the default off), then its own options."""
+        return {"num_warps": self.num_warps, "enable_fp_fusion": True, **self.options}
+
     def function(self):
         """The @gluon.jit function that `fn` names (its module is imported)."""
         import importlib

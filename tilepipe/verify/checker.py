@@ -596,7 +596,7 @@ def trace_sessions(spec) -> list:
     fn = spec.function()
     target = GPUTarget("cuda", TARGETS[spec.target], 32)
     backend = make_backend(target)
-    options = backend.parse_options({"num_warps": spec.num_warps, **spec.options})
+    options = backend.parse_options(spec.compile_options())
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)

@@ -219,7 +219,8 @@ def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    fn = KernelSpec(**spec).function()
+    kernel_spec = KernelSpec(**spec)
+    fn = kernel_spec.function()
     signature = spec["signature"]
     aligned = spec["divisible_by_16"]
     if aligned is None:
@@ -228,7 +229,7 @@ def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     source = GluonASTSource(fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
     capability = TARGETS[spec["target"]]
     kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
-                            options={"num_warps": spec["num_warps"], "enable_fp_fusion": True, **spec["options"]})
+                            options=kernel_spec.compile_options())
     md = kernel.metadata
     registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
     return {

@@ -1,0 +1,41 @@
+"""The shipped kernel variants, as data: what `python -m tilepipe report` compiles, what the protocol checker must
+cover, and what the CPU tests sweep. Adding a variant here makes it show up in all three (and a test fails until
+the checker covers it or says why not). Configurations (tile shapes, stages) are the host's: host/configs.py."""
+
+from typing import NamedTuple
+
+
+class Variant(NamedTuple):
+    """One shipped variant of a kernel: its kernel, its name, and the spec-builder arguments that make it."""
+    kernel: str
+    name: str
+    options: dict
+
+
+MATMUL_EPILOGUES = {
+    "matmul": dict(dtype="fp16", c_dtype="fp16"),
+    "matmul +C": dict(dtype="fp16", c_dtype="fp16", has_c=True),  # C in the output stage it is stored from
+    "matmul +C fp32": dict(dtype="bf16", c_dtype="bf16", has_c=True, source_dtype="fp32"),  # C in its own stages
+    "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
+}
+"""matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
+SCHEDULES = ("static", "dynamic", "streamk")
+"""The tile schedulers matmul_kernel is built with (tilepipe/schedulers/)."""
+FP8_KERNELS = {"matmul_fp8 scaled": dict(per_row=True), "matmul_fp8 blockwise": {}}
+"""The FP8 kernels: per-tensor and per-row scaling share one (per_row only changes a scale stride)."""
+STRESS_STAGES = (1, 2, 4, 8)
+WGMMA_STAGES = (2, 4, 8)
+
+
+def shipped_variants() -> list[Variant]:
+    """Every variant the library ships: each matmul epilogue under each scheduler, the FP8 kernels, the restaging
+    copy, and the pipeline examples the demo runs."""
+    variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                for schedule in SCHEDULES for name, options in MATMUL_EPILOGUES.items()]
+    variants += [Variant(kernel, kernel, options) for kernel, options in FP8_KERNELS.items()]
+    variants += [Variant("restage_rows_kernel", "restage", {})]
+    variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
+                         dict(stages=stages, consumers=consumers))
+                 for stages in STRESS_STAGES for consumers in (1, 2)]
+    return variants + [Variant("pipeline_demo wgmma", f"wgmma stages={stages}", dict(stages=stages))
+                       for stages in WGMMA_STAGES]
