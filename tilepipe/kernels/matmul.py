@@ -32,9 +32,8 @@ from tilepipe.pipeline.storage import (ClcPipelineStorage, EpiLoadPipelineStorag
                                        LoadOrderBarrierStorage, OutputPipelineStorage, OutputTileStorage,
                                        SmemPipelineBundle, SmemPlan, SourceTileStorage, StandardTileStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
-from tilepipe.schedulers.dynamic import DynamicTileScheduler, scheduler_role
-from tilepipe.schedulers.static import StaticTileScheduler
-from tilepipe.schedulers.streamk import StreamKTileScheduler
+from tilepipe.schedulers import scheduler_class
+from tilepipe.schedulers.dynamic import scheduler_role
 
 SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one tile ahead of the load role
 
@@ -126,12 +125,8 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
-    if SCHEDULE == "dynamic":
-        sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, smem.pipelines.clc, workspace)
-    elif SCHEDULE == "streamk":
-        sched = StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, workspace)
-    else:
-        sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    SCHEDULER: gl.constexpr = scheduler_class(SCHEDULE)
+    sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     if HAS_C:  # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
@@ -142,12 +137,12 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
         load_order = LoadOrderBarrier(smem.pipelines.output)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR, HAS_C,
                                  HAS_BIAS)),
-                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C)),
-                     (store_role, (outputs, sources, d_desc, sched, HAS_C)),
-                     (epilogue_load_role, (sources, load_order, c_desc, sched)) if HAS_C else None,
-                     (scheduler_role, (sched, )) if SCHEDULE == "dynamic" else None],
-                    [WORKER_WARPS, WORKER_WARPS, WORKER_WARPS, WORKER_WARPS],
-                    [WORKER_REGS, WORKER_REGS, WORKER_REGS, WORKER_REGS])
+                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
+                      WORKER_REGS),
+                     (store_role, (outputs, sources, d_desc, sched, HAS_C), WORKER_WARPS, WORKER_REGS),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched), WORKER_WARPS, WORKER_REGS) if HAS_C
+                     else None,
+                     (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,

@@ -100,9 +100,9 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, M, N, K, STAG
     inputs, outputs = allocate_roles(PLAN)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N, SA_STRIDE,
                                         SB_STRIDE)),
-                     (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False)),  # no C
-                     (store_role, (outputs, None, d_desc, sched, False))],
-                    [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
+                     (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False), WORKER_WARPS,
+                      WORKER_REGS),  # no C: no load-order barrier, no C pipeline
+                     (store_role, (outputs, None, d_desc, sched, False), WORKER_WARPS, WORKER_REGS)])
 
 
 # ---- ahead-of-time specs ------------------------------------------------------------------------

@@ -137,9 +137,9 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, M, N, K, S
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     inputs, outputs = allocate_roles(PLAN)
     warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK))),
-                     (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK))),
-                     (store_role, (outputs, None, d_desc, sched, False))],  # no C
-                    [WORKER_WARPS, WORKER_WARPS], [WORKER_REGS, WORKER_REGS])
+                     (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK)),
+                      WORKER_WARPS, WORKER_REGS),
+                     (store_role, (outputs, None, d_desc, sched, False), WORKER_WARPS, WORKER_REGS)])  # no C
 
 
 def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str):

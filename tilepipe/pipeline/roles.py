@@ -8,11 +8,12 @@ from tilepipe.pipeline.probe import bind_role, role_name
 
 
 @builtin
-def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=None, _generator=None):
+def warp_specialize(partitions, worker_num_warps=None, worker_num_regs=None, _semantic=None, _generator=None):
     """`gl.warp_specialize` that names each partition as a role while it is traced, then checks the protocol.
 
-    A partition given as None (`(role, args) if FLAG else None`) is left out with its worker warps and registers,
-    so one call covers a kernel's optional roles.
+    Partitions are `(role, args)` for the default one, then `(role, args, warps, registers)` for each worker (or
+    Gluon's form: `(role, args)` pairs with the worker warps and registers as two lists). A partition given as None
+    (`(role, args, 1, 40) if FLAG else None`) is left out, so one call covers a kernel's optional roles.
 
     After tracing, a stage handle never released, or a pipeline whose declared arrival counts differ from
     the number of roles that signal its barriers, is a compile error naming the source lines. Pipeline probes in
@@ -21,9 +22,17 @@ def warp_specialize(partitions, worker_num_warps, worker_num_regs, _semantic=Non
     keep = [not (p is None or isinstance(p, gl.constexpr) and p.value is None) for p in partitions]
     if not keep[0]:
         raise ValueError("the default partition (the first) cannot be left out")
-    partitions = [p for p, kept in zip(partitions, keep) if kept]
-    worker_num_warps = [w for w, kept in zip(worker_num_warps, keep[1:]) if kept]
-    worker_num_regs = [r for r, kept in zip(worker_num_regs, keep[1:]) if kept]
+    if worker_num_warps is None:  # each worker partition carries its warps and registers
+        workers = [p for p, kept in zip(partitions[1:], keep[1:]) if kept]
+        if any(len(p) != 4 for p in workers):
+            raise ValueError("without worker_num_warps, each worker partition is (role, args, warps, registers)")
+        worker_num_warps = [p[2] for p in workers]
+        worker_num_regs = [p[3] for p in workers]
+        partitions = [partitions[0]] + [(p[0], p[1]) for p in workers]
+    else:
+        partitions = [p for p, kept in zip(partitions, keep) if kept]
+        worker_num_warps = [w for w, kept in zip(worker_num_warps, keep[1:]) if kept]
+        worker_num_regs = [r for r, kept in zip(worker_num_regs, keep[1:]) if kept]
     session = _trace.begin_session()
     original = _generator.call_JitFunction
 

@@ -87,6 +87,12 @@ class DynamicTileScheduler:
     counter: gl.tensor
 
     @gluon.jit
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
+        """The scheduler a GEMM kernel builds from its problem, its allocated pipelines (the `clc` ring) and its
+        workspace (word 0 is the tile counter)."""
+        return DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines.clc, workspace)
+
+    @gluon.jit
     def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, clc, counter):
         """From the ClcPipelines that ClcPipelineStorage.allocate() gave."""
         return DynamicTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M), clc.pipeline, clc.throttle,

@@ -42,6 +42,12 @@ class StaticTileScheduler:
         return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M))
 
     @gluon.jit
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
+        """The scheduler a GEMM kernel builds from its problem, its allocated pipelines and its workspace (this
+        one needs neither)."""
+        return StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+
+    @gluon.jit
     def work(self, paces: gl.constexpr = False):
         """This program's first tile (`paces` matters only to the dynamic scheduler)."""
         return StaticWork.at(gl.program_id(0), self.grid)

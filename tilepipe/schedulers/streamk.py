@@ -23,6 +23,11 @@ class StreamKTileScheduler:
     partials: PartialTiles
 
     @gluon.jit
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
+        """The scheduler a GEMM kernel builds from its problem and its workspace (no pipelines of its own)."""
+        return StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, workspace)
+
+    @gluon.jit
     def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, workspace):
         """`k_tiles`: the kernel's k-steps a tile; `workspace`: the flags and partial tiles (host/launch.py: scheduler_workspace)."""
         grid = TileGrid.create(M, N, BM, BN, GROUP_M)
