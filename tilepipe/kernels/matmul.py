@@ -20,7 +20,6 @@ tile's BN bias values straight from global memory in its epilogue.
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, load_role, store_role
 from tilepipe.kernels.spec import tile_desc
@@ -78,11 +77,8 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
             b = tiles.b_tile()
             if B_KMAJOR:
                 b = b.permute((1, 0))
-            acc = warpgroup_mma(tiles.a_tile(), b, acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, ))
-            consumer = tiles.release()
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-        consumer = consumer.flush_releases()
+            acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
+        acc, consumer = consumer.retire(acc)
         if work.finishes:
             acc = work.add_partials(acc)
             with outputs.produce() as out:

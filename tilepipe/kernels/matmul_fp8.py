@@ -14,7 +14,6 @@ shared GEMM roles (gemm_roles.py).
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role
 from tilepipe.kernels.spec import tile_desc
@@ -70,11 +69,8 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         for k in range(k_tiles):
             tiles = consumer.acquire()
-            acc = warpgroup_mma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, ))
-            consumer = tiles.release()
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-        consumer = consumer.flush_releases()
+            acc, consumer = tiles.wgmma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc)
+        acc, consumer = consumer.retire(acc)
         rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, acc_layout))
         cols = pid_n * BN + gl.arange(0, BN, gl.SliceLayout(0, acc_layout))
         sa = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)

@@ -25,6 +25,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe.pipeline import _trace
@@ -105,11 +106,14 @@ class InputConsumerStage(_TileStage):
     def release(self, _semantic=None):
         return TileConsumer(self.stage.release(_semantic=_semantic), self.payload, self.k_group_size)
 
-
-@aggregate
-class _TileRole:
-    """What both role views share: the pipeline (with this role's cursor), the payload, the group size."""
-
+    @builtin
+    def wgmma(self, a, b, acc, _semantic=None):
+        """acc += a @ b as an async wgmma on this stage's tiles; then wait until only the consumer's release lag of
+        wgmmas is still in flight and release: the slot freed is the one whose wgmma just retired, so in-flight depth
+        and release lag are one number. Returns (acc, the advanced consumer)."""
+        acc = warpgroup_mma(a, b, acc, is_async=True, _semantic=_semantic)
+        acc = warpgroup_mma_wait(num_outstanding=self.stage.pipe.release_lag, deps=(acc, ), _semantic=_semantic)
+        return gl.tuple([acc, self.release(_semantic=_semantic)])
 
 
 def _role_context(role, kind: str, semantic):
@@ -119,7 +123,7 @@ def _role_context(role, kind: str, semantic):
 
 
 @aggregate
-class TileProducer(_TileRole):
+class TileProducer:
     """The load role's view of an input tile pipeline."""
     pipeline: ProducerConsumerPipeline
     payload: Payload
@@ -148,7 +152,7 @@ class TileProducer(_TileRole):
 
 
 @aggregate
-class TileConsumer(_TileRole):
+class TileConsumer:
     """The MMA role's view of an input tile pipeline."""
     pipeline: ProducerConsumerPipeline
     payload: Payload
@@ -181,9 +185,16 @@ class TileConsumer(_TileRole):
     def flush_releases(self, _semantic=None):
         return TileConsumer(self.pipeline.flush_releases(_semantic=_semantic), self.payload, self.k_group_size)
 
+    @builtin
+    def retire(self, acc, _semantic=None):
+        """End of a tile's wgmmas (stage.wgmma): wait for the last ones and free the slots they read. Returns (acc,
+        the consumer)."""
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ), _semantic=_semantic)
+        return gl.tuple([acc, self.flush_releases(_semantic=_semantic)])
+
 
 @aggregate
-class InputTilePipeline(_TileRole):
+class InputTilePipeline:
     """Operand tiles (the payload) plus the pipeline that guards them, one barrier pair per k-group."""
     pipeline: ProducerConsumerPipeline
     payload: Payload
