@@ -19,7 +19,7 @@ from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out
 from tilepipe.host.configs import MatmulConfig, choose_config, fp8_configs
 from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import LauncherCache, LaunchPlan, TmaOperand, persistent_grid, tensor_descriptor
-from tilepipe.host.plans import CallPlan, PlanCache, geometry
+from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
 from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
 
@@ -40,11 +40,17 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
             return torch.ops.tilepipe.matmul_fp8(a, b, scale_a, scale_b, out_dtype=out_dtype)
         torch.ops.tilepipe.matmul_fp8_out(out, a, b, scale_a, scale_b, out_dtype=out_dtype)
         return out
-    key, result = _PLANS.launch(  # a repeated call geometry skips validation and configuration: see _Fp8Plan
-        lambda: (geometry(a), geometry(b), geometry(scale_a), geometry(scale_b), out_dtype, geometry(out)),
-        (a, b, scale_a, scale_b), out)
-    if result is not None:
-        return result
+    try:  # a repeated call geometry skips validation and configuration: see _Fp8Plan
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, scale_a.shape,
+               scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(), scale_b.dtype,
+               scale_b.device, out_dtype, None if out is None else (out.shape, out.stride(), out.dtype, out.device))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks say which
+        key = plan = None
+    if plan is not None:
+        result = plan.run((a, b, scale_a, scale_b), out)
+        if result is not None:
+            return result
     return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key)
 
 

@@ -10,7 +10,7 @@ from tilepipe.host.configs import SCHEDULERS, MatmulConfig, config_for, schedule
 from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   scheduler_workspace, tensor_descriptor)
-from tilepipe.host.plans import CallPlan, PlanCache, geometry
+from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.probes.debug import debug_requested
 
@@ -45,11 +45,18 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     probe = probe_request(debug, trace)
     if probe is not None:
         return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
-    key, result = _PLANS.launch(  # a repeated call geometry skips validation and configuration: see _Plan
-        lambda: (geometry(a), geometry(b), out_dtype, alpha.__class__, alpha, beta.__class__, beta, config, scheduler,
-                 geometry(out), True if c is out and c is not None else geometry(c)), (a, b, c), out)
-    if result is not None:
-        return result
+    try:  # a repeated call geometry skips validation and configuration: see _Plan
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, out_dtype,
+               alpha.__class__, alpha, beta.__class__, beta, config, scheduler,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+               None if c is None else True if c is out else (c.shape, c.stride(), c.dtype, c.device))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable scalars: the checks below say which
+        key = plan = None
+    if plan is not None:
+        result = plan.run((a, b, c), out)
+        if result is not None:
+            return result
     return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, key)
 
 

@@ -1,8 +1,6 @@
 """Call plans: a call geometry that passed every check keeps its launch, so a repeated call reads only its tensors'
 addresses (the ops' fast path)."""
 
-from collections.abc import Callable
-
 import torch
 
 from tilepipe.host.checks import check_no_overlap
@@ -59,20 +57,3 @@ class PlanCache(dict):
         if len(self) >= self.LIMIT:
             self.clear()
         self[key] = plan
-
-    def launch(self, geometry: Callable[[], tuple], inputs: tuple, out: torch.Tensor | None
-               ) -> tuple[tuple | None, torch.Tensor | None]:
-        """An op's fast path: (the call's key, its output when a plan for the key launched it, else None). The key is
-        None where `geometry()` fails (arguments that are not tensors, or unhashable scalars): the op's full checks
-        then say which argument is wrong."""
-        try:
-            key = geometry()
-            plan = self.get(key)
-        except (AttributeError, TypeError):
-            return None, None
-        return key, None if plan is None else plan.run(inputs, out)
-
-
-def geometry(t: torch.Tensor | None) -> tuple | None:
-    """What a call plan depends on of one tensor: shape, strides, dtype, device (None for an absent tensor)."""
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
