@@ -24,3 +24,12 @@ def test_k_groups_share_a_barrier_pair(reports, case):
     assert report.count("HGMMA", "sass") > 0 and report.spill_stores == 0
     planned = kgroup_plan.fn(stages, k_group, [128, 64], [64, 64], "fp16").total_bytes
     assert 0 <= report.shared - planned < 256
+
+
+def test_a_kernel_authors_own_payload_compiles_to_the_same_code(reports):
+    """The payload is an open trait, as the seed's TilePayload: a kernel's own aggregate with A and B arrays (and a
+    field of its own) goes through the same pipeline and gives the same instructions as the storage's payload."""
+    own = compile_kernels([spec(4, 2, own_payload=True)])[0]
+    assert not isinstance(own, CompileError), own
+    assert own.sass == reports[(4, 2)].sass
+

@@ -7,6 +7,7 @@ import json
 import sys
 
 from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 
@@ -54,12 +55,23 @@ def kgroup_mma(inputs: InputTilePipeline, out_ptr, k_tiles, BM: gl.constexpr, BN
     gl.store(out_ptr + rows[:, None] * BN + cols[None, :], acc)
 
 
+@aggregate
+class OwnTiles:
+    """A kernel author's own payload (the seed's open TilePayload trait): A and B arrays plus a field of its own."""
+    a_tiles: gl.shared_memory_descriptor
+    b_tiles: gl.shared_memory_descriptor
+    tag: gl.constexpr
+
+
 @gluon.jit
-def kgroup_kernel(a_desc, b_desc, out_ptr, k_tiles, STAGES: gl.constexpr, K_GROUP: gl.constexpr):
+def kgroup_kernel(a_desc, b_desc, out_ptr, k_tiles, STAGES: gl.constexpr, K_GROUP: gl.constexpr,
+                  OWN_PAYLOAD: gl.constexpr = False):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = b_desc.block_type.shape[0]
     PLAN: gl.constexpr = kgroup_plan(STAGES, K_GROUP, a_desc.block_type.shape, b_desc.block_type.shape, a_desc.dtype)
     tiles, pipeline = PLAN.allocate()
+    if OWN_PAYLOAD:
+        tiles = OwnTiles(tiles.a_tiles, tiles.b_tiles, "own")
     inputs = InputTilePipeline(pipeline, tiles, K_GROUP)
     warp_specialize([(kgroup_mma, (inputs, out_ptr, k_tiles, BM, BN)),
                      (kgroup_loader, (inputs, a_desc, b_desc, k_tiles))], [1], [48])
@@ -68,13 +80,14 @@ def kgroup_kernel(a_desc, b_desc, out_ptr, k_tiles, STAGES: gl.constexpr, K_GROU
 LAYOUTS = SmemLayouts(128, 64, 64, "fp16", "fp32")
 
 
-def spec(stages: int, k_group: int):
+def spec(stages: int, k_group: int, own_payload: bool = False):
     from tilepipe.kernels.spec import KernelSpec, tdesc_signature
 
     return KernelSpec(f"{__name__}:kgroup_kernel",
                       {"a_desc": tdesc_signature("fp16", [128, 64], LAYOUTS.a),
                        "b_desc": tdesc_signature("fp16", [64, 64], LAYOUTS.b), "out_ptr": "*fp32", "k_tiles": "i32",
-                       "STAGES": "constexpr", "K_GROUP": "constexpr"}, {"STAGES": stages, "K_GROUP": k_group})
+                       "STAGES": "constexpr", "K_GROUP": "constexpr", "OWN_PAYLOAD": "constexpr"},
+                      {"STAGES": stages, "K_GROUP": k_group, "OWN_PAYLOAD": own_payload})
 
 
 def run(stages: int, k_group: int, k_tiles: int) -> dict:

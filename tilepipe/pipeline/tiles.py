@@ -26,14 +26,15 @@ from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
-from triton.language.core import _unwrap_if_constexpr
+from triton.language.core import _unwrap_if_constexpr, base_value
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.ring import ConsumerStage, ProducerConsumerPipeline, ProducerStage
-from tilepipe.pipeline.storage import BlockScaledTiles, BlockwiseFP8Tiles, StandardTiles
 
-Payload = StandardTiles | BlockScaledTiles | BlockwiseFP8Tiles
-"""Payload protocol: an aggregate of stage arrays with at least `a_tiles` and `b_tiles`."""
+Payload = base_value
+"""The seed's open `TilePayload` trait: any aggregate of stage arrays, with `a_tiles` and `b_tiles` for the A/B
+accessors (`tile(field)` reaches any other array). The storages give `StandardTiles`, `BlockScaledTiles` and
+`BlockwiseFP8Tiles`; a kernel may wrap them in its own aggregate."""
 
 
 def _payload_tile(payload, field: str, stage_index, j, k_group_size: int, semantic):
