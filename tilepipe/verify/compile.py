@@ -240,7 +240,7 @@ def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 
 def _sass(cubin: bytes, run_dir: Path) -> str:
-    """Disassemble with Triton's bundled cuobjdump (CUDA 12.8, which reads sm_90a and sm_100a cubins)."""
+    """Disassemble with Triton's bundled cuobjdump (CUDA 13.1 in triton 3.9; it reads sm_90a and sm_100a cubins)."""
     from triton import knobs
 
     path = run_dir / "kernel.cubin"
