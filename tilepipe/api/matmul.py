@@ -6,13 +6,14 @@ import torch
 
 from tilepipe.host.checks import (check_no_overlap, check_operands, check_out_dtype, check_residual,
                                   check_result_shaped, check_scalar, is_column_bias)
-from tilepipe.host.configs import SCHEDULERS, MatmulConfig, config_for, schedule_for
+from tilepipe.host.configs import MatmulConfig, config_for, schedule_for
 from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.probes.debug import debug_requested
+from tilepipe.schedulers import SCHEDULERS
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,

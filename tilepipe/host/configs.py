@@ -33,7 +33,6 @@ MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp3
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 MIN_WAVE_EFFICIENCY = 0.75
-SCHEDULERS = ("static", "dynamic", "streamk")
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
 

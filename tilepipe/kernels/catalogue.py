@@ -4,6 +4,8 @@ the checker covers it or says why not). Configurations (tile shapes, stages) are
 
 from typing import NamedTuple
 
+from tilepipe.schedulers import SCHEDULERS
+
 
 class Variant(NamedTuple):
     """One shipped variant of a kernel: its kernel, its name, and the spec-builder arguments that make it."""
@@ -19,8 +21,6 @@ MATMUL_EPILOGUES = {
     "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
 }
 """matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
-SCHEDULES = ("static", "dynamic", "streamk")
-"""The tile schedulers matmul_kernel is built with (tilepipe/schedulers/)."""
 FP8_KERNELS = {"matmul_fp8 scaled": dict(per_row=True), "matmul_fp8 blockwise": {}}
 """The FP8 kernels: per-tensor and per-row scaling share one (per_row only changes a scale stride)."""
 STRESS_STAGES = (1, 2, 4, 8)
@@ -31,7 +31,7 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler, the FP8 kernels, the restaging
     copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
-                for schedule in SCHEDULES for name, options in MATMUL_EPILOGUES.items()]
+                for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant(kernel, kernel, options) for kernel, options in FP8_KERNELS.items()]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

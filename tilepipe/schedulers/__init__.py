@@ -7,10 +7,12 @@ from tilepipe.schedulers.dynamic import DynamicTileScheduler
 from tilepipe.schedulers.static import StaticTileScheduler
 from tilepipe.schedulers.streamk import StreamKTileScheduler
 
-SCHEDULERS = {"static": StaticTileScheduler, "dynamic": DynamicTileScheduler, "streamk": StreamKTileScheduler}
+SCHEDULER_CLASSES = {"static": StaticTileScheduler, "dynamic": DynamicTileScheduler, "streamk": StreamKTileScheduler}
+SCHEDULERS = tuple(SCHEDULER_CLASSES)
+"""The names a GEMM's SCHEDULE (and matmul's `scheduler=`) takes."""
 
 
 @gluon.constexpr_function
 def scheduler_class(name):
     """The scheduler class a kernel's SCHEDULE names."""
-    return SCHEDULERS[name]
+    return SCHEDULER_CLASSES[name]
