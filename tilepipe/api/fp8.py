@@ -21,6 +21,7 @@ from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import LauncherCache, LaunchPlan, TmaOperand, persistent_grid, tensor_descriptor
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
+from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
 
 
@@ -162,7 +163,7 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], 
 
     jit = scaled_matmul_kernel if kernel == "scaled_matmul_kernel" else blockwise_matmul_kernel
     launched = jit[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
-                     *scalars, num_warps=cfg.num_warps, enable_fp_fusion=True)
+                     *scalars, num_warps=cfg.num_warps, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, launched)
     return None
 

@@ -1,4 +1,4 @@
-"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper, with torch.addmm's semantics for addmm."""
+"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper (addmm with torch.addmm's semantics)."""
 
 import os
 
@@ -12,6 +12,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
                                   scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
+from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.probes.debug import debug_requested
 from tilepipe.schedulers import SCHEDULERS
 
@@ -36,8 +37,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     cost TMA about twice the L2 traffic; large GEMMs copy them to aligned rows first (`sector_aligned`). Under
     torch.compile this calls the custom op tilepipe::matmul.
     Debug mode (`debug=True`, or TILEPIPE_DEBUG=1 when `debug` is None) waits for the kernel and, if its roles stop
-    making progress, names the stuck roles and ends the process (tilepipe.probes.debug). `trace=PATH` writes the launch's
-    pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.probes.timeline).
+    making progress, names the stuck roles and ends the process (tilepipe.probes.debug). `trace=PATH` writes the
+    launch's pipeline timeline to PATH (Chrome/Perfetto JSON) and PATH with .png (tilepipe.probes.timeline).
     """
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
@@ -202,10 +203,9 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
                 workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
     if probe is not None:
         launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps,
-                                                             enable_fp_fusion=True),
-                       grid[0], probe, a.device)
+                                                             **BUILD_OPTIONS), grid[0], probe, a.device)
         return None, grid, args
-    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps, enable_fp_fusion=True))
+    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps, **BUILD_OPTIONS))
     return None, grid, args
 
 

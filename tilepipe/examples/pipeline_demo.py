@@ -12,6 +12,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
+from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.pipeline.ring import ProducerConsumerPipeline
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import InputPipelineStorage, SmemLayouts, SmemPlan, StandardTileStorage
@@ -220,8 +221,7 @@ def run_stress(style: str, stages: int, consumers: int, n_items: int) -> dict:
     import torch
 
     out = torch.full((consumers, n_items), -1, dtype=torch.int32, device="cuda")  # -1: no item sums to it
-    stress_kernel[(1, )](out, n_items, stages, consumers, STYLES[style], ROWS, COLS, num_warps=4,
-                         enable_fp_fusion=True)
+    stress_kernel[(1, )](out, n_items, stages, consumers, STYLES[style], ROWS, COLS, num_warps=4, **BUILD_OPTIONS)
     torch.cuda.synchronize()
     size = ROWS * COLS
     expected = torch.arange(n_items, device="cuda", dtype=torch.int64) * size * size + size * (size - 1) // 2
@@ -243,7 +243,7 @@ def run_wgmma(stages: int, n_tiles: int, k_tiles: int) -> dict:
     layouts = SmemLayouts(BM, BN, BK, "fp16", "fp32")  # the layouts the kernel's tile storage allocates
     a_desc = TensorDescriptor.from_tensor(a, [BM, BK], layouts.a)
     b_desc = TensorDescriptor.from_tensor(b, [BN, BK], layouts.b)
-    wgmma_kernel[(1, )](a_desc, b_desc, out, n_tiles, k_tiles, stages, num_warps=4, enable_fp_fusion=True)
+    wgmma_kernel[(1, )](a_desc, b_desc, out, n_tiles, k_tiles, stages, num_warps=4, **BUILD_OPTIONS)
     torch.cuda.synchronize()
     ref = a.double() @ b.double().T
     err = float((out.double() - ref).norm() / ref.norm())

@@ -5,7 +5,7 @@ from functools import cache
 
 import torch
 
-from tilepipe.pipeline.storage import Part
+from tilepipe.kernels.spec import tile_layout
 
 GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float8_e4m3fn: "fp8e4nv",
               torch.float8_e5m2: "fp8e5"}
@@ -14,8 +14,8 @@ GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32
 
 @cache
 def nvmma_layout(block: tuple[int, int], dtype: str):
-    """The NVMMA shared layout of a tile, by the same rule the kernel's storage uses."""
-    return Part("tile", dtype, block, 1).layout
+    """The NVMMA shared layout of a tile, by the kernels' rule (kernels/spec.py: tile_layout), once per tile."""
+    return tile_layout(dtype, block)
 
 
 def device_index(t: torch.Tensor) -> int:

@@ -7,6 +7,7 @@ from tilepipe.host.configs import (COPY_BYTES_PER_US, LINE_BYTES, RESTAGE_GAIN, 
                                    tile_us)
 from tilepipe.host.device import sm_count
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache
+from tilepipe.kernels.spec import BUILD_OPTIONS
 
 
 def tma_addressable(t: torch.Tensor) -> bool:
@@ -69,8 +70,7 @@ def restaged(t: torch.Tensor, device: int) -> torch.Tensor:
     args = (t.data_ptr(), staged.data_ptr(), rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C)
     key = (t.dtype, device)
     if _RESTAGERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
-        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4,
-                                                           enable_fp_fusion=True))
+        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4, **BUILD_OPTIONS))
     return staged
 
 

@@ -21,8 +21,8 @@ MATMUL_EPILOGUES = {
     "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
 }
 """matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
-FP8_KERNELS = {"matmul_fp8 scaled": dict(per_row=True), "matmul_fp8 blockwise": {}}
-"""The FP8 kernels: per-tensor and per-row scaling share one (per_row only changes a scale stride)."""
+FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
+"""The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""
 STRESS_STAGES = (1, 2, 4, 8)
 WGMMA_STAGES = (2, 4, 8)
 
@@ -32,7 +32,7 @@ def shipped_variants() -> list[Variant]:
     copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
-    variants += [Variant(kernel, kernel, options) for kernel, options in FP8_KERNELS.items()]
+    variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))

@@ -9,6 +9,11 @@ TARGETS: dict[str, int] = {"sm_90a": 90, "sm_100a": 100}
 """Supported targets and their CUDA compute capability."""
 
 
+BUILD_OPTIONS = {"enable_fp_fusion": True}
+"""Triton options every tilepipe kernel is built with, at launch and ahead of time: FP fusion on (the kernels are
+tuned with it; triton 3.10 turns the default off)."""
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """One kernel to compile: where it lives, its Triton signature, and the compile options.
@@ -40,9 +45,8 @@ class KernelSpec:
         json.dumps([self.constexprs, self.options])  # fail here, not in the child, on values that cannot travel
 
     def compile_options(self) -> dict[str, object]:
-        """Triton's compile options for this spec: its warps, FP fusion on (the library's kernels are tuned with it;
-        triton 3.10 turns the default off), then its own options."""
-        return {"num_warps": self.num_warps, "enable_fp_fusion": True, **self.options}
+        """Triton's compile options for this spec: its warps, BUILD_OPTIONS, then its own options."""
+        return {"num_warps": self.num_warps, **BUILD_OPTIONS, **self.options}
 
     def function(self):
         """The @gluon.jit function that `fn` names (its module is imported)."""
@@ -60,9 +64,14 @@ def tdesc_signature(dtype: str, block_shape: Sequence[int], layout: object) -> s
     return f"tensordesc<{dtype}[{', '.join(str(d) for d in block_shape)}],{layout!r}>"
 
 
-def tile_desc(dtype: str, block: Sequence[int]) -> str:
-    """Signature of a TMA descriptor of `block` tiles in the NVMMA layout the kernels' storage gives such a tile (the
-    one layout rule, pipeline/storage.py's Part; the host builds its descriptors by the same rule)."""
+def tile_layout(dtype: str, block: Sequence[int]):
+    """The NVMMA shared layout the kernels' storage gives a `block` tile (the one layout rule, pipeline/storage.py's
+    Part): TMA descriptors, ahead of time and on the host, use it too."""
     from tilepipe.pipeline.storage import Part
 
-    return tdesc_signature(dtype, list(block), Part("tile", dtype, tuple(block), 1).layout)
+    return Part("tile", dtype, tuple(block), 1).layout
+
+
+def tile_desc(dtype: str, block: Sequence[int]) -> str:
+    """Signature of a TMA descriptor of `block` tiles in the storage's layout (tile_layout)."""
+    return tdesc_signature(dtype, list(block), tile_layout(dtype, block))
