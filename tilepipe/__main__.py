@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="bench: the bf16/fp16 GEMMs (NAME.json), the FP8 GEMMs (NAME-fp8.json), or both")
     parser.add_argument("--schedulers", action="store_true",
                         help="bench: the static against the dynamic tile scheduler (tilepipe/schedulers/)")
+    parser.add_argument("--clusters", action="store_true",
+                        help="bench: 1x2 and 2x1 clusters (TMA multicast) against the unclustered tile and cuBLAS")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -127,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         return report()
     if args.command == "bench" and args.schedulers:
         bench.run_schedulers(args.name, pairs=args.pairs)
+        return 0
+    if args.command == "bench" and args.clusters:
+        bench.run_clusters(args.name, pairs=args.pairs)
         return 0
     if args.command == "bench":
         if args.family in ("all", "bf16"):

@@ -89,6 +89,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     own_source = source is not None and source.dtype != out_dtype
     cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
     schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
+    if cfg.cluster.num_ctas > 1 and schedule != "static":
+        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
+                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe)
@@ -183,29 +186,32 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
     scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, schedule)
+    cluster = (cfg.cluster_m, cfg.cluster_n)
     grid = persistent_grid(M, N, cfg, device, schedule)
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
-            bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars, None, 0)
+            bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
+            *cluster, None, 0)
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args
-    from tilepipe.kernels.matmul import matmul_kernel
+    from tilepipe.kernels.matmul import matmul_kernel, operand_blocks
 
-    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
-    c_block = (cfg.block_m, cfg.block_n)
-    jit_args = (tensor_descriptor(a, (cfg.block_m, cfg.block_k)), tensor_descriptor(b, b_block),
-                tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
-                workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
+    blocks = operand_blocks(cfg, b_kmajor)
+    jit_args = (tensor_descriptor(a, *blocks["a"]), tensor_descriptor(b, *blocks["b"]),
+                tensor_descriptor(out, *blocks["c"]), tensor_descriptor(source, *blocks["c"]),
+                bias if has_bias else out, workspace if workspace is not None else out, *scalars,
+                *cluster)  # unused pointers: any tensor types them
+    options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     if probe is not None:
-        launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps,
-                                                             **BUILD_OPTIONS), grid[0], probe, a.device)
+        launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, **options), grid[0], probe,
+                      a.device, cfg.cluster.num_ctas)
         return None, grid, args
-    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps, **BUILD_OPTIONS))
+    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, **options))
     return None, grid, args
 
 

@@ -12,11 +12,14 @@ import torch
 
 from tilepipe.host.device import GL_DTYPES, sm_count
 from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
+from tilepipe.pipeline.cluster import Cluster
 
 
 @dataclass(frozen=True)
 class MatmulConfig:
-    """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps)."""
+    """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps). A cluster
+    of `cluster_m` x `cluster_n` CTAs (2x1 or 1x2) works on a (cluster_m * block_m) x (cluster_n * block_n) tile,
+    each CTA on its own block_m x block_n; the operand the CTAs share is loaded once and multicast."""
     block_m: int
     block_n: int
     block_k: int
@@ -24,6 +27,22 @@ class MatmulConfig:
     c_stages: int = 1
     group_m: int = 8
     num_warps: int = 8
+    cluster_m: int = 1
+    cluster_n: int = 1
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster(self.cluster_m, self.cluster_n)
+
+    @property
+    def tile_m(self) -> int:
+        """Rows of the tile one program (a cluster) computes."""
+        return self.block_m * self.cluster_m
+
+    @property
+    def tile_n(self) -> int:
+        """Columns of the tile one program (a cluster) computes."""
+        return self.block_n * self.cluster_n
 
 
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
@@ -85,7 +104,7 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
     equal tiles it cannot beat the static order (docs/scheduler.md)."""
     tiles = tile_count(M, N, cfg)
-    if tiles <= sms or tiles % sms == 0:
+    if cfg.cluster.num_ctas > 1 or tiles <= sms or tiles % sms == 0:  # clusters: the static schedule only
         return "static"
     whole = min(-(-tile_count(M, N, c) // sms) * tile_us(c, K) for c in (cfg, MEDIUM))
     split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US
@@ -108,7 +127,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
-    return -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    """The tiles of the programs (clusters) of `cfg`."""
+    return -(-M // cfg.tile_m) * -(-N // cfg.tile_n)
 
 
 def tile_us(cfg: MatmulConfig, K: int) -> float:

@@ -64,11 +64,12 @@ class FastLauncher:
             raw_launch = driver.active.utils.launch  # the C launcher every kernel's CudaLauncher calls
             metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
             launcher.arg_annotations, launcher.kernel_signature  # the 3.9 ABI's per-kernel parts must exist
-            extras = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas,
+            extras = (launcher.global_scratch_size, launcher.profile_scratch_size,
                       getattr(launcher, "gsan_enabled", False))
         except (AttributeError, ValueError, TypeError):
             return None
-        if extras != (0, 0, 1, False) or not callable(raw_launch):  # scratch, clusters, sanitizer: kernel.run
+        if extras != (0, 0, False) or not callable(raw_launch):  # scratch, sanitizer: kernel.run
+            return None  # (a cluster launch needs nothing more: the C launcher reads num_ctas from the metadata)
             return None
         return cls(kernel, raw_launch, metas)
 
@@ -177,16 +178,18 @@ class LauncherCache(dict):
 
 
 def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
-    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM)."""
-    sms = sm_count(device)
-    return (sms if schedule == "streamk" else min(tile_count(M, N, cfg), sms)), 1, 1
+    """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
+    that (stream-K splits k-steps: one per SM)."""
+    programs = sm_count(device) // cfg.cluster.num_ctas
+    return (programs if schedule == "streamk" else min(tile_count(M, N, cfg), programs)), 1, 1
 
 
-def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):
-    """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile."""
+def tensor_descriptor(t: torch.Tensor, block: tuple[int, int], cga: tuple = ()):
+    """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile (in a
+    cluster kernel: split or shared over the CTAs as `cga` says)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype]))
+    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype], cga))
 
 
 _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
@@ -212,16 +215,17 @@ def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Te
     return workspace
 
 
-def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device) -> None:
-    """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline)."""
+def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:
+    """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline);
+    records are per CTA: `ctas` per program in a cluster launch."""
     from tilepipe.pipeline import probe as probes
     from tilepipe.probes import debug, timeline
 
     if probe is True:
-        records = debug.progress_buffer(programs)
-        debug.watch("matmul_kernel", records, lambda: launch(records, probes.DEBUG))
+        records = debug.progress_buffer(programs * ctas)
+        debug.watch("matmul_kernel", records, lambda: launch(records, probes.DEBUG), ctas=ctas)
         return
-    events = timeline.events_for(programs)
-    buffer = timeline.trace_buffer(programs, events, device)
+    events = timeline.events_for(programs * ctas)
+    buffer = timeline.trace_buffer(programs * ctas, events, device)
     launch(buffer, events)
     timeline.save(buffer, probe, "matmul_kernel")

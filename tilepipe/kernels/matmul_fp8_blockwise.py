@@ -37,8 +37,7 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
         pid_m, pid_n = work.coords()
         for k in range(k_tiles):
             with producer.produce() as tiles:
-                tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes + sa_desc.block_type.nbytes
-                                   + sb_desc.block_type.nbytes)
+                tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc)
                 tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
                 tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
                 tma.async_load(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))

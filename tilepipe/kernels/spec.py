@@ -64,14 +64,15 @@ def tdesc_signature(dtype: str, block_shape: Sequence[int], layout: object) -> s
     return f"tensordesc<{dtype}[{', '.join(str(d) for d in block_shape)}],{layout!r}>"
 
 
-def tile_layout(dtype: str, block: Sequence[int]):
+def tile_layout(dtype: str, block: Sequence[int], cga: tuple = ()):
     """The NVMMA shared layout the kernels' storage gives a `block` tile (the one layout rule, pipeline/storage.py's
-    Part): TMA descriptors, ahead of time and on the host, use it too."""
+    Part), split or shared over a cluster's CTAs as `cga` says: TMA descriptors, ahead of time and on the host, use
+    it too."""
     from tilepipe.pipeline.storage import Part
 
-    return Part("tile", dtype, tuple(block), 1).layout
+    return Part("tile", dtype, tuple(block), 1, cga=tuple(cga)).layout
 
 
-def tile_desc(dtype: str, block: Sequence[int]) -> str:
+def tile_desc(dtype: str, block: Sequence[int], cga: tuple = ()) -> str:
     """Signature of a TMA descriptor of `block` tiles in the storage's layout (tile_layout)."""
-    return tdesc_signature(dtype, list(block), tile_layout(dtype, block))
+    return tdesc_signature(dtype, list(block), tile_layout(dtype, block, cga))
