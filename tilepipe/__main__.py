@@ -100,13 +100,16 @@ def main(argv: list[str] | None = None) -> int:
                              "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json and .png; "
                              "report: compile every kernel and print its resources (no GPU needed); "
                              "check: the pipeline protocol checker")
-    parser.add_argument("--name", default="matmul-bf16", help="bench: the results file name")
+    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes)")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
                         help="bench: the bf16/fp16 GEMMs (NAME.json), the FP8 GEMMs (NAME-fp8.json), or both")
     parser.add_argument("--schedulers", action="store_true",
                         help="bench: the static against the dynamic tile scheduler (tilepipe/schedulers/)")
+    parser.add_argument("--shapes", action="store_true",
+                        help="bench: every shape a model runs (tilepipe.tools.bench_shapes: decode, prefill, ragged, "
+                             "FP8) against torch, with each row's predicted time, in one JSON")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -125,16 +128,22 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
+    name = args.name or ("shapes" if args.shapes else "matmul-bf16")
+    if args.command == "bench" and args.shapes:
+        from tilepipe.tools import bench_shapes
+
+        bench_shapes.run(name, pairs=args.pairs)
+        return 0
     if args.command == "bench" and args.schedulers:
-        bench.run_schedulers(args.name, pairs=args.pairs)
+        bench.run_schedulers(name, pairs=args.pairs)
         return 0
     if args.command == "bench":
         if args.family in ("all", "bf16"):
-            bench.run(args.name, pairs=args.pairs)
+            bench.run(name, pairs=args.pairs)
         if args.family in ("all", "fp8"):
             from tilepipe.tools import bench_fp8
 
-            bench_fp8.run(f"{args.name}-fp8", pairs=args.pairs)
+            bench_fp8.run(f"{name}-fp8", pairs=args.pairs)
         return 0
     return demo()
 

@@ -16,7 +16,7 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 import torch
 
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out_dtype, check_result_shaped, scaling_of
-from tilepipe.host.configs import MatmulConfig, choose_config, fp8_configs
+from tilepipe.host.configs import MatmulConfig, fp8_config_for
 from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import LauncherCache, LaunchPlan, TmaOperand, persistent_grid, tensor_descriptor
 from tilepipe.host.plans import CallPlan, PlanCache
@@ -70,7 +70,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         return out.zero_()
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
-    cfg = choose_config(M, N, out_dtype, sm_count(device), fp8_configs(mode == "blockwise", out_dtype))
+    cfg = fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
@@ -152,7 +152,7 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], 
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]
     M, K = a.shape
     scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra)
-    grid = persistent_grid(M, b.shape[0], cfg, device)
+    grid = persistent_grid(M, b.shape[0], K, cfg, device)
     key = (kernel, variant, cfg, a.dtype, b.dtype, out.dtype, device)
     args = (*(TmaOperand.of(t) for t, _ in tma), *(p.data_ptr() for p in pointers), *scalars)  # no stale tensors
     launcher = _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args)

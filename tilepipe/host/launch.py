@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.configs import MatmulConfig, tile_count
+from tilepipe.host.configs import MatmulConfig, schedule_programs
 from tilepipe.host.device import GL_DTYPES, nvmma_layout, sm_count
 
 _MAP_CACHE_SIZE = 4096
@@ -176,10 +176,11 @@ class LauncherCache(dict):
             self[key] = fast
 
 
-def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
-    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM)."""
-    sms = sm_count(device)
-    return (sms if schedule == "streamk" else min(tile_count(M, N, cfg), sms)), 1, 1
+def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"
+                    ) -> tuple[int, int, int]:
+    """One program per SM, or per tile when there are fewer tiles than SMs; stream-K: one per SM; split-K: tiles x
+    splits (host/configs.py: schedule_programs)."""
+    return schedule_programs(M, N, K, cfg, sm_count(device), schedule), 1, 1
 
 
 def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):
