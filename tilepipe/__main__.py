@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs
+from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs, small_m_configs
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.probes.debug import run_all_guarded
@@ -32,6 +32,7 @@ def report() -> int:
     specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
+    specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
               restage_spec()]
