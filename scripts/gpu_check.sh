@@ -4,7 +4,7 @@
 # when run by hand). `bash scripts/gpu_check.sh tests` or `... bench` runs one half: the whole takes longer than one
 # 10-minute device call, so run the halves as two calls on the same warm machine. Every log names the Triton it ran.
 # `... shapes` (issue 20, about 5 minutes) runs `python -m tilepipe bench --shapes` (bench/results/shapes-h100.json,
-# copied to $OUT) and then the split-K GPU cases, each in its own process.
+# copied to $OUT) and then the split-K and FP8 stream-K GPU cases, each in its own process.
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
@@ -29,7 +29,9 @@ if [ "$part" = shapes ]; then
     pids=()
     for case in "matmul_cases splitk bf16 bf16 kmajor" "matmul_cases splitk fp16 fp32 rowmajor" \
                 "scheduler_cases launches splitk bf16" "scheduler_cases launches splitk fp32" \
-                "scheduler_cases graphs splitk" "scheduler_cases bias splitk" "scheduler_cases launches default fp32"; do
+                "scheduler_cases graphs splitk" "scheduler_cases bias splitk" "scheduler_cases launches default fp32" \
+                "fp8_cases tensor e4m3 e4m3 bf16 streamk" "fp8_cases row e4m3 e5m2 fp32 splitk" \
+                "fp8_cases tensor e4m3 e4m3 bf16"; do
         set -- $case
         (timeout 110 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; echo "exit=$?" >> "$out/${case// /_}.log") &
         pids+=($!)

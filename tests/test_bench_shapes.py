@@ -45,9 +45,13 @@ def test_every_row_gets_a_configuration_and_a_predicted_time(h100):
         for M, N, K in rows:
             cfg, schedule, predicted = plan(group, M, N, K, 0)
             assert schedule in predicted and all(0 < us < 1e5 and math.isfinite(us) for us in predicted.values())
-            # the chosen schedule is the predicted fastest for small M (ties to the earlier one)
+            # the model's rule where it chooses (small M, per-tensor FP8): the fastest, or static within the bar
+            if M <= configs.DECODE_M or group == "FP8 per-tensor":
+                best = min(predicted.values())
+                assert predicted[schedule] == best or (
+                    schedule == "static" and predicted["static"] < configs.STREAMK_MIN_GAIN * best)
             if M <= configs.DECODE_M and not group.startswith("FP8"):
-                assert cfg.block_m == 64 and predicted[schedule] == min(predicted.values())
+                assert cfg.block_m == 64
     cfg, schedule, _ = plan("decode bf16", 1, 4096, 4096, 0)
     assert schedule == "splitk"
 

@@ -34,6 +34,7 @@ def report() -> int:
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
+              scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
               restage_spec()]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]

@@ -85,9 +85,9 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
     tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
     equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M) takes the schedule of
-    least predicted time instead (small_m_schedule), split-K included."""
+    least predicted time instead (schedule_by_time), split-K included."""
     if M <= DECODE_M:
-        return small_m_schedule(M, N, K, cfg, sms)
+        return schedule_by_time(M, N, K, cfg, sms)
     tiles = tile_count(M, N, cfg)
     if tiles <= sms or tiles % sms == 0:
         return "static"
@@ -142,7 +142,7 @@ DECODE_M = 128
 SPLIT_MIN_STEPS = 4
 """Split-K leaves each program at least this many k-steps, so its operand pipeline fills."""
 SCHEDULES_BY_TIME = ("static", "splitk", "streamk")
-"""The schedules small_m_schedule compares, preferred in this order on a tie (dynamic: never faster than static
+"""The schedules schedule_by_time compares, preferred in this order on a tie (dynamic: never faster than static
 with equal tiles; split-K before stream-K: one unit a program)."""
 
 
@@ -181,9 +181,19 @@ def schedule_programs(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, sched
     if schedule == "streamk":
         return sms
     if schedule == "splitk":
-        splits = max(1, min(sms // tiles, -(-K // cfg.block_k) // SPLIT_MIN_STEPS))
-        return min(tiles * splits, sms)
+        return min(tiles * k_splits(M, N, K, cfg, sms), sms)
     return min(tiles, sms)
+
+
+def k_splits(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> int:
+    """How many programs split-K gives each tile: as many as the SMs hold, each with SPLIT_MIN_STEPS k-steps."""
+    return max(1, min(sms // tile_count(M, N, cfg), -(-K // cfg.block_k) // SPLIT_MIN_STEPS))
+
+
+def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> tuple[str, ...]:
+    """The schedules schedule_by_time compares for `cfg`: SCHEDULES_BY_TIME, split-K only where it splits (tiles
+    at most half the SMs: else it is stream-K under another name)."""
+    return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
 
 
 @cache
@@ -206,12 +216,22 @@ def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int) -> 
     """Small M's tile: the one of least predicted time under its best schedule."""
     out_bytes = out_dtype.itemsize
     return min(small_m_configs(out_dtype), key=lambda cfg: min(
-        predict_us(M, N, K, cfg, s, sms, out_bytes=out_bytes) for s in SCHEDULES_BY_TIME))
+        predict_us(M, N, K, cfg, s, sms, out_bytes=out_bytes) for s in schedule_candidates(M, N, K, cfg, sms)))
 
 
-def small_m_schedule(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
-    """Small M's schedule for `cfg`: the one of least predicted time (static on a tie)."""
-    return min(SCHEDULES_BY_TIME, key=lambda s: predict_us(M, N, K, cfg, s, sms))
+def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
+                     sm_flops: float = SM_FLOPS) -> str:
+    """The schedule of least predicted time for `cfg`, where it beats static by STREAMK_MIN_GAIN (else static)."""
+    times = {s: predict_us(M, N, K, cfg, s, sms, in_bytes=in_bytes, sm_flops=sm_flops)
+             for s in schedule_candidates(M, N, K, cfg, sms)}
+    best = min(times, key=times.__getitem__)
+    return best if times["static"] >= STREAMK_MIN_GAIN * times[best] else "static"
+
+
+def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, sms: int) -> str:
+    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time) for per-tensor and per-row
+    scales; the blockwise kernel has the static schedule only."""
+    return "static" if blockwise else schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
 
 
 # ---- FP8 ----------------------------------------------------------------------------------------------

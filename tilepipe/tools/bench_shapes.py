@@ -2,8 +2,9 @@
 call (torch.matmul, torch._scaled_mm) in the same process on the same inputs, with the configuration matmul chose
 and its predicted time (host/configs.py: predict_us) written beside the measurement, plus host time per call at 256^3.
 
-Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair ratios). bf16 rows also time the
-chosen tile under each schedule the cost model compares (one do_bench median each), to calibrate the model. Rows may
+Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair ratios). Each row also holds the
+predicted time of the chosen tile under each schedule the cost model compares, and bf16 rows that tile's measured
+time under each (one do_bench median each), to calibrate the model. Rows may
 be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
 the rows measured before it; `missing` lists the table rows not measured).
 """
@@ -18,8 +19,8 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (FP8_SM_FLOPS, SCHEDULES_BY_TIME, MatmulConfig, config_for, fp8_config_for,
-                                   predict_us, schedule_for, schedule_programs)
+from tilepipe.host.configs import (FP8_SM_FLOPS, MatmulConfig, config_for, fp8_config_for, fp8_schedule_for,
+                                   predict_us, schedule_candidates, schedule_for, schedule_programs)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -47,7 +48,7 @@ class ShapeRow(Row):
     predicted_us: float
     tilepipe_us: float
     baseline_us: float
-    schedules: dict  # bf16: {schedule: {"predicted_us", "measured_us"}} for the chosen tile; FP8: {}
+    schedules: dict  # {schedule: {"predicted_us", and for bf16 "measured_us"}} for the chosen tile
 
 
 def describe(cfg: MatmulConfig) -> str:
@@ -56,13 +57,17 @@ def describe(cfg: MatmulConfig) -> str:
 
 def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
     """What the op chooses for a row on `device` (tile, schedule), and the cost model's predicted time of each
-    schedule it compares for that tile (FP8: static, its only schedule)."""
+    schedule it compares for that tile (blockwise FP8: static, its only schedule)."""
     sms = sm_count(device)
     if group.startswith("FP8"):
-        cfg = fp8_config_for(M, N, "blockwise" in group, torch.bfloat16, sms)
-        return cfg, "static", {"static": predict_us(M, N, K, cfg, "static", sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)}
+        blockwise = "blockwise" in group
+        cfg = fp8_config_for(M, N, blockwise, torch.bfloat16, sms)
+        schedules = ("static", ) if blockwise else schedule_candidates(M, N, K, cfg, sms)
+        return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, sms), {
+            s: predict_us(M, N, K, cfg, s, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS) for s in schedules}
     cfg = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, device)
-    return cfg, schedule_for(M, N, K, cfg, sms), {s: predict_us(M, N, K, cfg, s, sms) for s in SCHEDULES_BY_TIME}
+    return cfg, schedule_for(M, N, K, cfg, sms), {
+        s: predict_us(M, N, K, cfg, s, sms) for s in schedule_candidates(M, N, K, cfg, sms)}
 
 
 def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
@@ -103,8 +108,9 @@ def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> Sh
 
     result = compare(lambda: tilepipe.matmul_fp8(a, b, sa, sb, out=ours), theirs, 2.0 * M * N * K, pairs, rep_ms)
     cfg, schedule, predicted = plan(group, M, N, K, torch.cuda.current_device())
+    schedules = {name: {"predicted_us": round(us, 2)} for name, us in predicted.items()}  # matmul_fp8 takes no schedule
     return _row(group, M, N, K, f"matmul_fp8 {scaling} e4m3", f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})",
-                result, _rel_err(ours, theirs()), cfg, schedule, predicted[schedule], {})
+                result, _rel_err(ours, theirs()), cfg, schedule, predicted[schedule], schedules)
 
 
 def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result: tuple, err: float,
