@@ -213,10 +213,9 @@ def small_m_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 
 @cache
 def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """Small M's tile: the one of least predicted time under its best schedule."""
-    out_bytes = out_dtype.itemsize
-    return min(small_m_configs(out_dtype), key=lambda cfg: min(
-        predict_us(M, N, K, cfg, s, sms, out_bytes=out_bytes) for s in schedule_candidates(M, N, K, cfg, sms)))
+    """Small M's tile: the one of least predicted time under the schedule schedule_for would give it."""
+    return min(small_m_configs(out_dtype), key=lambda cfg: predict_us(
+        M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms, out_bytes=out_dtype.itemsize))
 
 
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
