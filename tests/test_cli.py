@@ -66,9 +66,10 @@ def test_demo_without_a_gpu_falls_back_to_the_report(report):
     assert result.stdout.startswith("no CUDA GPU here") and report.stdout in result.stdout
 
 
-def test_bench_without_a_gpu_exits_2():
+@pytest.mark.parametrize("args", [(), ("--shapes", )], ids=["bench", "bench --shapes"])
+def test_bench_without_a_gpu_exits_2(args):
     needs_no_gpu()
-    result = tilepipe_cli("bench", timeout=120)
+    result = tilepipe_cli("bench", *args, timeout=120)
     assert result.returncode == 2 and "needs a CUDA GPU" in result.stderr
 
 
