@@ -4,7 +4,8 @@ and its predicted time (host/configs.py: predict_us) written beside the measurem
 
 Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair ratios). Each row also holds the
 predicted time of the chosen tile under each schedule the cost model compares, and bf16 rows that tile's measured
-time under each (one do_bench median each), to calibrate the model. Rows may
+time under each (one do_bench median each), to calibrate the model; small-M rows also time the choice before the
+small-M model (the wave heuristic's tile, static), an A/B in the same process. Rows may
 be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
 the rows measured before it; `missing` lists the table rows not measured).
 """
@@ -19,8 +20,9 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (FP8_SM_FLOPS, MatmulConfig, config_for, fp8_config_for, fp8_schedule_for,
-                                   predict_us, schedule_candidates, schedule_for, schedule_programs)
+from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, fp8_config_for,
+                                   fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
+                                   schedule_programs)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -48,7 +50,7 @@ class ShapeRow(Row):
     predicted_us: float
     tilepipe_us: float
     baseline_us: float
-    schedules: dict  # {schedule: {"predicted_us", and for bf16 "measured_us"}} for the chosen tile
+    schedules: dict  # {schedule: {"predicted_us"; bf16: "measured_us", "rel_err"}} of the chosen tile; small M: "before"
 
 
 def describe(cfg: MatmulConfig) -> str:
@@ -82,13 +84,20 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
     err = _rel_err(ours, theirs)
     result = compare(lambda: tilepipe.matmul(a, b, out=ours), lambda: torch.matmul(a, b, out=theirs),
                      2.0 * M * N * K, pairs, rep_ms)
-    cfg, schedule, predicted = plan(group, M, N, K, torch.cuda.current_device())
-    schedules = {}
-    for name, us in predicted.items():
-        run = lambda s=name: tilepipe.matmul(a, b, out=ours, config=cfg, scheduler=s)  # noqa: E731
+    device = torch.cuda.current_device()
+    cfg, schedule, predicted = plan(group, M, N, K, device)
+
+    def timed(config: MatmulConfig, scheduler: str, us: float) -> dict:
+        run = lambda: tilepipe.matmul(a, b, out=ours, config=config, scheduler=scheduler)  # noqa: E731
         run()
         measured = do_bench(run, warmup=10, rep=rep_ms // 2, return_mode="median") * 1e3
-        schedules[name] = {"predicted_us": round(us, 2), "measured_us": round(measured, 2)}
+        return {"predicted_us": round(us, 2), "measured_us": round(measured, 2), "rel_err": _rel_err(ours, theirs)}
+
+    schedules = {name: timed(cfg, name, us) for name, us in predicted.items()}
+    if M <= DECODE_M:  # the choice before issue 20's small-M model: the wave heuristic's tile, static
+        sms = sm_count(device)
+        old = choose_config(M, N, torch.bfloat16, sms)
+        schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
     return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,
                 predicted[schedule], schedules)
 
