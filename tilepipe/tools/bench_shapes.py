@@ -50,10 +50,11 @@ class ShapeRow(Row):
     predicted_us: float
     tilepipe_us: float
     baseline_us: float
-    schedules: dict  # {schedule: {"predicted_us"; bf16: "measured_us", "rel_err"}} of the chosen tile; small M: "before"
+    schedules: dict  # the chosen tile's {schedule: {"predicted_us"; bf16: "measured_us", "rel_err"}}; small M: "before"
 
 
 def describe(cfg: MatmulConfig) -> str:
+    """A configuration in one short word: BMxBNxBK, stages, MMA warps."""
     return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}"
 
 
