@@ -31,6 +31,7 @@ if [ "$part" = shapes ]; then
                 "scheduler_cases launches splitk bf16" "scheduler_cases launches splitk fp32" \
                 "scheduler_cases graphs splitk" "scheduler_cases bias splitk" "scheduler_cases launches default fp32" \
                 "fp8_cases tensor e4m3 e4m3 bf16 streamk" "fp8_cases row e4m3 e5m2 fp32 splitk" \
+                "fp8_cases blockwise e4m3 e4m3 bf16 streamk" "fp8_cases blockwise e4m3 e4m3 bf16 splitk" \
                 "fp8_cases tensor e4m3 e4m3 bf16"; do
         set -- $case
         (timeout 110 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; echo "exit=$?" >> "$out/${case// /_}.log") &

@@ -44,7 +44,7 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K
     assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
     assert any("HAS_BIAS=True" in row for row in rows)
-    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 3
+    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 4
     assert all("FAILED" not in row for row in rows)
     assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout
 

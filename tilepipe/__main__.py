@@ -36,6 +36,7 @@ def report() -> int:
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
+              blockwise_spec(fp8_configs(True, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", "streamk"),
               restage_spec()]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
     failed = 0

@@ -1,7 +1,7 @@
 """GPU correctness of tilepipe.matmul_fp8 for one (scaling, A dtype, B dtype, out dtype), over ragged shapes.
 
 `python -m tests.gpu.fp8_cases blockwise e4m3 e5m2 bf16` prints one JSON line; a fifth argument (streamk, splitk)
-forces that schedule on the per-tensor and per-row kernel (default: matmul_fp8's own choice per shape). Each shape gets fresh random fp8
+forces that schedule (default: matmul_fp8's own choice per shape). Each shape gets fresh random fp8
 operands and random scales (varying over rows, columns and K blocks, so a wrong scale index shows), a NaN-poisoned
 output, and a float64 reference of the dequantized inputs. Tolerances: the output dtype's rounding plus fp8
 wgmma's limited-precision accumulation (per-tensor/per-row accumulate over all of K; blockwise promotes every 128).

@@ -228,9 +228,11 @@ def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_byt
 
 
 def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, sms: int) -> str:
-    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time) for per-tensor and per-row
-    scales; the blockwise kernel has the static schedule only."""
-    return "static" if blockwise else schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); static for the blockwise
+    kernel's 8-warp tile, which spills under stream-K (its three fp32 tiles a thread and the partials' pointers)."""
+    if blockwise and cfg.num_warps == 8:
+        return "static"
+    return schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
 
 
 # ---- FP8 ----------------------------------------------------------------------------------------------
@@ -267,8 +269,10 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
 
 
 def fp8_config_for(M: int, N: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """The configuration matmul_fp8 uses: the wave-efficiency heuristic over fp8_configs."""
-    return choose_config(M, N, out_dtype, sms, fp8_configs(blockwise, out_dtype))
+    """The configuration matmul_fp8 uses: for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up
+    its tile count), else the wave-efficiency heuristic over fp8_configs."""
+    tiles = fp8_configs(blockwise, out_dtype)
+    return tiles[-1] if M <= tiles[-1].block_m else choose_config(M, N, out_dtype, sms, tiles)
 
 
 # ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------

@@ -60,14 +60,14 @@ def describe(cfg: MatmulConfig) -> str:
 
 def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
     """What the op chooses for a row on `device` (tile, schedule), and the cost model's predicted time of each
-    schedule it compares for that tile (blockwise FP8: static, its only schedule)."""
+    schedule it compares for that tile."""
     sms = sm_count(device)
     if group.startswith("FP8"):
         blockwise = "blockwise" in group
         cfg = fp8_config_for(M, N, blockwise, torch.bfloat16, sms)
-        schedules = ("static", ) if blockwise else schedule_candidates(M, N, K, cfg, sms)
         return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, sms), {
-            s: predict_us(M, N, K, cfg, s, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS) for s in schedules}
+            s: predict_us(M, N, K, cfg, s, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+            for s in schedule_candidates(M, N, K, cfg, sms)}
     cfg = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, device)
     return cfg, schedule_for(M, N, K, cfg, sms), {
         s: predict_us(M, N, K, cfg, s, sms) for s in schedule_candidates(M, N, K, cfg, sms)}
