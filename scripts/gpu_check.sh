@@ -23,7 +23,7 @@ python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9.
 tests=0 demo=0 bench=0
 if [ "$part" = shapes ]; then
     name="${BENCH_NAME:-shapes-h100}"
-    timeout 210 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
+    timeout 230 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
     bench=$?
     cp "bench/results/$name.json" "$out/" 2>/dev/null
     pids=()
@@ -34,7 +34,7 @@ if [ "$part" = shapes ]; then
                 "fp8_cases blockwise e4m3 e4m3 bf16 streamk" "fp8_cases blockwise e4m3 e4m3 bf16 splitk" \
                 "fp8_cases tensor e4m3 e4m3 bf16"; do
         set -- $case
-        (timeout 110 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; echo "exit=$?" >> "$out/${case// /_}.log") &
+        (timeout 100 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; echo "exit=$?" >> "$out/${case// /_}.log") &
         pids+=($!)
     done
     wait "${pids[@]}"
