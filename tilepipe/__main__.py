@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs
+from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs, small_m_configs
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.probes.debug import run_all_guarded
@@ -32,8 +32,11 @@ def report() -> int:
     specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
+    specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
+              scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
+              blockwise_spec(fp8_configs(True, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", "streamk"),
               restage_spec()]
     rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
     failed = 0
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                              "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json and .png; "
                              "report: compile every kernel and print its resources (no GPU needed); "
                              "check: the pipeline protocol checker")
-    parser.add_argument("--name", default="matmul-bf16", help="bench: the results file name")
+    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes)")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
@@ -109,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="bench: the static against the dynamic tile scheduler (tilepipe/schedulers/)")
     parser.add_argument("--clusters", action="store_true",
                         help="bench: 1x2 and 2x1 clusters (TMA multicast) against the unclustered tile and cuBLAS")
+    parser.add_argument("--shapes", action="store_true",
+                        help="bench: every shape a model runs (tilepipe.tools.bench_shapes: decode, prefill, ragged, "
+                             "FP8) against torch, with each row's predicted time, in one JSON")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -127,19 +133,25 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
+    name = args.name or ("shapes" if args.shapes else "matmul-bf16")
+    if args.command == "bench" and args.shapes:
+        from tilepipe.tools import bench_shapes
+
+        bench_shapes.run(name, pairs=args.pairs)
+        return 0
     if args.command == "bench" and args.schedulers:
-        bench.run_schedulers(args.name, pairs=args.pairs)
+        bench.run_schedulers(name, pairs=args.pairs)
         return 0
     if args.command == "bench" and args.clusters:
-        bench.run_clusters(args.name, pairs=args.pairs)
+        bench.run_clusters(name, pairs=args.pairs)
         return 0
     if args.command == "bench":
         if args.family in ("all", "bf16"):
-            bench.run(args.name, pairs=args.pairs)
+            bench.run(name, pairs=args.pairs)
         if args.family in ("all", "fp8"):
             from tilepipe.tools import bench_fp8
 
-            bench_fp8.run(f"{args.name}-fp8", pairs=args.pairs)
+            bench_fp8.run(f"{name}-fp8", pairs=args.pairs)
         return 0
     return demo()
 

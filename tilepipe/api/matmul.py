@@ -14,7 +14,7 @@ from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.probes.debug import debug_requested
-from tilepipe.schedulers import SCHEDULERS
+from tilepipe.schedulers import KERNEL_SCHEDULE, SCHEDULES
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -29,8 +29,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
     e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
-    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/) picks the tile scheduler;
-    by default schedule_for picks per shape. Raises TypeError / ValueError naming the argument for bad input.
+    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/, or "splitk": stream-K's
+    scheduler on tiles x splits programs) picks the tile scheduler; by default schedule_for picks per shape.
+    Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
@@ -42,8 +43,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     """
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
-    if scheduler is not None and scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
+    if scheduler is not None and scheduler not in SCHEDULES:
+        raise ValueError(f"scheduler must be one of {SCHEDULES} or None, got {scheduler!r}")
     probe = probe_request(debug, trace)
     if probe is not None:
         return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
@@ -185,9 +186,10 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     N = out.shape[1]
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, schedule)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias,
+               KERNEL_SCHEDULE.get(schedule, schedule))
     cluster = (cfg.cluster_m, cfg.cluster_n)
-    grid = persistent_grid(M, N, cfg, device, schedule)
+    grid = persistent_grid(M, N, K, cfg, device, schedule)
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
@@ -195,7 +197,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
             *cluster, None, 0)
-    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device)
+    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
+           device)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.configs import MatmulConfig, tile_count
+from tilepipe.host.configs import MatmulConfig, schedule_programs
 from tilepipe.host.device import GL_DTYPES, nvmma_layout, sm_count
 
 _MAP_CACHE_SIZE = 4096
@@ -177,11 +177,11 @@ class LauncherCache(dict):
             self[key] = fast
 
 
-def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
+def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"
+                    ) -> tuple[int, int, int]:
     """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
-    that (stream-K splits k-steps: one per SM)."""
-    programs = sm_count(device) // cfg.cluster.num_ctas
-    return (programs if schedule == "streamk" else min(tile_count(M, N, cfg), programs)), 1, 1
+    that; stream-K: one per SM; split-K: tiles x splits (host/configs.py: schedule_programs)."""
+    return schedule_programs(M, N, K, cfg, sm_count(device) // cfg.cluster.num_ctas, schedule), 1, 1
 
 
 def tensor_descriptor(t: torch.Tensor, block: tuple[int, int], cga: tuple = ()):

@@ -34,12 +34,14 @@ WGMMA_STAGES = (2, 4, 8)
 
 
 def shipped_variants() -> list[Variant]:
-    """Every variant the library ships: each matmul epilogue under each scheduler, the two-CTA cluster GEMMs, the
-    FP8 kernels, the restaging copy, and the pipeline examples the demo runs."""
+    """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
+    variants on its own grid), the two-CTA cluster GEMMs, the FP8 kernels (also under stream-K), the restaging copy,
+    and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
+    variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))

@@ -247,10 +247,11 @@ def _write(name: str, rows: list[Row], start: float, pairs: int, rep_ms: int, ou
 
 
 def run_record(name: str, dtype: str, method: str, pairs: int, rep_ms: int, start: float, rows: list[Row],
-               **extra) -> dict:
-    """A results file's content: the rows, with the command that ran, the GPU, the versions and the method."""
-    return {**run_environment(name), "dtype": dtype, "method": method.strip(), "pairs": pairs, "rep_ms": rep_ms,
-            "seconds": round(time.time() - start, 1), "rows": [asdict(row) for row in rows], **extra}
+               environment: dict | None = None, **extra) -> dict:
+    """A results file's content: the rows, with the command that ran, the GPU, the versions (`environment`, taken
+    once by the caller, or run_environment(name) now) and the method."""
+    return {**(environment or run_environment(name)), "dtype": dtype, "method": method.strip(), "pairs": pairs,
+            "rep_ms": rep_ms, "seconds": round(time.time() - start, 1), "rows": [asdict(row) for row in rows], **extra}
 
 
 def run_environment(name: str) -> dict:
