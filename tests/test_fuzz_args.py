@@ -4,7 +4,6 @@ and fails when a check is weakened."""
 
 import inspect
 import itertools
-import random
 
 import pytest
 import torch
@@ -58,3 +57,25 @@ def test_self_overlapping_matches_the_elements_addresses():
         t = torch.empty(64).as_strided((rows, cols), (s0, s1))
         offsets = [i * s0 + j * s1 for i in range(rows) for j in range(cols)]
         assert checks.self_overlapping(t) == (len(set(offsets)) < len(offsets)), (rows, cols, s0, s1)
+
+
+def test_each_case_starts_from_a_valid_call():
+    """The calls the fuzz breaks pass every address-free check, so each case's error is its one broken argument."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from tilepipe.api.fp8 import check_matmul_fp8
+    from tilepipe.api.matmul import addmm_residual, check_matmul
+
+    for case in fuzz_cases(SEED, len(CATALOGUE)):
+        with FakeTensorMode():
+            call = fuzz_args.valid_call(case, fuzz_args.Maker("cuda", case.choice))
+            if case.op == "matmul_fp8":
+                check_matmul_fp8(call["a"], call["b"], call["scale_a"], call["scale_b"],
+                                 call.get("out_dtype", torch.bfloat16), call["out"])
+            elif case.op == "addmm":
+                c = addmm_residual(call["input"], call["mat1"], call["mat2"])
+                check_matmul(call["mat1"], call["mat2"], call["out"], call["mat1"].dtype, c, call["alpha"],
+                             call["beta"])
+            else:
+                check_matmul(call["a"], call["b"], call["out"], call["out_dtype"], call.get("c"), call["alpha"],
+                             call["beta"])
