@@ -371,12 +371,23 @@ def run_fuzz(seed: int, count: int, device: str) -> dict[str, Any]:
     return {"seed": seed, "inputs": count, "device": device, "ok": not failures, "failures": failures}
 
 
-if __name__ == "__main__":  # python -m tests.fuzz_args [SEED COUNT DEVICE]: the JSON summary; exit 1 on a failure
+if __name__ == "__main__":  # python -m tests.fuzz_args [--seed S] [--count N] [--device cuda|fake] [--json PATH]
+    import argparse
     import json
     import sys
+    from pathlib import Path
 
-    seed, count, device = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]) if len(sys.argv) > 1 else (
-        SEED, COUNT, "cuda")
-    summary = run_fuzz(seed, count, device)
-    print(json.dumps(summary))
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz_args", description="the invalid-argument fuzz")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--count", type=int, default=COUNT)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--json", type=Path, help="write the summary here")
+    args = parser.parse_args()
+    summary = run_fuzz(args.seed, args.count, args.device)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    print(f"fuzz on {args.device} tensors: {summary['inputs']} invalid calls (seed {args.seed}), "
+          f"{len(summary['failures'])} misbehaved")
+    for failure in summary["failures"][:20]:
+        print("  ", json.dumps(failure))
     sys.exit(0 if summary["ok"] else 1)

@@ -27,7 +27,7 @@ from tilepipe.host.configs import SCALE_BLOCK
 from tilepipe.probes.debug import run_all_guarded
 from tilepipe.schedulers import SCHEDULERS
 
-SEED, COUNT, BATCH, PARALLEL, BATCH_TIMEOUT_S = 21, 256, 16, 6, 240
+SEED, COUNT, BATCH, PARALLEL, BATCH_TIMEOUT_S = 21, 256, 16, 8, 240
 FAMILIES: tuple[tuple[str, str | None], ...] = (*(("matmul", s) for s in (None, *SCHEDULERS)), ("addmm", None),
                                                 *(("matmul_fp8", s) for s in ("tensor", "row", "blockwise")))
 """(op, scheduler or FP8 scaling): call i is of family i mod 8, so every family gets an eighth of the calls."""
