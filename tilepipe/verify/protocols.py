@@ -43,6 +43,23 @@ def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_rol
     return (mma, load, store) + ((epilogue_load, ) if has_c else ())
 
 
+def dynamic_roles(has_c: bool) -> tuple[Role, ...]:
+    """matmul_roles under the dynamic scheduler (tilepipe/schedulers/dynamic.py): every role takes each tile id from
+    the scheduler's ring ('clc') before its tile, and once more for the sentinel that ends its loop; the load role,
+    which paces the scheduler, hands it one throttle item ('clc_throttle') per tile it starts. The scheduler role
+    (the last partition) publishes its first tile, then one ring item per throttle item (the last one the
+    sentinel), and drains the ring."""
+    roles = []
+    for role in matmul_roles(has_c):
+        tiles, *tail = role.program
+        pace = produce("clc_throttle") if role.name == "load" else ()
+        program = (*consume("clc"), loop(tiles.var, tiles.count, *pace, *tiles.body, *consume("clc")), *tail)
+        roles.append(Role(role.name, role.function, program, role.release_lag))
+    scheduler = Role("scheduler", "scheduler_role", (
+        *produce("clc"), loop("tile", "tiles", *consume("clc_throttle"), *produce("clc")), Drain("clc")))
+    return (*roles, scheduler)
+
+
 def matmul_configs() -> dict[str, MatmulConfig]:
     """Every configuration tilepipe.host.configs declares, once each (aliases joined in the name)."""
     names: dict[MatmulConfig, list[str]] = {}
@@ -54,14 +71,16 @@ def matmul_configs() -> dict[str, MatmulConfig]:
 
 
 
-def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul") -> Protocol:
-    """matmul_kernel in one configuration and variant, its pipelines from `matmul_plan`."""
+def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", schedule: str = "static") -> Protocol:
+    """matmul_kernel in one configuration, epilogue variant and schedule ("static", or "dynamic": its Protocol.kernel
+    is then the catalogue's variant name), its pipelines from `matmul_plan`."""
     args = MATMUL_EPILOGUES[variant]
-    has_c = args.get("has_c", False)
+    has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
-                          args["c_dtype"], True, has_c, args.get("source_dtype"))
-    return Protocol(variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}", plan_storages(plan),
-                    matmul_roles(has_c), tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, **args))
+                          args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic)
+    return Protocol(f"{variant} dynamic" if dynamic else variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
+                    plan_storages(plan), dynamic_roles(has_c) if dynamic else matmul_roles(has_c),
+                    tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args))
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -112,10 +131,10 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 
 def shipped_protocols() -> list[Protocol]:
-    """Every matmul variant in every tilepipe.host.configs configuration, the FP8 kernels, the stress kernel and the wgmma
-    kernel."""
-    protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_EPILOGUES] + fp8_protocols()
+    """Every matmul variant in every tilepipe.host.configs configuration under the static and the dynamic scheduler,
+    the FP8 kernels, the stress kernel and the wgmma kernel."""
+    protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
+                 for variant in MATMUL_EPILOGUES for schedule in ("static", "dynamic")] + fp8_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 
@@ -126,7 +145,6 @@ def check_shipped_kernels(trace: bool = True) -> list[CheckResult]:
 
 
 UNCHECKED = {
-    "dynamic": "the scheduler's tile-id ring and its throttle pair are not modelled yet",
     "streamk": "stream-K's cross-CTA partial-tile flags are global memory, not mbarriers, and are not modelled yet",
     "restage": "the restaging copy has no pipelines",
 }
@@ -140,6 +158,6 @@ def unchecked_reason(variant: Variant) -> str | None:
 
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
-    if variant.kernel == "matmul_kernel":
-        return variant.name.rsplit(" ", 1)[0]  # the epilogue; the static schedule is the one modelled
+    if variant.kernel == "matmul_kernel":  # static: the epilogue's protocol; dynamic: the variant's own
+        return variant.name if variant.options["schedule"] == "dynamic" else variant.name.rsplit(" ", 1)[0]
     return variant.kernel
