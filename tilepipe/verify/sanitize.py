@@ -8,7 +8,7 @@ launches each variant of kernels/catalogue.py: shipped_variants once on a small 
 the GPU has SANITIZE_SMS SMs so every persistent program runs several tiles, and checks its result. Reports are
 grouped by (tool, what, kernels, source lines); a group passes when an allow-list entry names its tool, kernels
 and exact source lines, with the reason. Groups from the reproduction kernels are listed, never failed: a hazard
-racecheck reports there too is the tool not modelling that hand-off (docs/sanitizers.md).
+racecheck reports there too is the tool not modelling that hand-off (docs/verification.md).
 """
 
 import argparse
