@@ -62,6 +62,11 @@ def test_memcheck_reports_keep_device_lines_and_drop_host_frames():
     assert api.variant == "matmul_fp8 scaled"
 
 
+def test_the_sanitizers_own_counts_are_read():
+    assert sanitize.claimed(RACECHECK) == 3 and sanitize.claimed(MEMCHECK) == 2
+    assert sanitize.claimed("========= ERROR SUMMARY: 0 errors") == 0
+
+
 def test_a_group_is_explained_only_by_an_entry_naming_its_tool_kernels_and_lines():
     ring = group(parse("racecheck", RACECHECK))[0]
     entry = dict(ring.entry(), verdict="tool limitation: reproduced by smem_ring", reason="mbarrier-ordered")
