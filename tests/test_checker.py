@@ -63,7 +63,8 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_EPILOGUES, *(f"{epilogue} dynamic" for epilogue in MATMUL_EPILOGUES),
+    assert kernels == {*MATMUL_EPILOGUES, *(f"{epilogue} {schedule}" for epilogue in MATMUL_EPILOGUES
+                                            for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 blockwise", "pipeline_demo stress", "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
@@ -129,6 +130,17 @@ def test_a_role_that_skips_its_first_tile_id_leaves_the_scheduler_undrained():
     store = role(protocol, "store")
     found = only(check(with_role(protocol, replace(store, program=store.program[3:]))), "deadlock")
     assert ("scheduler", "clc") in {(f.role, f.pipeline) for f in found}
+
+
+def test_a_streamk_store_role_waiting_for_a_contributing_unit_deadlocks():
+    """The store role takes an output stage for the unit that ends inside a tile too, but the mma role produces
+    none for it (the tile's finisher, another program, stores it)."""
+    protocol = matmul_protocol("MEDIUM", MEDIUM, "matmul", "streamk")
+    store = role(protocol, "store")
+    tiles = store.program[0]
+    buggy = replace(store, program=(tiles, replace(tiles, var="part", count="partial"), *store.program[1:]))
+    found = only(check(with_role(protocol, buggy)), "deadlock")
+    assert ("store", "output") in {(f.role, f.pipeline) for f in found}
 
 
 def test_producer_iterating_once_more_never_drains():

@@ -7,12 +7,15 @@ declaration (`matmul_plan`, `wgmma_plan`); the stress kernel creates its pipelin
 every declaration with what tracing the kernel records, so a role's pipelines and sides cannot drift silently.
 """
 
+from dataclasses import replace
+
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs
 from tilepipe.kernels.catalogue import MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
+from tilepipe.schedulers import SCHEDULERS
 from tilepipe.verify.checker import (CheckResult, Drain, Flush, Protocol, Role, check, consume, loop, produce,
                                      trip_cases, wait_filled)
 
@@ -60,6 +63,32 @@ def dynamic_roles(has_c: bool) -> tuple[Role, ...]:
     return (*roles, scheduler)
 
 
+def streamk_roles(has_c: bool) -> tuple[Role, ...]:
+    """matmul_roles under stream-K, within one program (tilepipe/schedulers/streamk.py): whole tiles (`tiles`), then
+    at most one unit that ends inside a tile (`partial`, over `k_part` k-steps), then units that end their tiles
+    (`after`). The unit inside a tile runs no epilogue: the mma role retires its k-steps and publishes the sum to
+    the tile's finisher through global memory (not modelled), the load role signals no load order, and the store
+    and epilogue-load roles skip it."""
+    partial_units = {"mma": (loop("k", "k_part", *consume("input")), Flush("input")),
+                     "load": (loop("k", "k_part", *produce("input")), )}
+    roles = []
+    for role in matmul_roles(has_c):
+        tiles, *tail = role.program
+        partial = partial_units.get(role.name)
+        program = (tiles, *((loop("part", "partial", *partial), ) if partial else ()),
+                   replace(tiles, var="after", count="after"), *tail)
+        roles.append(replace(role, program=program))
+    return tuple(roles)
+
+
+def streamk_cases(stages: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Stream-K programs: a contributing unit alone, after whole tiles, before finishing units, between both, and
+    finishing units only; 1 and `stages` + 1 k-steps a unit, 1 and `stages` in the contributing one."""
+    return tuple((("tiles", tiles), ("partial", partial), ("after", after), ("k", k), ("k_part", k_part))
+                 for tiles, partial, after in ((0, 1, 0), (1, 1, 0), (0, 1, 1), (1, 1, 1), (2, 0, 1))
+                 for k in (1, stages + 1) for k_part in (1, stages))
+
+
 def matmul_configs() -> dict[str, MatmulConfig]:
     """Every configuration tilepipe.host.configs declares, once each (aliases joined in the name)."""
     names: dict[MatmulConfig, list[str]] = {}
@@ -72,15 +101,18 @@ def matmul_configs() -> dict[str, MatmulConfig]:
 
 
 def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", schedule: str = "static") -> Protocol:
-    """matmul_kernel in one configuration, epilogue variant and schedule ("static", or "dynamic": its Protocol.kernel
-    is then the catalogue's variant name), its pipelines from `matmul_plan`."""
+    """matmul_kernel in one configuration, epilogue variant and schedule ("static", or "dynamic" or "streamk": its
+    Protocol.kernel is then the catalogue's variant name), its pipelines from `matmul_plan`."""
     args = MATMUL_EPILOGUES[variant]
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic)
-    return Protocol(f"{variant} dynamic" if dynamic else variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
-                    plan_storages(plan), dynamic_roles(has_c) if dynamic else matmul_roles(has_c),
-                    tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args))
+    roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
+                    "dynamic": (dynamic_roles(has_c), tile_cases(cfg.stages)),
+                    "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages))}[schedule]
+    config = f"{name} stages={cfg.stages} c_stages={cfg.c_stages}" + (" (one program)" if schedule == "streamk" else "")
+    return Protocol(variant if schedule == "static" else f"{variant} {schedule}", config, plan_storages(plan), roles,
+                    cases, lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args))
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -131,10 +163,10 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 
 def shipped_protocols() -> list[Protocol]:
-    """Every matmul variant in every tilepipe.host.configs configuration under the static and the dynamic scheduler,
-    the FP8 kernels, the stress kernel and the wgmma kernel."""
+    """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
+    program), the FP8 kernels, the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_EPILOGUES for schedule in ("static", "dynamic")] + fp8_protocols()
+                 for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS] + fp8_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 
@@ -145,7 +177,6 @@ def check_shipped_kernels(trace: bool = True) -> list[CheckResult]:
 
 
 UNCHECKED = {
-    "streamk": "stream-K's cross-CTA partial-tile flags are global memory, not mbarriers, and are not modelled yet",
     "restage": "the restaging copy has no pipelines",
 }
 """Shipped variants the checker does not model, by what their names contain, and why."""
@@ -158,6 +189,6 @@ def unchecked_reason(variant: Variant) -> str | None:
 
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
-    if variant.kernel == "matmul_kernel":  # static: the epilogue's protocol; dynamic: the variant's own
-        return variant.name if variant.options["schedule"] == "dynamic" else variant.name.rsplit(" ", 1)[0]
+    if variant.kernel == "matmul_kernel":  # static: the epilogue's protocol; dynamic, stream-K: the variant's own
+        return variant.name if variant.options["schedule"] != "static" else variant.name.rsplit(" ", 1)[0]
     return variant.kernel
