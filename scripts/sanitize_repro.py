@@ -6,7 +6,10 @@ them and nothing else (only triton and torch are imported), and checks its own r
 - `capture`: warp_specialize's argument hand-off. The default warps write the captured arguments to shared memory
   at the warp_specialize call and the workers read them at their entry, ordered by the barrier Triton emits there.
 - `tma_ring`: a 1-warp TMA loader and a 4-warp consumer over a 2-stage ring: full barriers completed by the TMA's
-  transaction bytes, empty barriers the consumer arrives on after reading the tile (the operand pipelines).
+  transaction bytes, empty barriers the consumer arrives on after reading the tile with ordinary loads (as the
+  blockwise FP8 kernel reads its scales). `tma_ring_fenced` adds a proxy fence (fence.proxy.async) between the
+  consumer's loads and its arrival: a hazard that only the unfenced ring shows is about the generic-read /
+  TMA-write proxy order, not the barrier hand-off.
 - `smem_ring`: a 1-warp producer writing a 16-byte slot with ordinary stores (every lane the same words) and
   arriving on its full barrier, read by two consumer partitions that arrive on its empty barrier (the dynamic
   scheduler's tile-id ring).
@@ -14,14 +17,14 @@ them and nothing else (only triton and torch are imported), and checks its own r
 A hazard racecheck reports here as it does in tilepipe is the tool not modelling that hand-off (every access is
 ordered by an mbarrier arrive/wait pair or the warp_specialize barrier, and the results are exact). Run under the
 sanitizer by `python -m tilepipe.verify.sanitize` (gpu_check.sh's sanitize part), or alone:
-`compute-sanitizer --tool racecheck python scripts/sanitize_repro.py [capture|tma_ring|smem_ring ...]`.
+`compute-sanitizer --tool racecheck python scripts/sanitize_repro.py [capture|tma_ring|tma_ring_fenced|smem_ring ...]`.
 """
 
 import sys
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 DEFAULT_WARPS = 4
 BM, BK = gl.constexpr(64), gl.constexpr(64)  # one TMA tile
@@ -57,7 +60,7 @@ def _tma_loader(desc, bufs, full, empty, n_tiles):
 
 
 @gluon.jit
-def _tma_consumer(bufs, full, empty, out_ptr, n_tiles):
+def _tma_consumer(bufs, full, empty, out_ptr, n_tiles, FENCE: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
     cols = gl.arange(0, BK, gl.SliceLayout(0, layout))
@@ -65,20 +68,23 @@ def _tma_consumer(bufs, full, empty, out_ptr, n_tiles):
         s = i % STAGES
         mbarrier.wait(full.index(s), (i // STAGES) & 1)
         tile = bufs.index(s).load(layout)
+        if FENCE:
+            fence_async_shared()
         mbarrier.arrive(empty.index(s))
         gl.store(out_ptr + (i * BM + rows)[:, None] * BK + cols[None, :], tile)
 
 
 @gluon.jit
-def tma_ring_kernel(desc, out_ptr, n_tiles):
-    """out = the (n_tiles * BM, BK) input, tile by tile through TMA and a STAGES-deep ring."""
+def tma_ring_kernel(desc, out_ptr, n_tiles, FENCE: gl.constexpr):
+    """out = the (n_tiles * BM, BK) input, tile by tile through TMA and a STAGES-deep ring (FENCE: a proxy fence
+    before each release)."""
     bufs = gl.allocate_shared_memory(desc.dtype, [STAGES, BM, BK], desc.layout)
     full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(full.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
-    gl.warp_specialize([(_tma_consumer, (bufs, full, empty, out_ptr, n_tiles)),
+    gl.warp_specialize([(_tma_consumer, (bufs, full, empty, out_ptr, n_tiles, FENCE)),
                         (_tma_loader, (desc, bufs, full, empty, n_tiles))], [1], [24])
 
 
@@ -126,12 +132,12 @@ def run(name: str) -> bool:
         out = torch.full((160, ), -1, dtype=torch.int32, device="cuda")
         capture_kernel[(1, )](out, 7, num_warps=DEFAULT_WARPS)
         expected = torch.cat([7 + torch.arange(128), 14 + torch.arange(32)]).to(out)
-    elif name == "tma_ring":
+    elif name.startswith("tma_ring"):
         n_tiles, block = 2 * STAGES.value + 1, [BM.value, BK.value]
         x = torch.randn(n_tiles * block[0], block[1], device="cuda", dtype=torch.float16)
         out = torch.full_like(x, float("nan"))
         desc = TensorDescriptor.from_tensor(x, block, gl.NVMMASharedLayout.get_default_for(block, gl.float16))
-        tma_ring_kernel[(1, )](desc, out, n_tiles, num_warps=DEFAULT_WARPS)
+        tma_ring_kernel[(1, )](desc, out, n_tiles, name == "tma_ring_fenced", num_warps=DEFAULT_WARPS)
         expected = x
     else:
         n_items = 4 * STAGES.value + 1
@@ -142,7 +148,7 @@ def run(name: str) -> bool:
     return bool(torch.equal(out, expected))
 
 
-KERNELS = ("capture", "tma_ring", "smem_ring")
+KERNELS = ("capture", "tma_ring", "tma_ring_fenced", "smem_ring")
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(KERNELS)

@@ -126,12 +126,15 @@ def test_repro_kernels_compile_with_the_hand_offs_they_stand_for(monkeypatch):
     monkeypatch.syspath_prepend(str(sanitize.REPO_ROOT / "scripts"))
     layout = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16)
     specs = [KernelSpec("sanitize_repro:capture_kernel", {"out_ptr": "*i32", "value": "i32"}),
-             KernelSpec("sanitize_repro:tma_ring_kernel", {"desc": tdesc_signature("fp16", [64, 64], layout),
-                                                           "out_ptr": "*fp16", "n_tiles": "i32"}),
+             *(KernelSpec("sanitize_repro:tma_ring_kernel", {"desc": tdesc_signature("fp16", [64, 64], layout),
+                                                             "out_ptr": "*fp16", "n_tiles": "i32",
+                                                             "FENCE": "constexpr"}, {"FENCE": fence})
+               for fence in (False, True)),
              KernelSpec("sanitize_repro:smem_ring_kernel", {"out_ptr": "*i32", "n_items": "i32"})]
-    capture, tma_ring, smem_ring = compile_kernels(specs)
-    for report in (capture, tma_ring, smem_ring):
+    capture, tma_ring, fenced, smem_ring = compile_kernels(specs)
+    for report in (capture, tma_ring, fenced, smem_ring):
         assert not isinstance(report, CompileError), report
+    assert tma_ring.count("fence.proxy.async") == 0 < fenced.count("fence.proxy.async")
     assert capture.count("barrier.sync") > 0 and capture.count("mbarrier") == 0  # the capture hand-off only
     assert tma_ring.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 1
     assert tma_ring.count("mbarrier.try_wait") >= 2 and tma_ring.count("mbarrier.arrive") >= 1
