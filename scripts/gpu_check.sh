@@ -37,13 +37,13 @@ if runs bench; then
     cp "bench/results/$name".{json,png} "bench/results/$name-fp8.json" "$out/" 2>/dev/null
 fi
 if runs sweep; then
-    timeout 420 python3 -m tilepipe.verify.sweep --json "$out/sweep.json" > "$out/sweep.log" 2>&1
+    timeout 390 python3 -m tilepipe.verify.sweep --json "$out/sweep.json" > "$out/sweep.log" 2>&1
     sweep=$?
-    timeout 150 python3 -m tests.fuzz_args --json "$out/fuzz.json" > "$out/fuzz.log" 2>&1
+    timeout 120 python3 -m tests.fuzz_args --json "$out/fuzz.json" > "$out/fuzz.log" 2>&1
     fuzz=$?
 fi
 if runs sanitize; then
-    timeout 560 python3 -m tilepipe.verify.sanitize --json "$out/sanitize.json" > "$out/sanitize.log" 2>&1
+    timeout 540 python3 -m tilepipe.verify.sanitize --json "$out/sanitize.json" > "$out/sanitize.log" 2>&1
     sanitize=$?
 fi
 tail -n 3 "$out/env.txt" | head -n 2

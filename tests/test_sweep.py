@@ -117,6 +117,13 @@ def test_each_kind_of_wrong_result_fails(bug):
 
 def test_batches_run_in_child_processes_and_report_every_call():
     """Without a GPU every call fails (no CUDA) but is still reported by its batch's process."""
-    summary = sweep.sweep(SEED, 2, size=1, parallel=2, timeout_s=120)
+    summary = sweep.sweep(SEED, 2, size=1, parallel=2, timeout_s=120, budget_s=120)
     assert summary["calls_run"] == 2 and not summary["unrun"]
     assert summary["ok"] == torch.cuda.is_available(), summary["failures"]
+
+
+def test_batches_past_the_budget_are_reported_not_started():
+    summary = sweep.sweep(SEED, 3, size=2, parallel=1, budget_s=5)
+    assert summary["calls_run"] == 0 and not summary["ok"]
+    assert [u["not_run_after_it"] for u in summary["unrun"]] == [[c.index for c in g[1:]] for g in batches(
+        sweep_calls(SEED, 3), 2)]

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,8 @@ SANITIZE_SMS = 2
 SHAPE, FP8_SHAPE = (320, 264, 328), (320, 264, 352)
 """Ragged problems: 3 x 2 tiles of 128 x 256 (3 per program on SANITIZE_SMS SMs), 6 k-steps of 64 (the last
 partial); the FP8 K spans 3 scale blocks of 128, the last partial."""
-TIMEOUT_S, WARM_TIMEOUT_S = 330, 240
+BUDGET_S, WARM_TIMEOUT_S = 480, 150
+"""The whole check's time (the sanitizer runs get what the warm-up left), and the warm-up's, within one device call."""
 
 
 def find_sanitizer() -> str:
@@ -317,9 +319,11 @@ def finished(output: str) -> list[str]:
             if line.startswith(f"{MARK} done ")]
 
 
-def sanitize(tools: tuple[str, ...] = TOOLS, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
-    """Warm the kernel cache, run every tool over the driver and the repro kernels side by side, and sort every
-    report group into explained and unexplained; the JSON-able summary."""
+def sanitize(tools: tuple[str, ...] = TOOLS, budget_s: float = BUDGET_S) -> dict[str, Any]:
+    """Warm the kernel cache, run every tool over the driver and the repro kernels side by side (stopped when
+    `budget_s` runs out: the variants done so far count, and the run is incomplete), and sort every report group
+    into explained and unexplained; the JSON-able summary."""
+    deadline = time.monotonic() + budget_s
     sanitizer = find_sanitizer()
     count = len(shipped_variants())
     slices = [",".join(str(i) for i in range(start, count, 4)) for start in range(4)]
@@ -331,7 +335,8 @@ def sanitize(tools: tuple[str, ...] = TOOLS, timeout_s: float = TIMEOUT_S) -> di
                                                ("repro", [REPRO]))]
     with ThreadPoolExecutor(len(runs)) as pool:
         done: list[GuardedRun] = list(pool.map(
-            lambda run: run_guarded(run[2], timeout_s, [sanitizer, "--tool", run[0], *SANITIZER_OPTIONS]), runs))
+            lambda run: run_guarded(run[2], max(deadline - time.monotonic(), 30),
+                                    [sanitizer, "--tool", run[0], *SANITIZER_OPTIONS]), runs))
     entries = load_allow_list()
     summary: dict[str, Any] = {"sanitizer": sanitizer, "variants": count, "warm_up": [
         {"args": list(w.args), "status": w.status, "seconds": round(w.seconds, 1), "tail": w.output[-1500:]}
@@ -381,7 +386,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilepipe.verify.sanitize", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated: memcheck,racecheck,synccheck")
-    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per sanitizer run")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole check")
     parser.add_argument("--json", type=Path, help="write the summary here")
     parser.add_argument("--drive", action="store_true", help="(the sanitized process) run the variants here")
     parser.add_argument("--only", help="with --drive: the catalogue indices to run, comma-separated")
@@ -389,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.drive:
         return drive(None if args.only is None else [int(i) for i in args.only.split(",") if i])
     try:
-        summary = sanitize(tuple(args.tools.split(",")), args.timeout)
+        summary = sanitize(tuple(args.tools.split(",")), args.budget)
     except FileNotFoundError as error:
         print(f"sanitize: {error}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ import json
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -24,10 +25,12 @@ import torch
 from tilepipe.api.fp8 import matmul_fp8
 from tilepipe.api.matmul import addmm, matmul
 from tilepipe.host.configs import SCALE_BLOCK
-from tilepipe.probes.debug import run_all_guarded
+from tilepipe.probes.debug import GuardedRun, run_guarded
 from tilepipe.schedulers import SCHEDULERS
 
-SEED, COUNT, BATCH, PARALLEL, BATCH_TIMEOUT_S = 21, 256, 16, 8, 240
+SEED, COUNT, BATCH, PARALLEL, BATCH_TIMEOUT_S, BUDGET_S = 21, 256, 16, 8, 240, 330
+"""The sweep's defaults; BUDGET_S bounds the whole run (a batch starts only with time left, and gets at most that
+long), so it fits one device call beside the fuzz."""
 FAMILIES: tuple[tuple[str, str | None], ...] = (*(("matmul", s) for s in (None, *SCHEDULERS)), ("addmm", None),
                                                 *(("matmul_fp8", s) for s in ("tensor", "row", "blockwise")))
 """(op, scheduler or FP8 scaling): call i is of family i mod 8, so every family gets an eighth of the calls."""
@@ -292,16 +295,28 @@ def records(output: str) -> list[dict[str, Any]]:
 
 
 def sweep(seed: int = SEED, count: int = COUNT, size: int = BATCH, parallel: int = PARALLEL,
-          timeout_s: float = BATCH_TIMEOUT_S) -> dict[str, Any]:
-    """Every call, batch by batch in child processes; the summary (failures, calls that never ran, worst errors)."""
+          timeout_s: float = BATCH_TIMEOUT_S, budget_s: float = BUDGET_S) -> dict[str, Any]:
+    """Every call, batch by batch in child processes, `parallel` at a time, within `budget_s`; the summary
+    (failures, calls that never ran, worst errors)."""
     calls = sweep_calls(seed, count)
     groups = batches(calls, size)
     commands = [["-m", "tilepipe.verify.sweep", "--seed", str(seed), "--count", str(count), "--calls",
                  ",".join(str(c.index) for c in group)] for group in groups]
     start = time.monotonic()
-    runs = run_all_guarded(commands, timeout_s, parallel=parallel)
+    deadline = start + budget_s
+
+    def run(command: list[str]) -> GuardedRun | None:
+        left = deadline - time.monotonic()
+        return run_guarded(command, min(timeout_s, left)) if left > 10 else None  # None: not started
+
+    with ThreadPoolExecutor(parallel) as pool:
+        runs = list(pool.map(run, commands))
     results, failures, unrun, batch_log = {}, [], [], []
     for group, run in zip(groups, runs):
+        if run is None:
+            unrun.append({"call": asdict(group[0]), "why": "batch not started: the sweep's time budget ran out",
+                          "output": "", "not_run_after_it": [c.index for c in group[1:]]})
+            continue
         done = {r["index"]: r for r in records(run.output)}
         results.update(done)
         missing = [c for c in group if c.index not in done]
@@ -329,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--parallel", type=int, default=PARALLEL)
     parser.add_argument("--timeout", type=float, default=BATCH_TIMEOUT_S, help="seconds per batch")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole sweep")
     parser.add_argument("--json", type=Path, help="write the summary here")
     parser.add_argument("--calls", help="(a batch process) run these call indices here, one JSON line each")
     args = parser.parse_args(argv)
@@ -342,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                           "why": f"raised {type(error).__name__}: {str(error)[:500]}"}
             print(json.dumps(record), flush=True)
         return 0
-    summary = sweep(args.seed, args.count, args.batch, args.parallel, args.timeout)
+    summary = sweep(args.seed, args.count, args.batch, args.parallel, args.timeout, args.budget)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     import triton
