@@ -37,9 +37,9 @@ if runs bench; then
     cp "bench/results/$name".{json,png} "bench/results/$name-fp8.json" "$out/" 2>/dev/null
 fi
 if runs sweep; then
-    timeout 390 python3 -m tilepipe.verify.sweep --json "$out/sweep.json" > "$out/sweep.log" 2>&1
+    timeout 360 python3 -m tilepipe.verify.sweep --json "$out/sweep.json" > "$out/sweep.log" 2>&1
     sweep=$?
-    timeout 120 python3 -m tests.fuzz_args --json "$out/fuzz.json" > "$out/fuzz.log" 2>&1
+    timeout 150 python3 -m tests.fuzz_args --json "$out/fuzz.json" > "$out/fuzz.log" 2>&1
     fuzz=$?
 fi
 if runs sanitize; then

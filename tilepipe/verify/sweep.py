@@ -28,7 +28,7 @@ from tilepipe.host.configs import SCALE_BLOCK
 from tilepipe.probes.debug import GuardedRun, run_guarded
 from tilepipe.schedulers import SCHEDULERS
 
-SEED, COUNT, BATCH, PARALLEL, BATCH_TIMEOUT_S, BUDGET_S = 21, 256, 16, 8, 240, 330
+SEED, COUNT, BATCH, PARALLEL, BATCH_TIMEOUT_S, BUDGET_S = 21, 256, 16, 8, 240, 300
 """The sweep's defaults; BUDGET_S bounds the whole run (a batch starts only with time left, and gets at most that
 long), so it fits one device call beside the fuzz."""
 FAMILIES: tuple[tuple[str, str | None], ...] = (*(("matmul", s) for s in (None, *SCHEDULERS)), ("addmm", None),
