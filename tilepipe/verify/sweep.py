@@ -16,7 +16,7 @@ import random
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,7 +99,7 @@ def random_dim(rng: random.Random) -> int:
 
 
 def fit_budget(M: int, N: int, K: int) -> tuple[int, int, int]:
-    """Halve the largest dimension (keeping it odd when it was) until the call fits MAX_MACS and MAX_ELEMENTS."""
+    """Halve the largest dimension (rounding up) until the call fits MAX_MACS and MAX_ELEMENTS."""
     dims = [min(d, MAX_DIM) for d in (M, N, K)]
     while dims[0] * dims[1] * dims[2] > MAX_MACS or max(dims[0] * dims[1], dims[0] * dims[2],
                                                         dims[1] * dims[2]) > MAX_ELEMENTS:
