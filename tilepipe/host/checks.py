@@ -88,8 +88,9 @@ def check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) -
 
 
 def self_overlapping(t: torch.Tensor) -> bool:
-    """Whether two elements of a 2-D tensor share an address: i * stride(0) = j * stride(1) for some 0 < i < rows,
-    0 < j < columns (the smallest such pair is stride(1) / g, stride(0) / g with g their gcd), or a size-0 stride."""
+    """Whether two elements of a 2-D tensor share an address: a zero stride along a dimension longer than 1, or
+    i * stride(0) = j * stride(1) for some 0 < i < rows, 0 < j < columns (the smallest such pair is stride(1) / g,
+    stride(0) / g, with g their gcd)."""
     (rows, cols), (s0, s1) = t.shape, t.stride()
     if rows > 1 and s0 == 0 or cols > 1 and s1 == 0:
         return True
