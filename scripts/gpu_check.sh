@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # GPU check: GPU tests (each case in its own process under a timeout) and `python -m tilepipe demo`, then
 # `python -m tilepipe bench` (bf16 and FP8 families), whose table is printed last. Full logs go to $OUT (or ./gpu-logs
-# when run by hand). `bash scripts/gpu_check.sh tests` or `... bench` runs one half: the whole takes longer than one
-# 10-minute device call, so run the halves as two calls on the same warm machine. Every log names the Triton it ran.
-# `... shapes` (issue 20, about 5 minutes) runs `python -m tilepipe bench --shapes` (bench/results/shapes-h100.json,
-# copied to $OUT) and then the split-K and FP8 stream-K GPU cases, each in its own process.
+# when run by hand). `bash scripts/gpu_check.sh PART` runs one part, each within one 10-minute device call (the whole
+# takes longer, so run the parts as separate calls on the same warm machine): `tests` (GPU tests and demo), `bench`,
+# `sweep` (the randomized sweep against float64, tilepipe/verify/sweep.py, then the invalid-argument fuzz on CUDA
+# tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
+# variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
+# names the Triton it ran. `shapes` (issue 20, about 5 minutes): `python -m tilepipe bench --shapes`
+# (bench/results/shapes-h100.json, copied to $OUT), then the split-K and FP8 stream-K GPU cases, one process each.
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
@@ -20,7 +23,8 @@ fi
 python3 -c 'import triton; print("triton", triton.__version__, "from", triton.__file__)'
 python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9."))' || { echo "tilepipe needs triton 3.9" >&2; exit 1; }
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
-tests=0 demo=0 bench=0
+tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
+runs() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 if [ "$part" = shapes ]; then
     name="${BENCH_NAME:-shapes-h100}"
     timeout 230 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
@@ -46,20 +50,33 @@ if [ "$part" = shapes ]; then
     [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
     exit
 fi
-if [ "$part" != bench ]; then
+if runs tests; then
     timeout 420 python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
     tests=$?
     timeout 150 python3 -m tilepipe demo > "$out/demo.log" 2>&1
     demo=$?
 fi
-if [ "$part" != tests ]; then
+if runs bench; then
     name="${BENCH_NAME:-matmul-bf16}"
     timeout 560 python3 -m tilepipe bench --name "$name" > "$out/bench.log" 2>&1
     bench=$?
     cp "bench/results/$name".{json,png} "bench/results/$name-fp8.json" "$out/" 2>/dev/null
 fi
+if runs sweep; then
+    timeout 360 python3 -m tilepipe.verify.sweep --json "$out/sweep.json" > "$out/sweep.log" 2>&1
+    sweep=$?
+    timeout 150 python3 -m tests.fuzz_args --json "$out/fuzz.json" > "$out/fuzz.log" 2>&1
+    fuzz=$?
+fi
+if runs sanitize; then
+    timeout 540 python3 -m tilepipe.verify.sanitize --json "$out/sanitize.json" > "$out/sanitize.log" 2>&1
+    sanitize=$?
+fi
 tail -n 3 "$out/env.txt" | head -n 2
-[ "$part" != bench ] && grep -E "passed|failed|error" "$out/pytest.log" | tail -n 5 && cat "$out/demo.log"
-[ "$part" != tests ] && cat "$out/bench.log"
-echo "gpu tests exit=$tests, demo exit=$demo, bench exit=$bench"
-[ "$tests" -eq 0 ] && [ "$demo" -eq 0 ] && [ "$bench" -eq 0 ]
+runs tests && grep -E "passed|failed|error" "$out/pytest.log" | tail -n 5 && cat "$out/demo.log"
+runs bench && cat "$out/bench.log"
+runs sweep && head -c 6000 "$out/sweep.log" && tail -c 4000 "$out/fuzz.log"
+runs sanitize && head -c 12000 "$out/sanitize.log"
+echo "gpu tests exit=$tests, demo exit=$demo, bench exit=$bench, sweep exit=$sweep, fuzz exit=$fuzz, sanitize exit=$sanitize"
+[ "$tests" -eq 0 ] && [ "$demo" -eq 0 ] && [ "$bench" -eq 0 ] && [ "$sweep" -eq 0 ] && [ "$fuzz" -eq 0 ] && \
+    [ "$sanitize" -eq 0 ]

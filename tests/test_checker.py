@@ -63,8 +63,9 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, "matmul_fp8 scaled", "matmul_fp8 blockwise", "pipeline_demo stress",
-                       "pipeline_demo wgmma"}
+    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *(f"{epilogue} {schedule}" for epilogue in MATMUL_EPILOGUES
+                                                              for schedule in ("dynamic", "streamk")),
+                       "matmul_fp8 scaled", "matmul_fp8 blockwise", "pipeline_demo stress", "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
 
@@ -107,6 +108,39 @@ def test_missing_release_deadlocks_the_producer(bug):
     found = only(check(with_role(protocol, buggy)), "deadlock")
     assert {(f.role, f.pipeline) for f in found} == {(producer, pipeline)}
     assert "0 more to come from any role" in found[0].message
+
+
+def dynamic_c() -> object:
+    return matmul_protocol("MEDIUM", MEDIUM, "matmul +C", "dynamic")
+
+
+def test_dynamic_scheduler_running_ahead_of_the_throttle_deadlocks_the_load_role():
+    """A scheduler that never waits for the load role's throttle items: the load role fills the throttle ring and
+    blocks (the pacing hand-off is modelled, not assumed)."""
+    protocol = dynamic_c()
+    buggy = rewrite(role(protocol, "scheduler"), lambda op: () if op.pipeline == "clc_throttle" else (op, ))
+    found = only(check(with_role(protocol, buggy)), "deadlock")
+    assert ("load", "clc_throttle") in {(f.role, f.pipeline) for f in found}
+
+
+def test_a_role_that_skips_its_first_tile_id_leaves_the_scheduler_undrained():
+    """The store role takes one tile id fewer than published (no take before its loop): the sentinel's slot is
+    never released and the scheduler's drain never completes."""
+    protocol = dynamic_c()
+    store = role(protocol, "store")
+    found = only(check(with_role(protocol, replace(store, program=store.program[3:]))), "deadlock")
+    assert ("scheduler", "clc") in {(f.role, f.pipeline) for f in found}
+
+
+def test_a_streamk_store_role_waiting_for_a_contributing_unit_deadlocks():
+    """The store role takes an output stage for the unit that ends inside a tile too, but the mma role produces
+    none for it (the tile's finisher, another program, stores it)."""
+    protocol = matmul_protocol("MEDIUM", MEDIUM, "matmul", "streamk")
+    store = role(protocol, "store")
+    tiles = store.program[0]
+    buggy = replace(store, program=(tiles, replace(tiles, var="part", count="partial"), *store.program[1:]))
+    found = only(check(with_role(protocol, buggy)), "deadlock")
+    assert ("store", "output") in {(f.role, f.pipeline) for f in found}
 
 
 def test_producer_iterating_once_more_never_drains():

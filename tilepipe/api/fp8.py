@@ -15,7 +15,7 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 
 import torch
 
-from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out_dtype, check_result_shaped, scaling_of
+from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out, check_out_dtype, scaling_of
 from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for
 from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import (LauncherCache, LaunchPlan, TmaOperand, persistent_grid, scheduler_workspace,
@@ -126,7 +126,7 @@ def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
         if t.device != a.device:
             raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
     if out is not None:
-        check_result_shaped(out, "out", (M, N), a.device)
+        check_out(out, (M, N), a.device)
     return M, N, K, mode, out_dtype
 
 

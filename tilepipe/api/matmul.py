@@ -4,8 +4,8 @@ import os
 
 import torch
 
-from tilepipe.host.checks import (check_no_overlap, check_operands, check_out_dtype, check_residual,
-                                  check_result_shaped, check_scalar, is_column_bias)
+from tilepipe.host.checks import (check_no_overlap, check_operands, check_out, check_out_dtype, check_residual,
+                                  check_scalar, is_column_bias)
 from tilepipe.host.configs import MatmulConfig, config_for, schedule_for
 from tilepipe.host.device import device_index, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
@@ -123,7 +123,7 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     if c is not None:
         check_residual(c, (M, N), out_dtype, a.device)
     if out is not None:
-        check_result_shaped(out, "out", (M, N), a.device)
+        check_out(out, (M, N), a.device)
     if config is not None and not isinstance(config, MatmulConfig):
         raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
     return M, N, K, out_dtype, c, alpha, beta
@@ -153,11 +153,13 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
 
 def addmm_residual(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
     """addmm's checks: `input` expanded to the (M, N) residual C."""
-    check_operands(mat1, mat2)
+    check_operands(mat1, mat2, ("mat1", "mat2"))
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
     if input.dtype != mat1.dtype:
         raise TypeError(f"input must have mat1's dtype {mat1.dtype}, got {input.dtype}")
+    if input.device != mat1.device:
+        raise ValueError(f"input must be on mat1's device {mat1.device}, got {input.device}")
     shape = (mat1.shape[0], mat2.shape[1])
     try:
         return input.expand(shape)

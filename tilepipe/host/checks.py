@@ -1,6 +1,8 @@
 """Argument checks of the torch-facing ops: a TypeError or ValueError that names the argument, before any launch.
 None needs a memory address except the overlap checks, so fake tensors (torch.compile) pass through the rest."""
 
+import math
+
 import torch
 
 from tilepipe.host.configs import SCALE_BLOCK
@@ -9,8 +11,10 @@ INPUT_DTYPES = (torch.bfloat16, torch.float16)
 OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
-    operands = (("a", a), ("b", b))
+def check_operands(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("a", "b")) -> None:
+    """The 16-bit GEMM's operands, under the caller's names for them (addmm's are mat1 and mat2)."""
+    operands = tuple(zip(names, (a, b)))
+    first, second = names
     for name, t in operands:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -24,17 +28,20 @@ def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
         if t.device.type != "cuda":
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
     if a.dtype != b.dtype:
-        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+        raise TypeError(f"{first} and {second} must have the same dtype, got {a.dtype} and {b.dtype}")
     if a.device != b.device:
-        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
+        raise ValueError(f"{first} and {second} must be on the same device, got {a.device} and {b.device}")
     if a.shape[1] != b.shape[0]:
-        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
+        raise ValueError(f"{first} is {tuple(a.shape)} and {second} is {tuple(b.shape)}: {first}.shape[1] must equal "
+                         f"{second}.shape[0]")
 
 
 def check_out_dtype(out_dtype: torch.dtype | None, out: torch.Tensor | None, default: torch.dtype) -> torch.dtype:
     if out is not None:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out.dtype not in OUTPUT_DTYPES:
+            raise TypeError(f"out must be bfloat16, float16 or float32, got {out.dtype}")
         if out_dtype is not None and out.dtype != out_dtype:
             raise TypeError(f"out has dtype {out.dtype} but out_dtype is {out_dtype}")
         out_dtype = out.dtype
@@ -69,6 +76,28 @@ def check_result_shaped(t: torch.Tensor, name: str, shape: tuple[int, int], devi
         raise ValueError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
     if t.device != device:
         raise ValueError(f"{name} must be on {device}, got {t.device}")
+
+
+def check_out(out: torch.Tensor, shape: tuple[int, int], device: torch.device) -> None:
+    """`out` is an M x N tensor on the operands' device whose elements are distinct memory: the kernel writes each
+    once, and elements sharing an address (a broadcast view) would race."""
+    check_result_shaped(out, "out", shape, device)
+    if self_overlapping(out):
+        raise ValueError(f"out must not have elements that share memory, got strides {out.stride()} for shape "
+                         f"{tuple(out.shape)}; pass a tensor that owns its elements")
+
+
+def self_overlapping(t: torch.Tensor) -> bool:
+    """Whether two elements of a 2-D tensor share an address: a zero stride along a dimension longer than 1, or
+    i * stride(0) = j * stride(1) for some 0 < i < rows, 0 < j < columns (the smallest such pair is stride(1) / g,
+    stride(0) / g, with g their gcd)."""
+    (rows, cols), (s0, s1) = t.shape, t.stride()
+    if rows > 1 and s0 == 0 or cols > 1 and s1 == 0:
+        return True
+    if rows <= 1 or cols <= 1:
+        return False
+    g = math.gcd(s0, s1)
+    return s1 // g < rows and s0 // g < cols
 
 
 def overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:

@@ -40,11 +40,12 @@ class GuardedRun:
         return "hung" if self.returncode is None else "ok" if self.returncode == 0 else "failed"
 
 
-def run_guarded(args: Sequence[str], timeout: float) -> GuardedRun:
-    """Run `python ARGS` from the repository root; kill its whole process group if it outlives `timeout`."""
+def run_guarded(args: Sequence[str], timeout: float, wrapper: Sequence[str] = ()) -> GuardedRun:
+    """Run `python ARGS` from the repository root, under `wrapper` (a tool that runs a command, e.g.
+    compute-sanitizer with its options) when given; kill its whole process group if it outlives `timeout`."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     start = time.monotonic()
-    child = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+    child = subprocess.Popen([*wrapper, sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = child.communicate(timeout=timeout)

@@ -7,12 +7,15 @@ declaration (`matmul_plan`, `wgmma_plan`); the stress kernel creates its pipelin
 every declaration with what tracing the kernel records, so a role's pipelines and sides cannot drift silently.
 """
 
+from dataclasses import replace
+
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs
 from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
+from tilepipe.schedulers import SCHEDULERS
 from tilepipe.verify.checker import (CheckResult, Drain, Flush, Protocol, Role, check, consume, loop, produce,
                                      trip_cases, wait_filled)
 
@@ -43,6 +46,49 @@ def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_rol
     return (mma, load, store) + ((epilogue_load, ) if has_c else ())
 
 
+def dynamic_roles(has_c: bool) -> tuple[Role, ...]:
+    """matmul_roles under the dynamic scheduler (tilepipe/schedulers/dynamic.py): every role takes each tile id from
+    the scheduler's ring ('clc') before its tile, and once more for the sentinel that ends its loop; the load role,
+    which paces the scheduler, hands it one throttle item ('clc_throttle') per tile it starts. The scheduler role
+    (the last partition) publishes its first tile, then one ring item per throttle item (the last one the
+    sentinel), and drains the ring."""
+    roles = []
+    for role in matmul_roles(has_c):
+        tiles, *tail = role.program
+        pace = produce("clc_throttle") if role.name == "load" else ()
+        program = (*consume("clc"), loop(tiles.var, tiles.count, *pace, *tiles.body, *consume("clc")), *tail)
+        roles.append(Role(role.name, role.function, program, role.release_lag))
+    scheduler = Role("scheduler", "scheduler_role", (
+        *produce("clc"), loop("tile", "tiles", *consume("clc_throttle"), *produce("clc")), Drain("clc")))
+    return (*roles, scheduler)
+
+
+def streamk_roles(has_c: bool) -> tuple[Role, ...]:
+    """matmul_roles under stream-K, within one program (tilepipe/schedulers/streamk.py): whole tiles (`tiles`), then
+    at most one unit that ends inside a tile (`partial`, over `k_part` k-steps), then units that end their tiles
+    (`after`). The unit inside a tile runs no epilogue: the mma role retires its k-steps and publishes the sum to
+    the tile's finisher through global memory (not modelled), the load role signals no load order, and the store
+    and epilogue-load roles skip it."""
+    partial_units = {"mma": (loop("k", "k_part", *consume("input")), Flush("input")),
+                     "load": (loop("k", "k_part", *produce("input")), )}
+    roles = []
+    for role in matmul_roles(has_c):
+        tiles, *tail = role.program
+        partial = partial_units.get(role.name)
+        program = (tiles, *((loop("part", "partial", *partial), ) if partial else ()),
+                   replace(tiles, var="after", count="after"), *tail)
+        roles.append(replace(role, program=program))
+    return tuple(roles)
+
+
+def streamk_cases(stages: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Stream-K programs: a contributing unit alone, after whole tiles, before finishing units, between both, and
+    finishing units only; 1 and `stages` + 1 k-steps a unit, 1 and `stages` in the contributing one."""
+    return tuple((("tiles", tiles), ("partial", partial), ("after", after), ("k", k), ("k_part", k_part))
+                 for tiles, partial, after in ((0, 1, 0), (1, 1, 0), (0, 1, 1), (1, 1, 1), (2, 0, 1))
+                 for k in (1, stages + 1) for k_part in (1, stages))
+
+
 def matmul_configs() -> dict[str, MatmulConfig]:
     """Every configuration tilepipe.host.configs declares, once each (aliases joined in the name)."""
     names: dict[MatmulConfig, list[str]] = {}
@@ -52,17 +98,27 @@ def matmul_configs() -> dict[str, MatmulConfig]:
     return {"/".join(found): cfg for cfg, found in names.items()}
 
 
-def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul") -> Protocol:
-    """matmul_kernel in one configuration and variant (an epilogue, or a two-CTA cluster: both CTAs' roles over
-    their multicast input ring, up to two tiles), its pipelines from `matmul_plan`."""
+
+
+def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", schedule: str = "static") -> Protocol:
+    """matmul_kernel in one configuration, variant and schedule, its pipelines from `matmul_plan`. A variant is an
+    epilogue (under "static", "dynamic" or "streamk": the Protocol.kernel of the latter two is the catalogue's
+    variant name) or a two-CTA cluster (static; both CTAs' roles over their multicast input ring, up to two
+    tiles)."""
     args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS}[variant]
-    has_c = args.get("has_c", False)
+    has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
-                          args["c_dtype"], True, has_c, args.get("source_dtype"), cluster_m=cm, cluster_n=cn)
-    cases = tile_cases(cfg.stages) if cm * cn == 1 else trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1))
-    return Protocol(variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}", plan_storages(plan),
-                    matmul_roles(has_c), cases, lambda: matmul_spec(cfg, b_kmajor=True, **args), ctas=cm * cn)
+                          args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
+                          cluster_n=cn)
+    roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
+                    "dynamic": (dynamic_roles(has_c), tile_cases(cfg.stages)),
+                    "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages))}[schedule]
+    if cm * cn > 1:
+        cases = trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1))
+    config = f"{name} stages={cfg.stages} c_stages={cfg.c_stages}" + (" (one program)" if schedule == "streamk" else "")
+    return Protocol(variant if schedule == "static" else f"{variant} {schedule}", config, plan_storages(plan), roles,
+                    cases, lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args), ctas=cm * cn)
 
 
 def cluster_protocols() -> list[Protocol]:
@@ -122,10 +178,10 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 
 def shipped_protocols() -> list[Protocol]:
-    """Every matmul variant in every tilepipe.host.configs configuration, the FP8 kernels, the stress kernel and the wgmma
-    kernel."""
-    protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_EPILOGUES] + cluster_protocols() + fp8_protocols()
+    """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
+    program), the two-CTA cluster GEMMs, the FP8 kernels, the stress kernel and the wgmma kernel."""
+    protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
+                 for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS] + cluster_protocols() + fp8_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 
@@ -136,8 +192,6 @@ def check_shipped_kernels(trace: bool = True) -> list[CheckResult]:
 
 
 UNCHECKED = {
-    "dynamic": "the scheduler's tile-id ring and its throttle pair are not modelled yet",
-    "streamk": "stream-K's cross-CTA partial-tile flags are global memory, not mbarriers, and are not modelled yet",
     "restage": "the restaging copy has no pipelines",
 }
 """Shipped variants the checker does not model, by what their names contain, and why."""
@@ -150,6 +204,7 @@ def unchecked_reason(variant: Variant) -> str | None:
 
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
-    if variant.kernel == "matmul_kernel":
-        return variant.name.rsplit(" ", 1)[0]  # the epilogue (or cluster); the static schedule is the one modelled
+    if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
+        schedule = variant.options.get("schedule", "static")  # variant's own
+        return variant.name if schedule != "static" else variant.name.rsplit(" ", 1)[0]
     return variant.kernel

@@ -1,0 +1,142 @@
+"""CPU tests of the sanitizer check (tilepipe/verify/sanitize.py): its report parser, grouping and allow-list,
+that its driver can launch every shipped variant on a machine it tells has few SMs, and that the tilepipe-free
+reproduction kernels (scripts/sanitize_repro.py) compile for sm_90a with the hand-offs they stand for."""
+
+import sys
+
+import pytest
+
+from tilepipe.kernels.catalogue import shipped_variants
+from tilepipe.verify import sanitize
+from tilepipe.verify.sanitize import MARK, Group, explain, group, load_allow_list, parse
+
+RACECHECK = f"""========= COMPUTE-SANITIZER
+{MARK} variant matmul fp16 dynamic
+========= Error: Race reported between Write access at matmul_kernel+0x1f30 in /w/tilepipe/schedulers/dynamic.py:118
+=========     and Read access at matmul_kernel+0x2a40 in /w/tilepipe/schedulers/dynamic.py:62 [384 hazards]
+=========
+{MARK} done matmul fp16 dynamic ok=True
+{MARK} variant matmul +C dynamic
+========= Error: Race reported between Write access at matmul_kernel+0x1f70 in /w/tilepipe/schedulers/dynamic.py:118
+=========     and Read access at matmul_kernel+0x2a80 in /w/tilepipe/schedulers/dynamic.py:62 [12 hazards]
+=========
+========= ERROR: Race reported between Read access at 0x00000100 in /w/tilepipe/kernels/matmul.py:110:matmul_kernel
+=========     and Write access at 0x00000080 in /w/tilepipe/pipeline/roles.py:52:matmul_kernel [7 hazards]
+=========
+========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)
+"""
+MEMCHECK = f"""{MARK} variant matmul_fp8 scaled
+========= Invalid __global__ write of size 4 bytes
+=========     at scaled_matmul_kernel+0x2c0 in /w/tilepipe/kernels/gemm_roles.py:40
+=========     by thread (0,0,0) in block (1,0,0)
+=========     Address 0x7f0000 is out of bounds
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2fe] in /usr/lib/libcuda.so.1:12
+=========
+========= Program hit cudaErrorInvalidValue (error 1) due to "invalid argument" on CUDA API call to cuFuncGetAttribute.
+=========     Saved host backtrace up to driver entry point at error
+=========
+========= ERROR SUMMARY: 2 errors
+"""
+
+
+def test_racecheck_reports_group_by_kernel_and_source_lines_across_variants():
+    reports = parse("racecheck", RACECHECK)
+    assert len(reports) == 3
+    first = reports[0]
+    assert first.what == "Error: Race reported between Write access / and Read access"
+    assert first.kernels == ("matmul_kernel", ) and first.hazards == 384 and first.variant == "matmul fp16 dynamic"
+    assert first.locations == ("schedulers/dynamic.py:118", "schedulers/dynamic.py:62")
+    groups = group(reports)
+    assert [(g.reports, g.hazards, g.variants) for g in groups] == [
+        (2, 396, ["matmul fp16 dynamic", "matmul +C dynamic"]), (1, 7, ["matmul +C dynamic"])]
+    assert groups[1].kernels == ("matmul_kernel", )  # the older 'file:line:kernel' form
+    assert groups[1].locations == ("kernels/matmul.py:110", "pipeline/roles.py:52")
+
+
+def test_memcheck_reports_keep_device_lines_and_drop_host_frames():
+    invalid, api = parse("memcheck", MEMCHECK)
+    assert invalid.what == "Invalid __global__ write of size # bytes"
+    assert invalid.kernels == ("scaled_matmul_kernel", ) and invalid.locations == ("kernels/gemm_roles.py:40", )
+    assert api.kernels == () and api.locations == () and "cuFuncGetAttribute" in api.what
+    assert api.variant == "matmul_fp8 scaled"
+
+
+def test_the_sanitizers_own_counts_are_read():
+    assert sanitize.claimed(RACECHECK) == 3 and sanitize.claimed(MEMCHECK) == 2
+    assert sanitize.claimed("========= ERROR SUMMARY: 0 errors") == 0
+
+
+def test_a_group_is_explained_only_by_an_entry_naming_its_tool_kernels_and_lines():
+    ring = group(parse("racecheck", RACECHECK))[0]
+    entry = dict(ring.entry(), verdict="tool limitation: reproduced by smem_ring", reason="mbarrier-ordered")
+    assert explain(ring, [entry]) == "tool limitation: reproduced by smem_ring: mbarrier-ordered"
+    for change in ({"tool": "synccheck"}, {"locations": ["schedulers/dynamic.py:118"]}, {"kernels": ["other"]},
+                   {"what": "Warning: Race reported"}):
+        assert explain(ring, [{**entry, **change}]) is None, change
+
+
+def test_the_allow_list_loads_and_every_entry_gives_its_reason(tmp_path):
+    load_allow_list()
+    todo = tmp_path / "allow.json"
+    todo.write_text('{"entries": [%s]}' % str(Group("racecheck", "x", ("k", ), ("a.py:1", )).entry()).replace(
+        "'", '"'))
+    with pytest.raises(ValueError, match="TODO"):
+        load_allow_list(todo)
+
+
+def test_the_driver_launches_every_shipped_variant():
+    """A variant added to the catalogue without a launch in the driver fails here (drift)."""
+    for index, variant in enumerate(shipped_variants()):
+        assert callable(sanitize.launcher(variant, index)), variant
+
+
+def test_few_sms_shrinks_every_persistent_grid(monkeypatch):
+    import tilepipe  # noqa: F401
+    from tilepipe.host import configs, launch
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tilepipe.") and hasattr(module, "sm_count"):
+            monkeypatch.setattr(module, "sm_count", module.sm_count)  # restored after the test
+    sanitize.few_sms(2)
+    cfg = configs.LARGE_16BIT
+    assert launch.persistent_grid(4096, 4096, cfg, 0) == (2, 1, 1)
+    assert launch.persistent_grid(4096, 4096, cfg, 0, "streamk") == (2, 1, 1)
+
+
+def test_find_sanitizer_prefers_the_environment_and_fails_clearly(monkeypatch, tmp_path):
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("COMPUTE_SANITIZER", str(tool))
+    assert sanitize.find_sanitizer() == str(tool)
+    monkeypatch.delenv("COMPUTE_SANITIZER")
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(sanitize.os, "access", lambda path, mode: False)
+    with pytest.raises(FileNotFoundError, match="set COMPUTE_SANITIZER"):
+        sanitize.find_sanitizer()
+
+
+def test_repro_kernels_compile_with_the_hand_offs_they_stand_for(monkeypatch):
+    from triton.experimental.gluon import language as gl
+
+    from tilepipe.kernels.spec import KernelSpec, tdesc_signature
+    from tilepipe.verify.compile import CompileError, compile_kernels
+
+    monkeypatch.syspath_prepend(str(sanitize.REPO_ROOT / "scripts"))
+    layout = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16)
+    specs = [KernelSpec("sanitize_repro:capture_kernel", {"out_ptr": "*i32", "value": "i32"}),
+             *(KernelSpec("sanitize_repro:tma_ring_kernel", {"desc": tdesc_signature("fp16", [64, 64], layout),
+                                                             "out_ptr": "*fp16", "n_tiles": "i32",
+                                                             "FENCE": "constexpr"}, {"FENCE": fence})
+               for fence in (False, True)),
+             KernelSpec("sanitize_repro:smem_ring_kernel", {"out_ptr": "*i32", "n_items": "i32"})]
+    capture, tma_ring, fenced, smem_ring = compile_kernels(specs)
+    for report in (capture, tma_ring, fenced, smem_ring):
+        assert not isinstance(report, CompileError), report
+    assert tma_ring.count("fence.proxy.async") == 0 < fenced.count("fence.proxy.async")
+    assert capture.count("barrier.sync") > 0 and capture.count("mbarrier") == 0  # the capture hand-off only
+    assert tma_ring.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 1
+    assert tma_ring.count("mbarrier.try_wait") >= 2 and tma_ring.count("mbarrier.arrive") >= 1
+    assert smem_ring.count("cp.async.bulk") == 0 and smem_ring.count("st.shared") > 0
+    assert smem_ring.count("mbarrier.arrive") >= 2  # the producer's full and the consumers' empty arrivals

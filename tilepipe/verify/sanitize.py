@@ -1,0 +1,408 @@
+"""compute-sanitizer (memcheck, racecheck, synccheck) over small shapes of every shipped kernel variant; fails on
+any report the checked-in allow-list (scripts/sanitize-allow.json) does not explain.
+
+`python -m tilepipe.verify.sanitize [--json PATH]` (gpu_check.sh's sanitize part) first runs the driver once
+without the sanitizer, so every kernel is compiled and cached, then each tool over the driver and over
+scripts/sanitize_repro.py (tilepipe-free kernels with the same hand-offs), the runs side by side. The driver
+launches each variant of kernels/catalogue.py: shipped_variants once on a small ragged problem, with the host told
+the GPU has SANITIZE_SMS SMs so every persistent program runs several tiles, and checks its result. Reports are
+grouped by (tool, what, kernels, source lines); a group passes when an allow-list entry names its tool, kernels
+and exact source lines, with the reason. Groups from the reproduction kernels are listed, never failed: a hazard
+racecheck reports there too is the tool not modelling that hand-off (docs/verification.md).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tilepipe.kernels.catalogue import Variant, shipped_variants
+from tilepipe.probes.debug import REPO_ROOT, GuardedRun, run_all_guarded, run_guarded
+
+TOOLS = ("memcheck", "racecheck", "synccheck")
+SANITIZER_OPTIONS = ("--print-limit", "1000000", "--show-backtrace", "no")  # every report, without host stacks
+ALLOW_LIST = REPO_ROOT / "scripts" / "sanitize-allow.json"
+REPRO = "scripts/sanitize_repro.py"
+MARK = "tilepipe-sanitize:"  # the driver's (and the repro's) lines that say which variant runs
+SANITIZE_SMS = 2
+SHAPE, FP8_SHAPE = (320, 264, 328), (320, 264, 352)
+"""Ragged problems: 3 x 2 tiles of 128 x 256 (3 per program on SANITIZE_SMS SMs), 6 k-steps of 64 (the last
+partial); the FP8 K spans 3 scale blocks of 128, the last partial."""
+BUDGET_S, WARM_TIMEOUT_S = 480, 150
+"""The whole check's time (the sanitizer runs get what the warm-up left), and the warm-up's, within one device call."""
+
+
+def find_sanitizer() -> str:
+    """$COMPUTE_SANITIZER, else compute-sanitizer on PATH, else CUDA's default install; FileNotFoundError naming
+    where it looked otherwise."""
+    candidates = [os.environ.get("COMPUTE_SANITIZER"), shutil.which("compute-sanitizer"),
+                  "/usr/local/cuda/bin/compute-sanitizer"]
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError("compute-sanitizer not found: set COMPUTE_SANITIZER, put it on PATH, or install CUDA's "
+                            "toolkit at /usr/local/cuda (looked at $COMPUTE_SANITIZER, PATH, "
+                            "/usr/local/cuda/bin/compute-sanitizer)")
+
+
+# ---------------------------------------------------------------------------------------------- the driver (GPU)
+
+
+def few_sms(count: int) -> None:
+    """Make the host side see `count` SMs: every tilepipe module's `sm_count` (imported from host.device) answers
+    `count`, so persistent grids shrink and each program runs several tiles of a small problem."""
+    from tilepipe.host.device import sm_count
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tilepipe.") and getattr(module, "sm_count", None) is sm_count:
+            module.sm_count = lambda index: count
+
+
+def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
+    """A launch computed its result: finite and within `tolerance` relative Frobenius error of a CPU reference."""
+    import torch
+
+    got = got.detach().cpu().double()
+    return bool(torch.isfinite(got).all()) and float((got - reference).norm()) <= tolerance * float(reference.norm())
+
+
+def run_matmul(options: dict) -> bool:
+    """matmul_kernel in one catalogue variant (epilogue and scheduler) on SHAPE, B K-major."""
+    import torch
+
+    import tilepipe
+
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    M, N, K = SHAPE
+    dtype, out_dtype = dtypes[options["dtype"]], dtypes[options["c_dtype"]]
+    a, w = torch.randn(M, K, dtype=dtype, device="cuda"), torch.randn(N, K, dtype=dtype, device="cuda")
+    c, beta = None, 0.0
+    if options.get("has_c"):
+        c, beta = torch.randn(M, N, dtype=dtypes[options.get("source_dtype") or options["c_dtype"]], device="cuda"), 0.5
+    elif options.get("bias_dtype"):  # one row broadcast: read as a bias
+        c, beta = torch.randn(N, dtype=dtypes[options["bias_dtype"]], device="cuda").expand(M, N), 1.0
+    reference = a.cpu().double() @ w.cpu().double().t() + (0.0 if c is None else beta * c.cpu().double())
+    got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options["schedule"])
+    return close(got, reference)
+
+
+def run_fp8(scaling: str) -> bool:
+    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE."""
+    import torch
+
+    import tilepipe
+    from tilepipe.host.configs import SCALE_BLOCK
+
+    M, N, K = FP8_SHAPE
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+    kb, nb = -(-K // SCALE_BLOCK), -(-N // SCALE_BLOCK)
+    shapes = {"tensor": ((), ()), "row": ((M, 1), (1, N)), "blockwise": ((kb, M), (nb, kb))}[scaling]
+    sa, sb = (torch.rand(shape, device="cuda") + 0.5 for shape in shapes)
+    if scaling == "blockwise":  # torch's layouts: (M, kb) and (kb, nb), both transposed views
+        sa, sb = sa.t(), sb.t()
+        full_a = sa.cpu().double().repeat_interleave(SCALE_BLOCK, 1)[:, :K]
+        full_b = sb.cpu().double().repeat_interleave(SCALE_BLOCK, 0)[:K].repeat_interleave(SCALE_BLOCK, 1)[:, :N]
+    else:
+        full_a, full_b = sa.cpu().double(), sb.cpu().double()
+    reference = (a.cpu().double() * full_a) @ (w.cpu().double().t() * full_b)
+    got = tilepipe.matmul_fp8(a, w.t(), sa, sb)
+    return close(got, reference)
+
+
+def run_restage() -> bool:
+    """The restaging copy on rows 16 bytes off 32-byte sectors."""
+    import torch
+
+    from tilepipe.host.staging import restaged
+
+    t = torch.randn(40, 264, device="cuda", dtype=torch.bfloat16)
+    return bool(torch.equal(restaged(t, t.device.index or 0).cpu(), t.cpu()))
+
+
+def launcher(variant: Variant, index: int) -> Callable[[], bool]:
+    """How the driver runs a catalogue variant (ValueError for a variant it does not know: add it here)."""
+    from tilepipe.examples import pipeline_demo
+
+    options = variant.options
+    if variant.kernel == "matmul_kernel":
+        return lambda: run_matmul(options)
+    if variant.kernel == "matmul_fp8 scaled":
+        return lambda: run_fp8("tensor") and run_fp8("row")
+    if variant.kernel == "matmul_fp8 blockwise":
+        return lambda: run_fp8("blockwise")
+    if variant.kernel == "restage_rows_kernel":
+        return run_restage
+    if variant.kernel == "pipeline_demo stress":
+        style = list(pipeline_demo.STYLES)[index % len(pipeline_demo.STYLES)]
+        return lambda: pipeline_demo.run_stress(style, options["stages"], options["consumers"],
+                                                3 * options["stages"] + 1)["ok"]
+    if variant.kernel == "pipeline_demo wgmma":
+        return lambda: pipeline_demo.run_wgmma(options["stages"], 2, options["stages"] + 2)["ok"]
+    raise ValueError(f"the sanitizer driver cannot launch {variant.kernel!r} ({variant.name}): add it to launcher()")
+
+
+def drive(indices: list[int] | None = None) -> int:
+    """Run the catalogue's variants (those at `indices`, else all) on the GPU, each between two MARK lines; exit
+    status 1 when a result was wrong."""
+    import torch
+
+    import tilepipe  # noqa: F401  (every module that reads sm_count is loaded before few_sms)
+
+    few_sms(SANITIZE_SMS)
+    torch.manual_seed(0)
+    wrong = []
+    for index, variant in enumerate(shipped_variants()):
+        if indices is not None and index not in indices:
+            continue
+        print(f"{MARK} variant {variant.name}", flush=True)
+        ok = launcher(variant, index)()
+        torch.cuda.synchronize()
+        print(f"{MARK} done {variant.name} ok={ok}", flush=True)
+        if not ok:
+            wrong.append(variant.name)
+    print(f"{MARK} wrong results: {wrong}" if wrong else f"{MARK} all results right", flush=True)
+    return 1 if wrong else 0
+
+
+# -------------------------------------------------------------------------------------------- the reports (host)
+
+
+@dataclass
+class Report:
+    """One sanitizer report: its tool, what it says (numbers blanked), the kernels and source lines it names, how
+    many hazards it stands for, and the variant that was running."""
+    tool: str
+    what: str
+    kernels: tuple[str, ...]
+    locations: tuple[str, ...]
+    hazards: int
+    variant: str | None
+    text: str
+
+    @property
+    def key(self) -> tuple:
+        return (self.tool, self.what, self.kernels, self.locations)
+
+
+BANNERS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Target application returned",
+           "SYNCCHECK SUMMARY")
+KERNEL_AT = re.compile(r"\bat (?:0x[0-9a-fA-F]+ in )?([A-Za-z_][\w:$.]*?)(?:\([^)]*\))?\+0x[0-9a-fA-F]+")
+KERNEL_AFTER_LINE = re.compile(r"\bin \S+?:\d+:([A-Za-z_][\w:$.]*)")
+LOCATION = re.compile(r"\bin (\S+?):(\d+)\b")
+HAZARDS = re.compile(r"\[(\d+) hazards?\]")
+
+
+def location(path: str, line: str) -> str:
+    """A source line as its file's last two path parts and the line: 'pipeline/ring.py:210'."""
+    return "/".join(Path(path).parts[-2:]) + ":" + line
+
+
+def describe(lines: list[str]) -> str:
+    """What a report says, without addresses, numbers and source positions: the first line, and its 'and ...'
+    second line for a racecheck pair."""
+    kept = [lines[0]] + [line for line in lines[1:2] if line.startswith("and ")]
+    text = " / ".join(re.split(r"\s+at\s+", line)[0] for line in kept)
+    text = HAZARDS.sub("", text)
+    return re.sub(r"0x[0-9a-fA-F]+|\d+", "#", text).strip()
+
+
+def parse(tool: str, output: str) -> list[Report]:
+    """The reports in a sanitizer run's console output (its '=========' lines), each attributed to the variant
+    whose MARK line came last before it."""
+    reports, lines, variant = [], None, None
+
+    def finish() -> None:
+        if lines:
+            body = [line for line in lines if "Saved host backtrace" not in line]
+            text = "\n".join(body)
+            kernels = sorted({m.group(1) for m in KERNEL_AT.finditer(text)} |
+                             {m.group(1) for m in KERNEL_AFTER_LINE.finditer(text)})
+            locations = sorted({location(*m.groups()) for m in LOCATION.finditer(text)})
+            hazards = sum(int(n) for n in HAZARDS.findall(text)) or 1
+            reports.append(Report(tool, describe(body), tuple(kernels), tuple(locations), hazards, variant, text))
+
+    for raw in output.splitlines():
+        if raw.startswith(MARK):
+            words = raw[len(MARK):].split(maxsplit=1)
+            if words and words[0] == "variant":
+                variant = words[1] if len(words) > 1 else None
+            continue
+        if not raw.startswith("========="):
+            continue
+        body = raw[len("========="):]
+        text = body.strip()
+        if not text or text.startswith(BANNERS):
+            finish()
+            lines = None
+        elif body.startswith("  ") and lines is not None:
+            if "Host Frame" not in text and "Device Frame" not in text:
+                lines.append(text)
+        else:
+            finish()
+            lines = [text]
+    finish()
+    return reports
+
+
+@dataclass
+class Group:
+    """Reports with one key: how many, how many hazards, under which variants, and the allow-list's reason."""
+    tool: str
+    what: str
+    kernels: tuple[str, ...]
+    locations: tuple[str, ...]
+    reports: int = 0
+    hazards: int = 0
+    variants: list[str] = field(default_factory=list)
+    example: str = ""
+    reason: str | None = None
+
+    def entry(self) -> dict[str, Any]:
+        """An allow-list entry for this group, its reason left to fill in."""
+        return {"tool": self.tool, "kernels": list(self.kernels), "locations": list(self.locations),
+                "what": self.what, "verdict": "TODO: tool limitation (name the repro) or real race (fix it)",
+                "reason": "TODO"}
+
+
+def group(reports: list[Report]) -> list[Group]:
+    groups: dict[tuple, Group] = {}
+    for report in reports:
+        found = groups.setdefault(report.key, Group(*report.key, example=report.text))
+        found.reports += 1
+        found.hazards += report.hazards
+        if report.variant and report.variant not in found.variants:
+            found.variants.append(report.variant)
+    return list(groups.values())
+
+
+def load_allow_list(path: Path = ALLOW_LIST) -> list[dict[str, Any]]:
+    """The allow-list's entries; each must say why (a non-empty reason and verdict, not TODO)."""
+    entries = json.loads(path.read_text())["entries"]
+    for entry in entries:
+        missing = [k for k in ("tool", "kernels", "locations", "reason", "verdict") if not entry.get(k)]
+        if missing or "TODO" in entry["reason"] or "TODO" in entry["verdict"]:
+            raise ValueError(f"{path.name}: entry {entry} lacks {missing or 'a reason (TODO left in)'}")
+    return entries
+
+
+def explain(group: Group, entries: list[dict[str, Any]]) -> str | None:
+    """The reason of the allow-list entry that names this group's tool, kernels and exact source lines (and, if it
+    says, what the report says), else None."""
+    for entry in entries:
+        if (entry["tool"] == group.tool and sorted(entry["kernels"]) == list(group.kernels)
+                and sorted(entry["locations"]) == list(group.locations)
+                and entry.get("what", group.what) == group.what):
+            return f"{entry['verdict']}: {entry['reason']}"
+    return None
+
+
+# -------------------------------------------------------------------------------------------------- the runner
+
+
+def claimed(output: str) -> int:
+    """How many errors or hazards the sanitizer's own summary lines count (a run whose reports did not parse
+    still fails: `sanitize` compares this with the parsed reports)."""
+    return sum(int(n) for n in re.findall(r"(?:ERROR SUMMARY: |RACECHECK SUMMARY: )(\d+)", output))
+
+
+def finished(output: str) -> list[str]:
+    """The variants whose MARK 'done' line the run printed."""
+    return [line.split(" done ", 1)[1].rsplit(" ok=", 1)[0] for line in output.splitlines()
+            if line.startswith(f"{MARK} done ")]
+
+
+def sanitize(tools: tuple[str, ...] = TOOLS, budget_s: float = BUDGET_S) -> dict[str, Any]:
+    """Warm the kernel cache, run every tool over the driver and the repro kernels side by side (stopped when
+    `budget_s` runs out: the variants done so far count, and the run is incomplete), and sort every report group
+    into explained and unexplained; the JSON-able summary."""
+    deadline = time.monotonic() + budget_s
+    sanitizer = find_sanitizer()
+    count = len(shipped_variants())
+    slices = [",".join(str(i) for i in range(start, count, 4)) for start in range(4)]
+    warm = run_all_guarded([["-m", "tilepipe.verify.sanitize", "--drive", "--only", s] for s in slices] + [[REPRO]],
+                           WARM_TIMEOUT_S, parallel=5)
+    os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # every tensor its own allocation: memcheck sees its bounds
+    runs: list[tuple[str, str, list[str]]] = [(tool, target, args) for tool in tools for target, args in
+                                              (("tilepipe", ["-m", "tilepipe.verify.sanitize", "--drive"]),
+                                               ("repro", [REPRO]))]
+    with ThreadPoolExecutor(len(runs)) as pool:
+        done: list[GuardedRun] = list(pool.map(
+            lambda run: run_guarded(run[2], max(deadline - time.monotonic(), 30),
+                                    [sanitizer, "--tool", run[0], *SANITIZER_OPTIONS]), runs))
+    entries = load_allow_list()
+    summary: dict[str, Any] = {"sanitizer": sanitizer, "variants": count, "warm_up": [
+        {"args": list(w.args), "status": w.status, "seconds": round(w.seconds, 1), "tail": w.output[-1500:]}
+        for w in warm if w.status != "ok"], "runs": [], "groups": [], "repro_groups": []}
+    for (tool, target, _), run in zip(runs, done):
+        reports = parse(tool, run.output)
+        summary["runs"].append({"tool": tool, "target": target, "status": run.status, "seconds": round(run.seconds, 1),
+                                "variants_done": len(finished(run.output)), "reports": len(reports),
+                                "claimed": claimed(run.output), "tail": run.output[-2500:]})
+        for found in group(reports):
+            if target == "tilepipe":
+                found.reason = explain(found, entries)
+            summary["groups" if target == "tilepipe" else "repro_groups"].append(found.__dict__)
+    unexplained = [g for g in summary["groups"] if g["reason"] is None]
+    incomplete = [r for r in summary["runs"] if r["target"] == "tilepipe" and (
+        r["status"] != "ok" or r["variants_done"] != count or (r["claimed"] and not r["reports"]))]
+    summary.update(unexplained=len(unexplained), ok=not unexplained and not incomplete and not summary["warm_up"])
+    return summary
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    print(f"compute-sanitizer ({summary['sanitizer']}) over {summary['variants']} shipped variants")
+    for failed in summary["warm_up"]:
+        print(f"WARM-UP {failed['status']}: {failed['args']}\n{failed['tail']}")
+    for run in summary["runs"]:
+        print(f"  {run['tool']:9s} {run['target']:8s} {run['status']:6s} {run['seconds']:6.1f} s  "
+              f"variants done {run['variants_done']}, reports {run['reports']} (the sanitizer counts {run['claimed']})")
+        if run["status"] != "ok":
+            print("    " + run["tail"][-1200:].replace("\n", "\n    "))
+    for title, key in (("tilepipe", "groups"), ("repro (tilepipe-free kernels, never failed)", "repro_groups")):
+        print(f"{title}: {len(summary[key])} report groups")
+        for g in summary[key]:
+            status = "explained" if g["reason"] else ("UNEXPLAINED" if key == "groups" else "seen")
+            print(f"  [{status}] {g['tool']} {g['what']} in {', '.join(g['kernels']) or '?'} at "
+                  f"{', '.join(g['locations']) or '?'}: {g['reports']} reports, {g['hazards']} hazards; variants: "
+                  f"{', '.join(g['variants'][:6])}{' ...' if len(g['variants']) > 6 else ''}")
+            if g["reason"]:
+                print(f"      {g['reason']}")
+    unexplained = [g for g in summary["groups"] if g["reason"] is None]
+    if unexplained:
+        print("allow-list entries to judge (scripts/sanitize-allow.json), one per unexplained group:")
+        for g in unexplained:
+            print("  " + json.dumps(Group(**{k: g[k] for k in ("tool", "what", "kernels", "locations")}).entry()))
+    print(f"sanitize: {summary['unexplained']} unexplained report groups; {'OK' if summary['ok'] else 'FAILED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tilepipe.verify.sanitize", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated: memcheck,racecheck,synccheck")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole check")
+    parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--drive", action="store_true", help="(the sanitized process) run the variants here")
+    parser.add_argument("--only", help="with --drive: the catalogue indices to run, comma-separated")
+    args = parser.parse_args(argv)
+    if args.drive:
+        return drive(None if args.only is None else [int(i) for i in args.only.split(",") if i])
+    try:
+        summary = sanitize(tuple(args.tools.split(",")), args.budget)
+    except FileNotFoundError as error:
+        print(f"sanitize: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    print_summary(summary)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
