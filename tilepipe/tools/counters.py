@@ -31,6 +31,8 @@ METRICS = {"time_us": "gpu__time_duration.sum", "sm_ghz": "sm__cycles_elapsed.av
 BF16_SHAPES = [(1536, 2816, 4096), (896, 4864, 4096), (8192, 8192, 8192), (7168, 5120, 3000), (7168, 5120, 3072)]
 """One exact wave of 128x256 tiles; SMs + 1 tiles (stream-K by default); the large square; K = 3000 (rows 6000 bytes
 apart, off 128-byte lines) against K = 3072."""
+CLUSTER_SHAPES = [(8192, 8192, 8192), (7168, 5120, 3000)]
+"""Shapes of BF16_SHAPES also run with matmul's tile in a 2x1 cluster (B multicast), to see the L2 traffic it saves."""
 FP8_SHAPES = [(8192, 8192, 8192, "tensor"), (4096, 7168, 16384, "blockwise")]
 _SCALES = {"second": 1e6, "msecond": 1e3, "usecond": 1.0, "nsecond": 1e-3, "s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3,
            "hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0, "cycle/nsecond": 1.0, "cycle/usecond": 1e-3,
@@ -43,12 +45,21 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     from tilepipe.tools.bench import _operands
     from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
 
+    from dataclasses import replace
+
+    from tilepipe.host.configs import config_for
+
     found = []
     for M, N, K in BF16_SHAPES:
         a, b = _operands(M, N, K, "kmajor")
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         found.append((f"bf16 {M}x{N}x{K}", lambda a=a, b=b, out=out: tilepipe.matmul(a, b, out=out),
                       lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)))
+        if (M, N, K) in CLUSTER_SHAPES:
+            tile = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
+            pair = replace(tile, cluster_m=2)
+            found.append((f"bf16 {M}x{N}x{K} cluster 2x1", lambda a=a, b=b, out=out, c=pair: tilepipe.matmul(
+                a, b, out=out, config=c), lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)))
     for M, N, K, scaling in FP8_SHAPES:
         a, b = _fp8_operands(M, N, K)
         sa, sb = _scales(M, N, K, scaling)
