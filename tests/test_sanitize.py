@@ -100,8 +100,8 @@ def test_few_sms_shrinks_every_persistent_grid(monkeypatch):
             monkeypatch.setattr(module, "sm_count", module.sm_count)  # restored after the test
     sanitize.few_sms(2)
     cfg = configs.LARGE_16BIT
-    assert launch.persistent_grid(4096, 4096, cfg, 0) == (2, 1, 1)
-    assert launch.persistent_grid(4096, 4096, cfg, 0, "streamk") == (2, 1, 1)
+    assert launch.persistent_grid(4096, 4096, 4096, cfg, 0) == (2, 1, 1)
+    assert launch.persistent_grid(4096, 4096, 4096, cfg, 0, "streamk") == (2, 1, 1)
 
 
 def test_find_sanitizer_prefers_the_environment_and_fails_clearly(monkeypatch, tmp_path):
