@@ -1,6 +1,6 @@
-"""The GEMM roles every sm_90a GEMM kernel shares, as CUTLASS splits its collectives from the kernel: the TMA load
-warp, the TMA store warp and the epilogue-load warp. Each walks its tiles through the kernel's scheduler and touches
-shared memory only through the pipelines it is given."""
+"""The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
+and sm_100a), the TMA store warp and the epilogue-load warp, and the bias read of the epilogues. Each walks its tiles
+through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -69,3 +69,10 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
             sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
         work = work.next()
     sources.drain()
+
+
+@gluon.jit
+def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr):
+    """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
+    cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)

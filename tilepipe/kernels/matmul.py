@@ -21,7 +21,8 @@ tile's BN bias values straight from global memory in its epilogue.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, load_role, store_role
+from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role,
+                                        store_role)
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
@@ -87,7 +88,7 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                     acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
                 elif HAS_BIAS:
                     _, pid_n = work.coords()
-                    acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n, BN, acc_layout)[None, :]
+                    acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n * BN, BN, acc_layout)[None, :]
                 else:
                     acc = alpha * acc
                 out.tile().store(acc.to(outputs.tiles.dtype))
@@ -96,13 +97,6 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
             work.publish_partial(acc)
         work = work.next()
     outputs.drain()
-
-
-@gluon.jit
-def column_bias(bias_ptr, N, pid_n, BN: gl.constexpr, acc_layout: gl.constexpr):
-    """Tile column pid_n's BN bias values (zero past N), in fp32, laid out along the accumulator's columns."""
-    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration

@@ -1,0 +1,140 @@
+"""Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * bias[col]), written only with
+tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; it has not run on a GPU (none here).
+
+Roles (one CTA per SM; tiles in grouped order from the static scheduler, tilepipe/schedulers/static.py):
+  epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
+            accumulator after its last TMEM load, then scales (adds the bias), and TMA-stores each sub-tile from a
+            small ring of shared-memory buffers
+  load      (1 warp)   TMA A and B tiles into the input tile pipeline (the load role of the sm_90a GEMM)
+  mma       (1 warp)   tcgen05 MMAs from the input stages into a TMEM accumulator stage; each MMA's commit frees its
+            input stage, one commit per tile hands the accumulator to the epilogue
+The accumulators are double-buffered in TMEM where two fit (2 x BN <= 512 columns): the MMA role runs tile i + 1's
+main loop while the epilogue drains tile i.
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). The arguments are the sm_90a
+matmul_kernel's, so one host launch serves both; C (HAS_C) and the dynamic and stream-K schedules are not built for
+sm_100a yet (a static assertion says so).
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, column_bias, load_role
+from tilepipe.kernels.spec import tile_desc
+from tilepipe.pipeline.epilogue import LoadOrderBarrier
+from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
+from tilepipe.pipeline.probe import Probe
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, InputPipelineStorage, OutputPipelineStorage,
+                                       OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan, StandardTileStorage,
+                                       TmemAccumulatorStorage)
+from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers.static import StaticTileScheduler
+
+EPILOGUE_N = 32
+"""Columns of one epilogue sub-tile: a 32x32b TMEM load of 32 fp32 values per thread, and the D TMA box's width."""
+
+
+@gluon.constexpr_function
+def sm100_plan(block_m, block_n, block_k, stages, store_buffers, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N):
+    """Shared and tensor memory: operand stages, `store_buffers` D sub-tiles of epi_n columns, TMEM accumulators (two
+    where they fit in 512 columns), and the input and accumulator pipelines. Refused (SmemBudgetError, a compile
+    error in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
+    b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
+    acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
+    return SmemPlan("sm_100a", operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
+                    d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), store_buffers),
+                    accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
+                    pipelines=SmemPipelineBundleNoClc(InputPipelineStorage(stages),
+                                                      OutputPipelineStorage(acc_stages))).check()
+
+
+@gluon.jit
+def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles, B_KMAJOR: gl.constexpr):
+    consumer = inputs.consumer()
+    work = sched.work()
+    while work.valid:
+        with accs.produce() as acc:  # waits until the epilogue drained this accumulator
+            for k in range(k_tiles):
+                tiles = consumer.acquire()
+                b = tiles.b_tile()
+                if B_KMAJOR:
+                    b = b.permute((1, 0))
+                consumer = tiles.tcgen05_mma(tiles.a_tile(), b, acc.tile(), use_acc=k > 0)
+            acc.commit()  # the accumulator is final once every MMA issued so far completed
+        work = work.next()
+    accs.drain()
+
+
+@gluon.jit
+def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sched, d_desc, alpha, beta, bias_ptr, N,
+                  HAS_BIAS: gl.constexpr):
+    BM: gl.constexpr = accs.tiles.shape[1]
+    BN: gl.constexpr = accs.tiles.shape[2]
+    EPI_N: gl.constexpr = d_desc.block_type.shape[1]
+    SUBTILES: gl.constexpr = BN // EPI_N
+    layout: gl.constexpr = accs.tiles.index(0).slice(0, EPI_N).get_reg_layout()  # of a sub-tile's TMEM load
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
+        with accs.consume_explicit() as acc:
+            for j in gl.static_range(SUBTILES):
+                d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
+                if j == SUBTILES - 1:
+                    acc.arrive()  # every TMEM load of the tile is done: the MMA role may overwrite the accumulator
+                if HAS_BIAS:
+                    d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
+                else:
+                    d = alpha * d
+                stores.store(d_desc, [pid_m * BM, pid_n * BN + j * EPI_N], d, j)
+        work = work.next()
+    stores.drain()
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
+def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
+                        STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
+                        HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None,
+                        PROBE: gl.constexpr = 0):
+    """matmul_kernel's arguments (d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers); `c_desc` and
+    `workspace` are not read (no C, static schedule)."""
+    gl.static_assert(not HAS_C, "sm_100a GEMM: a C residual is not built yet (bias rows are)")
+    gl.static_assert(SCHEDULE == "static", "sm_100a GEMM: only the static schedule is built yet")
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
+    PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
+                                    d_desc.block_type.shape[1])
+    k_tiles = gl.cdiv(K, BK)
+    smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
+    accs = OutputTilePipeline(smem.pipelines.output, smem.accumulators)
+    no_c = LoadOrderBarrier(smem.pipelines.output)  # never used without C, but load_role takes one
+    warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sched, d_desc, alpha, beta, bias_ptr, N,
+                                      HAS_BIAS)),
+                     (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
+                      WORKER_REGS),
+                     (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS)])
+
+
+def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, bias_dtype: str | None = None,
+                      probe: int = 0):
+    """sm100_matmul_kernel for one configuration as a KernelSpec (sm_100a): D of `c_dtype`, with a per-column bias
+    of `bias_dtype` when given; `probe` is PROBE."""
+    from tilepipe.kernels.spec import KernelSpec
+    from tilepipe.pipeline.probe import buffer_signature
+
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    d_block = (cfg.block_m, EPILOGUE_N)
+    return KernelSpec(f"{__name__}:sm100_matmul_kernel",
+                      {"a_desc": tile_desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": tile_desc(dtype, b_block),
+                       "d_desc": tile_desc(c_dtype, d_block), "c_desc": tile_desc(c_dtype, d_block),
+                       "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
+                       "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
+                       "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "probe_buf": buffer_signature(probe),
+                       "PROBE": "constexpr"},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
+                       "HAS_C": False, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": "static", "PROBE": probe,
+                       **({} if probe else {"probe_buf": None})},
+                      target="sm_100a", num_warps=cfg.num_warps)
