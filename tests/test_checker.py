@@ -63,8 +63,8 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_EPILOGUES, "matmul_fp8 scaled", "matmul_fp8 blockwise", "pipeline_demo stress",
-                       "pipeline_demo wgmma"}
+    assert kernels == {*MATMUL_EPILOGUES, "matmul_fp8 scaled", "matmul_fp8 blockwise", "sm100_matmul_kernel",
+                       "pipeline_demo stress", "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
 

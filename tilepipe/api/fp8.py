@@ -17,7 +17,7 @@ import torch
 
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out_dtype, check_result_shaped, scaling_of
 from tilepipe.host.configs import MatmulConfig, choose_config, fp8_configs
-from tilepipe.host.device import device_index, sm_count
+from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import LauncherCache, LaunchPlan, TmaOperand, persistent_grid, tensor_descriptor
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
@@ -70,6 +70,9 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         return out.zero_()
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
+    if device_target(device) != "sm_90a":
+        raise NotImplementedError("tilepipe.matmul_fp8 runs on Hopper (sm_90) only: its sm_100 (Blackwell) kernels are "
+                                  "not built yet")
     cfg = choose_config(M, N, out_dtype, sm_count(device), fp8_configs(mode == "blockwise", out_dtype))
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA

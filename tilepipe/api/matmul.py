@@ -1,4 +1,5 @@
-"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper (addmm with torch.addmm's semantics)."""
+"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper, and (compiled, never run here) on
+datacenter Blackwell (addmm with torch.addmm's semantics)."""
 
 import os
 
@@ -7,7 +8,7 @@ import torch
 from tilepipe.host.checks import (check_no_overlap, check_operands, check_out_dtype, check_residual,
                                   check_result_shaped, check_scalar, is_column_bias)
 from tilepipe.host.configs import MatmulConfig, config_for, schedule_for
-from tilepipe.host.device import device_index, sm_count
+from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
@@ -22,7 +23,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            beta: float = 0.0, config: MatmulConfig | None = None, scheduler: str | None = None,
            debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
-    K-major tensor.
+    K-major tensor. On an sm_100/sm_103 GPU (B200, B300) it launches the sm_100a kernel (kernels/sm100_matmul.py:
+    compiled and checked on the CPU only, never run) with the static scheduler, without C tiles (a bias row is
+    fine); other GPUs raise RuntimeError naming the device.
 
     Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
     `out` when given. `c` (M x N, D's dtype or fp32) is read only when beta != 0, as in torch.addmm; it may be
@@ -86,12 +89,15 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     if source is target and target is not out:
         target.copy_(out)
     device = device_index(a)
+    arch = device_target(device)
+    if arch == "sm_100a":
+        check_sm100_call(source, scheduler)
     own_source = source is not None and source.dtype != out_dtype
-    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
-    schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
+    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, arch)
+    schedule = scheduler or ("static" if arch == "sm_100a" else schedule_for(M, N, K, cfg, sm_count(device)))
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
-                                   probe)
+                                   probe, arch)
     if target is not out:
         out.copy_(target)
     elif launcher is not None and key is not None and a_view is a and (
@@ -123,6 +129,16 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     if config is not None and not isinstance(config, MatmulConfig):
         raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
     return M, N, K, out_dtype, c, alpha, beta
+
+
+def check_sm100_call(c: torch.Tensor | None, scheduler: str | None) -> None:
+    """What the sm_100a GEMM does not do yet: a C residual (C tiles) and the dynamic and stream-K schedulers."""
+    if c is not None:
+        raise NotImplementedError("tilepipe.matmul on sm_100 (Blackwell): a C residual (beta != 0 with an (M, N) c) is "
+                                  "not built yet; a bias row (c of one broadcast row) is")
+    if scheduler not in (None, "static"):
+        raise NotImplementedError(f"tilepipe.matmul on sm_100 (Blackwell): only the static scheduler is built yet, "
+                                  f"got scheduler={scheduler!r}")
 
 
 def _traced_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
@@ -174,8 +190,10 @@ def probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
             alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, schedule: str = "static",
-            probe: str | os.PathLike | bool | None = None) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
-    """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
+            probe: str | os.PathLike | bool | None = None, arch: str = "sm_90a"
+            ) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
+    """Launch the GEMM of `arch` (matmul_kernel, or sm100_matmul_kernel, which takes the same arguments with D in
+    sub-tile boxes): the first call per configuration through Triton's JIT, later ones through FastLauncher.
     Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
     launches (`probe`, from probe_request) always go through the JIT, to their own binaries."""
     M, K = a.shape
@@ -190,22 +208,25 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     # cached plans free of stale tensors
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars, None, 0)
-    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device)
+    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device,
+           arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args
     from tilepipe.kernels.matmul import matmul_kernel
+    from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_kernel
 
+    kernel = sm100_matmul_kernel if arch == "sm_100a" else matmul_kernel
     b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
-    c_block = (cfg.block_m, cfg.block_n)
+    c_block = (cfg.block_m, EPILOGUE_N if arch == "sm_100a" else cfg.block_n)
     jit_args = (tensor_descriptor(a, (cfg.block_m, cfg.block_k)), tensor_descriptor(b, b_block),
                 tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
                 workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
     if probe is not None:
-        launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps,
-                                                             **BUILD_OPTIONS), grid[0], probe, a.device)
+        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps, **BUILD_OPTIONS),
+                      grid[0], probe, a.device)
         return None, grid, args
-    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, num_warps=cfg.num_warps, **BUILD_OPTIONS))
+    _LAUNCHERS.remember(key, kernel[grid](*jit_args, num_warps=cfg.num_warps, **BUILD_OPTIONS))
     return None, grid, args
 
 

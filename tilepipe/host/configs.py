@@ -93,10 +93,13 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False) -> MatmulConfig:
+               device: int, own_source: bool = False, target: str = "sm_90a") -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
     largest tile where schedule_for runs it under stream-K, else the wave-efficiency heuristic. An fp32 C with a
-    16-bit D (`own_source`) needs its own smaller tiles."""
+    16-bit D (`own_source`) needs its own smaller tiles. On sm_100a (`target`), the wave-efficiency heuristic over
+    SM100_CONFIGS (no autotune cache or stream-K there yet)."""
+    if target == "sm_100a":
+        return choose_config(M, N, out_dtype, sm_count(device), SM100_CONFIGS)
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
@@ -114,6 +117,16 @@ def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
 def tile_us(cfg: MatmulConfig, K: int) -> float:
     """One tile's time at the full rate of an SM."""
     return 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
+
+
+# ---- sm_100a (Blackwell): compiled for sm_100a on the CPU, never run ----
+
+SM100_CONFIGS = (MatmulConfig(128, 256, 64, stages=4, c_stages=2, num_warps=4),
+                 MatmulConfig(128, 128, 64, stages=6, c_stages=2, num_warps=4))
+"""The sm_100a GEMM's tiles, largest first (kernels/sm100_matmul.py): c_stages counts the epilogue's D sub-tile
+buffers, num_warps its warps. 4 stages of 128x256x64 take 192 KB beside 16 KB of sub-tile buffers (32 KB for an fp32
+D); two 256-column fp32 accumulators fill TMEM's 512 columns. A tuple, not names: the sm_90a tables and the checker's
+configurations (verify/protocols.py: matmul_configs) do not take them."""
 
 
 # ---- FP8 ----------------------------------------------------------------------------------------------

@@ -21,6 +21,11 @@ MATMUL_EPILOGUES = {
     "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
 }
 """matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
+SM100_EPILOGUES = {
+    "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
+    "sm100 matmul +bias": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16"),
+}
+"""sm100_matmul_kernel's epilogues, as sm100_matmul_spec arguments (compiled for sm_100a only: never run here)."""
 FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
 """The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""
 STRESS_STAGES = (1, 2, 4, 8)
@@ -28,10 +33,11 @@ WGMMA_STAGES = (2, 4, 8)
 
 
 def shipped_variants() -> list[Variant]:
-    """Every variant the library ships: each matmul epilogue under each scheduler, the FP8 kernels, the restaging
-    copy, and the pipeline examples the demo runs."""
+    """Every variant the library ships: each matmul epilogue under each scheduler, the sm_100a GEMM's epilogues, the
+    FP8 kernels, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
+    variants += [Variant("sm100_matmul_kernel", name, options) for name, options in SM100_EPILOGUES.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

@@ -87,6 +87,30 @@ def fp8_protocols() -> list[Protocol]:
     return protocols
 
 
+def sm100_protocols() -> list[Protocol]:
+    """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) in each SM100 configuration and epilogue: the
+    epilogue drains TMEM accumulator stages, the load role fills input stages, the MMA role consumes those inside
+    each accumulator stage it produces. A tcgen05 commit (the input release, the accumulator signal) is modelled as an
+    arrival at the point it is issued; the hardware makes it later, once the MMAs before it completed."""
+    from tilepipe.kernels.catalogue import SM100_EPILOGUES
+    from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
+
+    epilogue = Role("epilogue", "epilogue_role", (loop("tile", "tiles", *consume("output")), ))
+    load = Role("load", "load_role", (loop("tile", "tiles", loop("k", "k", *produce("input"))), Drain("input")))
+    mma = Role("mma", "mma_role", (loop("tile", "tiles", *produce("output", loop("k", "k", *consume("input")))),
+                                   Drain("output")))
+    protocols = []
+    for cfg in configs.SM100_CONFIGS:
+        for variant, args in SM100_EPILOGUES.items():
+            plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
+                                 args["c_dtype"], True)
+            protocols.append(Protocol("sm100_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} {variant}",
+                                      plan_storages(plan),
+                                      (epilogue, load, mma), tile_cases(cfg.stages),
+                                      lambda cfg=cfg, args=args: sm100_matmul_spec(cfg, b_kmajor=True, **args)))
+    return protocols
+
+
 def stress_protocol(stages: int, consumers: int) -> Protocol:
     """pipeline_demo.stress_kernel: one producer, `consumers` consumer roles, one item per loop trip."""
     names = [f"consumer{i}" for i in range(consumers)]
@@ -112,10 +136,10 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 
 def shipped_protocols() -> list[Protocol]:
-    """Every matmul variant in every tilepipe.host.configs configuration, the FP8 kernels, the stress kernel and the wgmma
-    kernel."""
+    """Every matmul variant in every tilepipe.host.configs configuration, the FP8 kernels, the sm_100a GEMM, the stress
+    kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_EPILOGUES] + fp8_protocols()
+                 for variant in MATMUL_EPILOGUES] + fp8_protocols() + sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 

@@ -1,0 +1,102 @@
+"""CPU tests of the sm_100a (Blackwell) GEMM: compiled for sm_100a without a GPU, its SASS instruction mix, its shared
+and tensor memory against the plan and the limits, the plan's refusals, and which kernel a GPU gets. Nothing here runs
+a kernel: the sm_100a GEMM has been compiled, never run."""
+
+import pytest
+import torch
+
+from tilepipe.api.matmul import check_sm100_call
+from tilepipe.host.configs import SM100_CONFIGS, choose_config
+from tilepipe.host.device import gemm_target
+from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
+from tilepipe.pipeline.storage import SmemBudgetError
+from tilepipe.verify.compile import CompileError, compile_kernels
+
+LARGE, MEDIUM = SM100_CONFIGS
+# (config, input dtype, D dtype, B K-major, bias dtype)
+CASES = [(LARGE, "bf16", "bf16", True, None), (LARGE, "fp16", "fp16", False, None), (LARGE, "bf16", "bf16", True, "bf16"),
+         (LARGE, "bf16", "fp32", True, None), (MEDIUM, "bf16", "bf16", True, None), (MEDIUM, "fp16", "fp32", False, "fp32")]
+OVER_SMEM = LARGE.__class__(128, 256, 64, stages=5, c_stages=2, num_warps=4)  # 240 KB of operand stages
+
+
+def case_id(case) -> str:
+    cfg, dtype, c_dtype, kmajor, bias = case
+    return f"{cfg.block_m}x{cfg.block_n}-{dtype}-{c_dtype}-{'kmajor' if kmajor else 'rowmajor'}" + (
+        f"-{bias}bias" if bias else "")
+
+
+@pytest.fixture(scope="module")
+def reports():
+    specs = [sm100_matmul_spec(*case) for case in CASES] + [sm100_matmul_spec(OVER_SMEM, "bf16", "bf16", True)]
+    return compile_kernels(specs)
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[case_id(case) for case in CASES])
+def test_sm100_gemm_instruction_mix(reports, index):
+    """Per k-step BK/16 UTCHMMA (K = 16 each) and the A and B TMA loads; one tcgen05 commit frees each input stage and
+    one per tile hands the accumulator over (UTCBAR x 2); the epilogue reads BN / EPI_N TMEM sub-tiles (LDTM) and
+    TMA-stores each; no spills; smem and TMEM as planned and within the limits."""
+    cfg, dtype, c_dtype, kmajor, bias = CASES[index]
+    report = reports[index]
+    assert not isinstance(report, CompileError), report
+    assert report.target == "sm_100a"
+    assert report.count("UTCHMMA", "sass") == cfg.block_k // 16 == report.count("tcgen05.mma.cta_group::1.kind::f16")
+    assert report.count("HGMMA", "sass") == 0 and report.count("wgmma") == 0
+    assert report.count("UTCBAR", "sass") == 2 == report.count("tcgen05.commit")
+    b_boxes = 1 if kmajor else cfg.block_n * 2 // 128  # TMA boxes are at most 128 bytes wide (128-byte swizzle)
+    assert report.count("UTMALDG", "sass") == 1 + b_boxes
+    subtiles = cfg.block_n // EPILOGUE_N
+    assert report.count("LDTM", "sass") == subtiles == report.count("tcgen05.ld.sync")
+    assert report.count("UTMASTG", "sass") == subtiles
+    assert report.spill_stores == report.spill_loads == 0
+    assert (report.count("ld.global") > 0) == (bias is not None)  # only the bias is read without TMA
+    plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor)
+    assert 0 <= report.shared - plan.total_bytes < 256  # + warp_specialize's capture scratch
+    assert report.shared <= 227 * 1024
+    assert report.tmem == plan.tmem_columns == 2 * cfg.block_n <= 512  # double-buffered accumulators
+
+
+def test_plan_over_the_smem_limit_is_a_compile_error(reports):
+    with pytest.raises(SmemBudgetError, match="shared memory plan needs"):
+        sm100_plan.fn(128, 256, 64, OVER_SMEM.stages, 2, "bf16", "bf16", True)
+    error = reports[-1]
+    assert isinstance(error, CompileError) and "shared memory plan needs" in str(error) and "operands.a" in str(error)
+
+
+def test_accumulators_are_double_buffered_where_tmem_allows():
+    for block_n, stages, columns in ((256, 2, 512), (128, 2, 256), (64, 2, 128)):
+        plan = sm100_plan.fn(128, block_n, 64, 2, 2, "bf16", "bf16", True)
+        assert plan.accumulators.stages == stages and plan.tmem_columns == columns
+        assert plan.pipelines.output.stages == stages  # one accumulator pipeline stage per TMEM accumulator
+
+
+@pytest.mark.parametrize("c_dtype", ["bf16", "fp16", "fp32"])
+def test_every_sm100_config_fits(c_dtype):
+    for cfg in SM100_CONFIGS:
+        assert sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", c_dtype,
+                             True).fits
+    assert choose_config(8192, 8192, torch.bfloat16, 148, SM100_CONFIGS) == LARGE  # 2048 tiles: full waves
+    assert choose_config(1024, 1024, torch.bfloat16, 148, SM100_CONFIGS) == MEDIUM  # 64 tiles of 128 x 128
+
+
+@pytest.mark.parametrize("capability, target", [((9, 0), "sm_90a"), ((10, 0), "sm_100a"), ((10, 3), "sm_100a")])
+def test_gemm_target_by_capability(capability, target):
+    assert gemm_target(capability) == target
+
+
+@pytest.mark.parametrize("capability, name, words", [
+    ((12, 0), "NVIDIA GeForce RTX 5090", ("RTX 5090 is sm_120", "consumer Blackwell")),
+    ((10, 1), "NVIDIA Thor", ("Thor is sm_101", )), ((8, 0), "NVIDIA A100", ("A100 is sm_80", ))])
+def test_other_gpus_get_an_error_naming_the_device(capability, name, words):
+    with pytest.raises(RuntimeError) as error:
+        gemm_target(capability, name)
+    assert all(word in str(error.value) for word in words) and "sm_90" in str(error.value)
+
+
+def test_sm100_refuses_what_it_does_not_build_yet():
+    check_sm100_call(None, None)
+    check_sm100_call(None, "static")
+    with pytest.raises(NotImplementedError, match="C residual"):
+        check_sm100_call(torch.zeros(2, 2), None)
+    with pytest.raises(NotImplementedError, match="static scheduler"):
+        check_sm100_call(None, "streamk")
