@@ -5,24 +5,29 @@ a kernel: the sm_100a GEMM has been compiled, never run."""
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_sm100_call
-from tilepipe.host.configs import SM100_CONFIGS, choose_config
+from tilepipe.api.matmul import check_sm100_scheduler
+from tilepipe.host.configs import SM100_CONFIGS, choose_config, sm100_config, sm100_fitted
 from tilepipe.host.device import gemm_target
 from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
 from tilepipe.pipeline.storage import SmemBudgetError
 from tilepipe.verify.compile import CompileError, compile_kernels
 
 LARGE, MEDIUM = SM100_CONFIGS
-# (config, input dtype, D dtype, B K-major, bias dtype)
-CASES = [(LARGE, "bf16", "bf16", True, None), (LARGE, "fp16", "fp16", False, None), (LARGE, "bf16", "bf16", True, "bf16"),
-         (LARGE, "bf16", "fp32", True, None), (MEDIUM, "bf16", "bf16", True, None), (MEDIUM, "fp16", "fp32", False, "fp32")]
+# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, bias dtype)
+CASES = [(LARGE, "bf16", "bf16", True, False, None, None), (LARGE, "fp16", "fp16", False, False, None, None),
+         (LARGE, "bf16", "bf16", True, False, None, "bf16"), (LARGE, "bf16", "fp32", True, False, None, None),
+         (MEDIUM, "bf16", "bf16", True, False, None, None), (MEDIUM, "fp16", "fp32", False, False, None, "fp32"),
+         (LARGE, "bf16", "bf16", True, True, None, None), (LARGE, "fp16", "fp16", False, True, "fp32", None),
+         (MEDIUM, "bf16", "fp32", True, True, None, None)]
+CASES = [(sm100_fitted(cfg, dtype, c_dtype, has_c, source), dtype, c_dtype, kmajor, has_c, source, bias)
+         for cfg, dtype, c_dtype, kmajor, has_c, source, bias in CASES]  # the stages matmul launches
 OVER_SMEM = LARGE.__class__(128, 256, 64, stages=5, c_stages=2, num_warps=4)  # 240 KB of operand stages
 
 
 def case_id(case) -> str:
-    cfg, dtype, c_dtype, kmajor, bias = case
-    return f"{cfg.block_m}x{cfg.block_n}-{dtype}-{c_dtype}-{'kmajor' if kmajor else 'rowmajor'}" + (
-        f"-{bias}bias" if bias else "")
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias = case
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.stages}-{dtype}-{c_dtype}-{'kmajor' if kmajor else 'rowmajor'}" + (
+        f"-{source or c_dtype}C" if has_c else "") + (f"-{bias}bias" if bias else "")
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +40,9 @@ def reports():
 def test_sm100_gemm_instruction_mix(reports, index):
     """Per k-step BK/16 UTCHMMA (K = 16 each) and the A and B TMA loads; one tcgen05 commit frees each input stage and
     one per tile hands the accumulator over (UTCBAR x 2); the epilogue reads BN / EPI_N TMEM sub-tiles (LDTM) and
-    TMA-stores each; no spills; smem and TMEM as planned and within the limits."""
-    cfg, dtype, c_dtype, kmajor, bias = CASES[index]
+    TMA-stores each (with C, the epilogue-load role TMA-loads each C sub-tile); no spills; smem and TMEM as planned
+    and within the limits."""
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias = CASES[index]
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.target == "sm_100a"
@@ -44,13 +50,14 @@ def test_sm100_gemm_instruction_mix(reports, index):
     assert report.count("HGMMA", "sass") == 0 and report.count("wgmma") == 0
     assert report.count("UTCBAR", "sass") == 2 == report.count("tcgen05.commit")
     b_boxes = 1 if kmajor else cfg.block_n * 2 // 128  # TMA boxes are at most 128 bytes wide (128-byte swizzle)
-    assert report.count("UTMALDG", "sass") == 1 + b_boxes
     subtiles = cfg.block_n // EPILOGUE_N
+    assert report.count("UTMALDG", "sass") == 1 + b_boxes + (subtiles if has_c else 0)  # C: one box per sub-tile
     assert report.count("LDTM", "sass") == subtiles == report.count("tcgen05.ld.sync")
     assert report.count("UTMASTG", "sass") == subtiles
     assert report.spill_stores == report.spill_loads == 0
     assert (report.count("ld.global") > 0) == (bias is not None)  # only the bias is read without TMA
-    plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor)
+    plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
+                         src_dtype=(source or c_dtype) if has_c else None)
     assert 0 <= report.shared - plan.total_bytes < 256  # + warp_specialize's capture scratch
     assert report.shared <= 227 * 1024
     assert report.tmem == plan.tmem_columns == 2 * cfg.block_n <= 512  # double-buffered accumulators
@@ -79,6 +86,16 @@ def test_every_sm100_config_fits(c_dtype):
     assert choose_config(1024, 1024, torch.bfloat16, 148, SM100_CONFIGS) == MEDIUM  # 64 tiles of 128 x 128
 
 
+def test_c_stages_take_operand_stages_only_where_needed():
+    """A bf16 C sub-tile ring fits beside 4 stages of 128 x 256; an fp32 one (or an fp32 D with C) leaves 3."""
+    bf16, fp32 = torch.bfloat16, torch.float32
+    assert sm100_config(8192, 8192, bf16, bf16, 148) == LARGE
+    assert sm100_config(8192, 8192, bf16, bf16, 148, bf16) == LARGE
+    assert sm100_config(8192, 8192, bf16, bf16, 148, fp32).stages == 3
+    assert sm100_config(8192, 8192, bf16, fp32, 148, fp32).stages == 3
+    assert sm100_config(1024, 1024, bf16, bf16, 148, fp32).stages == 5
+
+
 @pytest.mark.parametrize("capability, target", [((9, 0), "sm_90a"), ((10, 0), "sm_100a"), ((10, 3), "sm_100a")])
 def test_gemm_target_by_capability(capability, target):
     assert gemm_target(capability) == target
@@ -93,10 +110,9 @@ def test_other_gpus_get_an_error_naming_the_device(capability, name, words):
     assert all(word in str(error.value) for word in words) and "sm_90" in str(error.value)
 
 
-def test_sm100_refuses_what_it_does_not_build_yet():
-    check_sm100_call(None, None)
-    check_sm100_call(None, "static")
-    with pytest.raises(NotImplementedError, match="C residual"):
-        check_sm100_call(torch.zeros(2, 2), None)
-    with pytest.raises(NotImplementedError, match="static scheduler"):
-        check_sm100_call(None, "streamk")
+def test_sm100_refuses_the_schedulers_it_does_not_build_yet():
+    check_sm100_scheduler(None)
+    check_sm100_scheduler("static")
+    for scheduler in ("dynamic", "streamk"):
+        with pytest.raises(NotImplementedError, match="only the static scheduler"):
+            check_sm100_scheduler(scheduler)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SMALL, fp8_configs
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SMALL, fp8_configs,
+                                   sm100_fitted)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -35,7 +36,9 @@ def report() -> int:
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue at the large tile, then the medium one
-    specs += [sm100_matmul_spec(SM100_CONFIGS[0], b_kmajor=True, **v.options) for v in shipped_variants()
+    specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],
+                                             v.options.get("has_c", False), v.options.get("source_dtype")),
+                                b_kmajor=True, **v.options) for v in shipped_variants()
               if v.kernel == "sm100_matmul_kernel"]
     specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),

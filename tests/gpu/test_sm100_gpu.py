@@ -1,6 +1,6 @@
 """GPU, sm_100/sm_103 only (B200, B300): tilepipe.matmul's sm_100a GEMM against a float64 reference, every dtype pair
-and B layout, and its bias-row epilogue. Skipped with the reason on every other machine; these tests have never run
-(no Blackwell GPU has been available), so the sm_100a GEMM is compiled and checked on the CPU only."""
+and B layout, and its residual and bias-row epilogues. Skipped with the reason on every other machine; these tests
+have never run (no Blackwell GPU has been available), so the sm_100a GEMM is compiled and checked on the CPU only."""
 
 import pytest
 
@@ -8,7 +8,8 @@ from tests.gpu.guarded import assert_ok, run_cases
 from tilepipe.host.device import GEMM_TARGETS
 
 CASES = [(dtype, out, layout) for dtype in ("bf16", "fp16") for out in (dtype, "fp32") for layout in ("kmajor", "rowmajor")]
-CASES += [("bias", "bf16", "bf16", "kmajor"), ("bias", "fp16", "fp16", "rowmajor"), ("bias", "bf16", "fp32", "kmajor")]
+CASES += [("residual", "bf16", "bf16", "kmajor"), ("residual", "fp16", "fp16", "rowmajor"),
+          ("residual", "bf16", "fp32", "kmajor")]
 TIMEOUT_S = 240
 
 

@@ -7,7 +7,7 @@ import torch
 
 from tilepipe.host.checks import (check_no_overlap, check_operands, check_out_dtype, check_residual,
                                   check_result_shaped, check_scalar, is_column_bias)
-from tilepipe.host.configs import MatmulConfig, config_for, schedule_for
+from tilepipe.host.configs import MatmulConfig, config_for, schedule_for, sm100_config
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   scheduler_workspace, tensor_descriptor)
@@ -24,8 +24,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
     K-major tensor. On an sm_100/sm_103 GPU (B200, B300) it launches the sm_100a kernel (kernels/sm100_matmul.py:
-    compiled and checked on the CPU only, never run) with the static scheduler, without C tiles (a bias row is
-    fine); other GPUs raise RuntimeError naming the device.
+    compiled and checked on the CPU only, never run) with the static scheduler; other GPUs raise RuntimeError
+    naming the device.
 
     Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
     `out` when given. `c` (M x N, D's dtype or fp32) is read only when beta != 0, as in torch.addmm; it may be
@@ -90,10 +90,13 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         target.copy_(out)
     device = device_index(a)
     arch = device_target(device)
-    if arch == "sm_100a":
-        check_sm100_call(source, scheduler)
     own_source = source is not None and source.dtype != out_dtype
-    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, arch)
+    if arch == "sm_100a":
+        check_sm100_scheduler(scheduler)
+        source_dtype = None if source is None else source.dtype
+        cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype)
+    else:
+        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
     schedule = scheduler or ("static" if arch == "sm_100a" else schedule_for(M, N, K, cfg, sm_count(device)))
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
@@ -131,11 +134,8 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     return M, N, K, out_dtype, c, alpha, beta
 
 
-def check_sm100_call(c: torch.Tensor | None, scheduler: str | None) -> None:
-    """What the sm_100a GEMM does not do yet: a C residual (C tiles) and the dynamic and stream-K schedulers."""
-    if c is not None:
-        raise NotImplementedError("tilepipe.matmul on sm_100 (Blackwell): a C residual (beta != 0 with an (M, N) c) is "
-                                  "not built yet; a bias row (c of one broadcast row) is")
+def check_sm100_scheduler(scheduler: str | None) -> None:
+    """What the sm_100a GEMM does not do yet: the dynamic and stream-K schedulers."""
     if scheduler not in (None, "static"):
         raise NotImplementedError(f"tilepipe.matmul on sm_100 (Blackwell): only the static scheduler is built yet, "
                                   f"got scheduler={scheduler!r}")

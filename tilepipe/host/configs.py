@@ -93,13 +93,10 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False, target: str = "sm_90a") -> MatmulConfig:
+               device: int, own_source: bool = False) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
     largest tile where schedule_for runs it under stream-K, else the wave-efficiency heuristic. An fp32 C with a
-    16-bit D (`own_source`) needs its own smaller tiles. On sm_100a (`target`), the wave-efficiency heuristic over
-    SM100_CONFIGS (no autotune cache or stream-K there yet)."""
-    if target == "sm_100a":
-        return choose_config(M, N, out_dtype, sm_count(device), SM100_CONFIGS)
+    16-bit D (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
@@ -127,6 +124,35 @@ SM100_CONFIGS = (MatmulConfig(128, 256, 64, stages=4, c_stages=2, num_warps=4),
 buffers, num_warps its warps. 4 stages of 128x256x64 take 192 KB beside 16 KB of sub-tile buffers (32 KB for an fp32
 D); two 256-column fp32 accumulators fill TMEM's 512 columns. A tuple, not names: the sm_90a tables and the checker's
 configurations (verify/protocols.py: matmul_configs) do not take them."""
+
+
+def sm100_config(M: int, N: int, dtype: torch.dtype, out_dtype: torch.dtype, sms: int,
+                 source_dtype: torch.dtype | None = None) -> MatmulConfig:
+    """The sm_100a GEMM's configuration: the wave-efficiency choice among SM100_CONFIGS (no autotune cache or stream-K
+    on sm_100a yet), fitted to the epilogue (sm100_fitted) with a C of `source_dtype` when given."""
+    cfg = choose_config(M, N, out_dtype, sms, SM100_CONFIGS)
+    return sm100_fitted(cfg, GL_DTYPES[dtype], GL_DTYPES[out_dtype], source_dtype is not None,
+                        GL_DTYPES.get(source_dtype))
+
+
+def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = False,
+                 source_dtype: str | None = None) -> MatmulConfig:
+    """`cfg` with as many of its operand stages as fit beside the D sub-tile buffers and, with C (`has_c`, of
+    `source_dtype`, default D's), the C sub-tile stages; dtypes by Gluon name, as sm100_matmul_spec takes them."""
+    from tilepipe.kernels.sm100_matmul import sm100_plan
+    from tilepipe.pipeline.storage import SmemBudgetError
+
+    source = (source_dtype or c_dtype) if has_c else None
+
+    def fits(stages: int) -> bool:
+        try:
+            plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
+                                 src_dtype=source)
+        except SmemBudgetError:
+            return False
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    return replace(cfg, stages=max(s for s in range(1, cfg.stages + 1) if fits(s)))
 
 
 # ---- FP8 ----------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ MATMUL_EPILOGUES = {
 """matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
 SM100_EPILOGUES = {
     "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
+    "sm100 matmul +C": dict(dtype="bf16", c_dtype="bf16", has_c=True),  # C sub-tiles in source stages
+    "sm100 matmul +C fp32": dict(dtype="bf16", c_dtype="bf16", has_c=True, source_dtype="fp32"),
     "sm100 matmul +bias": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16"),
 }
 """sm100_matmul_kernel's epilogues, as sm100_matmul_spec arguments (compiled for sm_100a only: never run here)."""

@@ -58,15 +58,18 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
 
 
 @gluon.jit
-def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched):
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr):
+    """C of each finished BM x BN tile, in c_desc's boxes (sm_90a: the whole tile; sm_100a: the epilogue's sub-tiles,
+    one source stage each)."""
     BM: gl.constexpr = c_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
+    SUB_N: gl.constexpr = c_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
         if work.finishes:
             pid_m, pid_n = work.coords()
             load_order = load_order.wait()  # this tile's main-loop loads were issued first
-            sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+            for j in gl.static_range(BN // SUB_N):
+                sources = sources.load(c_desc, [pid_m * BM, pid_n * BN + j * SUB_N])
         work = work.next()
     sources.drain()
 

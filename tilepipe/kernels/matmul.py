@@ -130,7 +130,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
                      (store_role, (outputs, sources, d_desc, sched, HAS_C), WORKER_WARPS, WORKER_REGS),
-                     (epilogue_load_role, (sources, load_order, c_desc, sched), WORKER_WARPS, WORKER_REGS) if HAS_C
+                     (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
                      else None,
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])
 

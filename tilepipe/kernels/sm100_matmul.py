@@ -1,31 +1,34 @@
-"""Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * bias[col]), written only with
-tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; it has not run on a GPU (none here).
+"""Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
+written only with tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; it has not run on a GPU (none here).
 
 Roles (one CTA per SM; tiles in grouped order from the static scheduler, tilepipe/schedulers/static.py):
   epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
-            accumulator after its last TMEM load, then scales (adds the bias), and TMA-stores each sub-tile from a
-            small ring of shared-memory buffers
+            accumulator after its last TMEM load, then scales (adds C or the bias), and TMA-stores each sub-tile from
+            a small ring of shared-memory buffers
   load      (1 warp)   TMA A and B tiles into the input tile pipeline (the load role of the sm_90a GEMM)
   mma       (1 warp)   tcgen05 MMAs from the input stages into a TMEM accumulator stage; each MMA's commit frees its
             input stage, one commit per tile hands the accumulator to the epilogue
+  epilogue_load (1 warp, with C)  TMA-loads each C sub-tile into a source stage once the tile's main-loop loads were
+            issued (the sm_90a GEMM's role and load-order pipeline); the epilogue reads it and frees the stage
 The accumulators are double-buffered in TMEM where two fit (2 x BN <= 512 columns): the MMA role runs tile i + 1's
 main loop while the epilogue drains tile i.
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). The arguments are the sm_90a
-matmul_kernel's, so one host launch serves both; C (HAS_C) and the dynamic and stream-K schedules are not built for
-sm_100a yet (a static assertion says so).
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major); C of any dtype the descriptor gives. The
+arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes), so one host launch serves both; the
+dynamic and stream-K schedules are not built for sm_100a yet (a static assertion says so).
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, column_bias, load_role
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role
 from tilepipe.kernels.spec import tile_desc
-from tilepipe.pipeline.epilogue import LoadOrderBarrier
+from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
-from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, InputPipelineStorage, OutputPipelineStorage,
-                                       OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan, StandardTileStorage,
+from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, EpiLoadPipelineStorage, InputPipelineStorage,
+                                       LoadOrderBarrierStorage, OutputPipelineStorage, OutputTileStorage,
+                                       SmemPipelineBundleNoClc, SmemPlan, SourceTileStorage, StandardTileStorage,
                                        TmemAccumulatorStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers.static import StaticTileScheduler
@@ -35,17 +38,25 @@ EPILOGUE_N = 32
 
 
 @gluon.constexpr_function
-def sm100_plan(block_m, block_n, block_k, stages, store_buffers, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N):
-    """Shared and tensor memory: operand stages, `store_buffers` D sub-tiles of epi_n columns, TMEM accumulators (two
-    where they fit in 512 columns), and the input and accumulator pipelines. Refused (SmemBudgetError, a compile
-    error in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
+def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
+               src_dtype=None):
+    """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
+    sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns), and the pipelines
+    between the roles. Refused (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512
+    TMEM columns."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
-    return SmemPlan("sm_100a", operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
-                    d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), store_buffers),
+    has_c = src_dtype is not None
+    storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
+                    d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages),
                     accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
-                    pipelines=SmemPipelineBundleNoClc(InputPipelineStorage(stages),
-                                                      OutputPipelineStorage(acc_stages))).check()
+                    pipelines=SmemPipelineBundleNoClc(
+                        InputPipelineStorage(stages), OutputPipelineStorage(acc_stages),
+                        epi_load=EpiLoadPipelineStorage(sub_stages, consumer_proxy="generic") if has_c else None))
+    if has_c:
+        storages.update(src_tiles=SourceTileStorage(src_dtype, (block_m, epi_n), sub_stages),
+                        load_order=LoadOrderBarrierStorage())
+    return SmemPlan("sm_100a", **storages).check()
 
 
 @gluon.jit
@@ -66,8 +77,8 @@ def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles
 
 
 @gluon.jit
-def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sched, d_desc, alpha, beta, bias_ptr, N,
-                  HAS_BIAS: gl.constexpr):
+def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
+                  beta, bias_ptr, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
     BM: gl.constexpr = accs.tiles.shape[1]
     BN: gl.constexpr = accs.tiles.shape[2]
     EPI_N: gl.constexpr = d_desc.block_type.shape[1]
@@ -81,7 +92,10 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sched, d_desc
                 d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
                 if j == SUBTILES - 1:
                     acc.arrive()  # every TMEM load of the tile is done: the MMA role may overwrite the accumulator
-                if HAS_BIAS:
+                if HAS_C:
+                    with sources.consume() as source:  # C sub-tile j has landed; freed once read
+                        d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
+                elif HAS_BIAS:
                     d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
                 else:
                     d = alpha * d
@@ -95,32 +109,38 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
                         STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
                         HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None,
                         PROBE: gl.constexpr = 0):
-    """matmul_kernel's arguments (d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers); `c_desc` and
-    `workspace` are not read (no C, static schedule)."""
-    gl.static_assert(not HAS_C, "sm_100a GEMM: a C residual is not built yet (bias rows are)")
+    """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
+    sub-tile stages); `workspace` is not read (static schedule)."""
     gl.static_assert(SCHEDULE == "static", "sm_100a GEMM: only the static schedule is built yet")
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
-                                    d_desc.block_type.shape[1])
+                                    d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None)
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
     sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     accs = OutputTilePipeline(smem.pipelines.output, smem.accumulators)
-    no_c = LoadOrderBarrier(smem.pipelines.output)  # never used without C, but load_role takes one
-    warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sched, d_desc, alpha, beta, bias_ptr, N,
-                                      HAS_BIAS)),
-                     (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
+    if HAS_C:
+        sources = EpiLoadPipeline(smem.pipelines.epi_load, smem.src_tiles)
+        load_order = LoadOrderBarrier(smem.load_order)
+    else:  # never used without C, but the epilogue (the default partition) and load_role take them
+        sources = EpiLoadPipeline(smem.pipelines.output, smem.d_tiles)
+        load_order = LoadOrderBarrier(smem.pipelines.output)
+    warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sources, sched, d_desc, alpha, beta,
+                                      bias_ptr, N, HAS_C, HAS_BIAS)),
+                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
-                     (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS)])
+                     (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
+                     else None])
 
 
-def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, bias_dtype: str | None = None,
-                      probe: int = 0):
-    """sm100_matmul_kernel for one configuration as a KernelSpec (sm_100a): D of `c_dtype`, with a per-column bias
-    of `bias_dtype` when given; `probe` is PROBE."""
+def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False,
+                      source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0):
+    """sm100_matmul_kernel for one configuration as a KernelSpec (sm_100a): D of `c_dtype`, with a C of
+    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE."""
     from tilepipe.kernels.spec import KernelSpec
     from tilepipe.pipeline.probe import buffer_signature
 
@@ -128,13 +148,13 @@ def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, bias_dtype:
     d_block = (cfg.block_m, EPILOGUE_N)
     return KernelSpec(f"{__name__}:sm100_matmul_kernel",
                       {"a_desc": tile_desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": tile_desc(dtype, b_block),
-                       "d_desc": tile_desc(c_dtype, d_block), "c_desc": tile_desc(c_dtype, d_block),
+                       "d_desc": tile_desc(c_dtype, d_block), "c_desc": tile_desc(source_dtype or c_dtype, d_block),
                        "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
                        "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
                        "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "probe_buf": buffer_signature(probe),
                        "PROBE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": False, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": "static", "PROBE": probe,
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": "static", "PROBE": probe,
                        **({} if probe else {"probe_buf": None})},
                       target="sm_100a", num_warps=cfg.num_warps)

@@ -9,12 +9,12 @@ every declaration with what tracing the kernel records, so a role's pipelines an
 
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
-from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs
+from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
 from tilepipe.kernels.catalogue import MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
-from tilepipe.verify.checker import (CheckResult, Drain, Flush, Protocol, Role, check, consume, loop, produce,
-                                     trip_cases, wait_filled)
+from tilepipe.verify.checker import (CheckResult, Drain, Flush, Protocol, Role, Signal, Step, Wait, check, consume,
+                                     loop, produce, trip_cases, wait_filled)
 
 
 def tile_cases(stages: int):
@@ -87,27 +87,42 @@ def fp8_protocols() -> list[Protocol]:
     return protocols
 
 
-def sm100_protocols() -> list[Protocol]:
-    """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) in each SM100 configuration and epilogue: the
-    epilogue drains TMEM accumulator stages, the load role fills input stages, the MMA role consumes those inside
-    each accumulator stage it produces. A tcgen05 commit (the input release, the accumulator signal) is modelled as an
-    arrival at the point it is issued; the hardware makes it later, once the MMAs before it completed."""
-    from tilepipe.kernels.catalogue import SM100_EPILOGUES
-    from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
-
-    epilogue = Role("epilogue", "epilogue_role", (loop("tile", "tiles", *consume("output")), ))
-    load = Role("load", "load_role", (loop("tile", "tiles", loop("k", "k", *produce("input"))), Drain("input")))
+def sm100_roles(has_c: bool, subtiles: int) -> tuple[Role, ...]:
+    """tilepipe/kernels/sm100_matmul.py: epilogue, load, mma (and epilogue_load with C). The epilogue frees a tile's
+    accumulator after its last TMEM load, before it consumes the last C sub-tile; a tcgen05 commit (the input release,
+    the accumulator signal) is modelled as an arrival where it is issued, though the hardware makes it once the MMAs
+    before it completed."""
+    with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    drain = Wait("output", "consumer"), *with_c(loop("sub", subtiles - 1, *consume("epi_load"))), Signal(
+        "output", "consumer"), *with_c(*consume("epi_load")), Step("output")
+    epilogue = Role("epilogue", "epilogue_role", (loop("tile", "tiles", *drain), ))
+    load = Role("load", "load_role", (loop("tile", "tiles", loop("k", "k", *produce("input")),
+                                           *with_c(*produce("load_order"))), Drain("input"), *with_c(Drain("load_order"))))
     mma = Role("mma", "mma_role", (loop("tile", "tiles", *produce("output", loop("k", "k", *consume("input")))),
                                    Drain("output")))
+    epilogue_load = Role("epilogue_load", "epilogue_load_role", (
+        loop("tile", "tiles", *consume("load_order"), loop("sub", subtiles, *produce("epi_load"))), Drain("epi_load")))
+    return (epilogue, load, mma) + ((epilogue_load, ) if has_c else ())
+
+
+def sm100_protocols() -> list[Protocol]:
+    """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) in each SM100 configuration and epilogue,
+    over its plan's pipelines (sm100_roles)."""
+    from tilepipe.kernels.catalogue import SM100_EPILOGUES
+    from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
+
     protocols = []
     for cfg in configs.SM100_CONFIGS:
         for variant, args in SM100_EPILOGUES.items():
-            plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
-                                 args["c_dtype"], True)
-            protocols.append(Protocol("sm100_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} {variant}",
-                                      plan_storages(plan),
-                                      (epilogue, load, mma), tile_cases(cfg.stages),
-                                      lambda cfg=cfg, args=args: sm100_matmul_spec(cfg, b_kmajor=True, **args)))
+            has_c = args.get("has_c", False)
+            fitted = sm100_fitted(cfg, args["dtype"], args["c_dtype"], has_c, args.get("source_dtype"))  # as launched
+            plan = sm100_plan.fn(fitted.block_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages,
+                                 args["dtype"], args["c_dtype"], True,
+                                 src_dtype=args.get("source_dtype", args["c_dtype"]) if has_c else None)
+            protocols.append(Protocol("sm100_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} "
+                                      f"{variant}", plan_storages(plan), sm100_roles(has_c, cfg.block_n // EPILOGUE_N),
+                                      tile_cases(fitted.stages), lambda cfg=fitted, args=args:
+                                      sm100_matmul_spec(cfg, b_kmajor=True, **args)))
     return protocols
 
 
