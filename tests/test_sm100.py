@@ -5,7 +5,7 @@ a kernel: the sm_100a GEMM has been compiled, never run."""
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_sm100_scheduler
+from tilepipe.api.matmul import check_schedule
 from tilepipe.host.configs import SM100_CONFIGS, choose_config, sm100_config, sm100_fitted
 from tilepipe.host.device import gemm_target
 from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
@@ -13,27 +13,34 @@ from tilepipe.pipeline.storage import SmemBudgetError
 from tilepipe.verify.compile import CompileError, compile_kernels
 
 LARGE, MEDIUM = SM100_CONFIGS
-# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, bias dtype)
-CASES = [(LARGE, "bf16", "bf16", True, False, None, None), (LARGE, "fp16", "fp16", False, False, None, None),
-         (LARGE, "bf16", "bf16", True, False, None, "bf16"), (LARGE, "bf16", "fp32", True, False, None, None),
-         (MEDIUM, "bf16", "bf16", True, False, None, None), (MEDIUM, "fp16", "fp32", False, False, None, "fp32"),
-         (LARGE, "bf16", "bf16", True, True, None, None), (LARGE, "fp16", "fp16", False, True, "fp32", None),
-         (MEDIUM, "bf16", "fp32", True, True, None, None)]
-CASES = [(sm100_fitted(cfg, dtype, c_dtype, has_c, source), dtype, c_dtype, kmajor, has_c, source, bias)
-         for cfg, dtype, c_dtype, kmajor, has_c, source, bias in CASES]  # the stages matmul launches
+# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, bias dtype, scheduler)
+CASES = [(LARGE, "bf16", "bf16", True, False, None, None, "static"),
+         (LARGE, "fp16", "fp16", False, False, None, None, "static"),
+         (LARGE, "bf16", "bf16", True, False, None, "bf16", "static"),
+         (LARGE, "bf16", "fp32", True, False, None, None, "static"),
+         (MEDIUM, "bf16", "bf16", True, False, None, None, "static"),
+         (MEDIUM, "fp16", "fp32", False, False, None, "fp32", "static"),
+         (LARGE, "bf16", "bf16", True, True, None, None, "static"),
+         (LARGE, "fp16", "fp16", False, True, "fp32", None, "static"),
+         (MEDIUM, "bf16", "fp32", True, True, None, None, "static"),
+         (LARGE, "bf16", "bf16", True, False, None, None, "clc"),
+         (LARGE, "bf16", "bf16", True, True, None, None, "clc"),
+         (MEDIUM, "fp16", "fp16", False, False, None, "fp16", "clc")]
+CASES = [(sm100_fitted(cfg, dtype, c_dtype, has_c, source, schedule == "clc"), dtype, c_dtype, kmajor, has_c, source,
+          bias, schedule) for cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule in CASES]  # as launched
 OVER_SMEM = LARGE.__class__(128, 256, 64, stages=5, c_stages=2, num_warps=4)  # 240 KB of operand stages
 
 
 def case_id(case) -> str:
-    cfg, dtype, c_dtype, kmajor, has_c, source, bias = case
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule = case
     return f"{cfg.block_m}x{cfg.block_n}x{cfg.stages}-{dtype}-{c_dtype}-{'kmajor' if kmajor else 'rowmajor'}" + (
-        f"-{source or c_dtype}C" if has_c else "") + (f"-{bias}bias" if bias else "")
+        f"-{source or c_dtype}C" if has_c else "") + (f"-{bias}bias" if bias else "") + f"-{schedule}"
 
 
 @pytest.fixture(scope="module")
 def reports():
-    specs = [sm100_matmul_spec(*case) for case in CASES] + [sm100_matmul_spec(OVER_SMEM, "bf16", "bf16", True)]
-    return compile_kernels(specs)
+    specs = [sm100_matmul_spec(*case[:7], schedule=case[7]) for case in CASES]
+    return compile_kernels(specs + [sm100_matmul_spec(OVER_SMEM, "bf16", "bf16", True)])
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[case_id(case) for case in CASES])
@@ -42,7 +49,7 @@ def test_sm100_gemm_instruction_mix(reports, index):
     one per tile hands the accumulator over (UTCBAR x 2); the epilogue reads BN / EPI_N TMEM sub-tiles (LDTM) and
     TMA-stores each (with C, the epilogue-load role TMA-loads each C sub-tile); no spills; smem and TMEM as planned
     and within the limits."""
-    cfg, dtype, c_dtype, kmajor, has_c, source, bias = CASES[index]
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule = CASES[index]
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.target == "sm_100a"
@@ -57,10 +64,17 @@ def test_sm100_gemm_instruction_mix(reports, index):
     assert report.spill_stores == report.spill_loads == 0
     assert (report.count("ld.global") > 0) == (bias is not None)  # only the bias is read without TMA
     plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
-                         src_dtype=(source or c_dtype) if has_c else None)
+                         src_dtype=(source or c_dtype) if has_c else None, clc=schedule == "clc")
     assert 0 <= report.shared - plan.total_bytes < 256  # + warp_specialize's capture scratch
     assert report.shared <= 227 * 1024
     assert report.tmem == plan.tmem_columns == 2 * cfg.block_n <= 512  # double-buffered accumulators
+    # CLC: the scheduler's one try_cancel per loop trip (UGETNEXTWORKID), its own read of whether it cancelled, and
+    # each reader's (epilogue, load, mma, epilogue-load) whether and which; the MMA role never asks which tile
+    clc = schedule == "clc"
+    assert report.count("UGETNEXTWORKID", "sass") == clc == report.count("clusterlaunchcontrol.try_cancel")
+    readers = 3 + has_c
+    assert report.count("query_cancel.is_canceled") == (1 + readers if clc else 0)
+    assert report.count("query_cancel.get_first_ctaid") == (readers - 1 if clc else 0)
 
 
 def test_plan_over_the_smem_limit_is_a_compile_error(reports):
@@ -110,9 +124,12 @@ def test_other_gpus_get_an_error_naming_the_device(capability, name, words):
     assert all(word in str(error.value) for word in words) and "sm_90" in str(error.value)
 
 
-def test_sm100_refuses_the_schedulers_it_does_not_build_yet():
-    check_sm100_scheduler(None)
-    check_sm100_scheduler("static")
-    for scheduler in ("dynamic", "streamk"):
-        with pytest.raises(NotImplementedError, match="only the static scheduler"):
-            check_sm100_scheduler(scheduler)
+@pytest.mark.parametrize("arch, scheduler, ok", [("sm_100a", None, True), ("sm_100a", "clc", True),
+                                                 ("sm_100a", "streamk", False), ("sm_100a", "dynamic", False),
+                                                 ("sm_90a", "dynamic", True), ("sm_90a", "clc", False)])
+def test_each_gemm_takes_its_own_schedulers(arch, scheduler, ok):
+    if ok:
+        check_schedule(scheduler, arch)
+        return
+    with pytest.raises(ValueError, match=f"scheduler '{scheduler}' is not built for {arch}"):
+        check_schedule(scheduler, arch)

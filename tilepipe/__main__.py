@@ -35,11 +35,12 @@ def report() -> int:
     specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
-    # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue at the large tile, then the medium one
+    # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
+    # fitted as matmul would launch it), then the medium tile
     specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],
-                                             v.options.get("has_c", False), v.options.get("source_dtype")),
-                                b_kmajor=True, **v.options) for v in shipped_variants()
-              if v.kernel == "sm100_matmul_kernel"]
+                                             v.options.get("has_c", False), v.options.get("source_dtype"),
+                                             v.options["schedule"] == "clc"), b_kmajor=True, **v.options)
+              for v in shipped_variants() if v.kernel == "sm100_matmul_kernel"]
     specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),

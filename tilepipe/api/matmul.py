@@ -15,7 +15,7 @@ from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.probes.debug import debug_requested
-from tilepipe.schedulers import SCHEDULERS
+from tilepipe.schedulers import SCHEDULERS, SM100_SCHEDULERS
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -32,8 +32,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
     e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
-    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/) picks the tile scheduler;
-    by default schedule_for picks per shape. Raises TypeError / ValueError naming the argument for bad input.
+    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/; on sm_100 "static" or "clc")
+    picks the tile scheduler; by default schedule_for picks per shape (static on sm_100). Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
@@ -45,8 +45,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     """
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
-    if scheduler is not None and scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {SCHEDULERS} or None, got {scheduler!r}")
+    if scheduler is not None and scheduler not in (*SCHEDULERS, *SM100_SCHEDULERS):
+        raise ValueError(f"scheduler must be one of {SCHEDULERS} (sm_100: {SM100_SCHEDULERS}) or None, got "
+                         f"{scheduler!r}")
     probe = probe_request(debug, trace)
     if probe is not None:
         return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
@@ -91,13 +92,14 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     device = device_index(a)
     arch = device_target(device)
     own_source = source is not None and source.dtype != out_dtype
+    check_schedule(scheduler, arch)
     if arch == "sm_100a":
-        check_sm100_scheduler(scheduler)
+        schedule = scheduler or "static"
         source_dtype = None if source is None else source.dtype
-        cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype)
+        cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype, schedule)
     else:
         cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
-    schedule = scheduler or ("static" if arch == "sm_100a" else schedule_for(M, N, K, cfg, sm_count(device)))
+        schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -134,11 +136,12 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     return M, N, K, out_dtype, c, alpha, beta
 
 
-def check_sm100_scheduler(scheduler: str | None) -> None:
-    """What the sm_100a GEMM does not do yet: the dynamic and stream-K schedulers."""
-    if scheduler not in (None, "static"):
-        raise NotImplementedError(f"tilepipe.matmul on sm_100 (Blackwell): only the static scheduler is built yet, "
-                                  f"got scheduler={scheduler!r}")
+def check_schedule(scheduler: str | None, arch: str) -> None:
+    """The schedulers each GEMM has: sm_90a the SCHEDULERS, sm_100a the SM100_SCHEDULERS (cluster launch control
+    exists on sm_100 only; dynamic and stream-K are not built for it yet)."""
+    offered = SM100_SCHEDULERS if arch == "sm_100a" else SCHEDULERS
+    if scheduler is not None and scheduler not in offered:
+        raise ValueError(f"scheduler {scheduler!r} is not built for {arch}; this GPU's GEMM takes one of {offered}")
 
 
 def _traced_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,

@@ -127,18 +127,19 @@ configurations (verify/protocols.py: matmul_configs) do not take them."""
 
 
 def sm100_config(M: int, N: int, dtype: torch.dtype, out_dtype: torch.dtype, sms: int,
-                 source_dtype: torch.dtype | None = None) -> MatmulConfig:
+                 source_dtype: torch.dtype | None = None, schedule: str = "static") -> MatmulConfig:
     """The sm_100a GEMM's configuration: the wave-efficiency choice among SM100_CONFIGS (no autotune cache or stream-K
-    on sm_100a yet), fitted to the epilogue (sm100_fitted) with a C of `source_dtype` when given."""
+    on sm_100a yet), fitted to the epilogue and scheduler (sm100_fitted) with a C of `source_dtype` when given."""
     cfg = choose_config(M, N, out_dtype, sms, SM100_CONFIGS)
     return sm100_fitted(cfg, GL_DTYPES[dtype], GL_DTYPES[out_dtype], source_dtype is not None,
-                        GL_DTYPES.get(source_dtype))
+                        GL_DTYPES.get(source_dtype), schedule == "clc")
 
 
 def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = False,
-                 source_dtype: str | None = None) -> MatmulConfig:
+                 source_dtype: str | None = None, clc: bool = False) -> MatmulConfig:
     """`cfg` with as many of its operand stages as fit beside the D sub-tile buffers and, with C (`has_c`, of
-    `source_dtype`, default D's), the C sub-tile stages; dtypes by Gluon name, as sm100_matmul_spec takes them."""
+    `source_dtype`, default D's), the C sub-tile stages (and, with `clc`, the scheduler ring); dtypes by Gluon name,
+    as sm100_matmul_spec takes them."""
     from tilepipe.kernels.sm100_matmul import sm100_plan
     from tilepipe.pipeline.storage import SmemBudgetError
 
@@ -147,7 +148,7 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
     def fits(stages: int) -> bool:
         try:
             plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
-                                 src_dtype=source)
+                                 src_dtype=source, clc=clc)
         except SmemBudgetError:
             return False
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes

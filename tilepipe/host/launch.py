@@ -177,7 +177,10 @@ class LauncherCache(dict):
 
 
 def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
-    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM)."""
+    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM).
+    Cluster launch control (sm_100a) launches one program per tile: running programs take over pending ones."""
+    if schedule == "clc":
+        return tile_count(M, N, cfg), 1, 1
     sms = sm_count(device)
     return (sms if schedule == "streamk" else min(tile_count(M, N, cfg), sms)), 1, 1
 

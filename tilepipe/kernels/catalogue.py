@@ -4,7 +4,7 @@ the checker covers it or says why not). Configurations (tile shapes, stages) are
 
 from typing import NamedTuple
 
-from tilepipe.schedulers import SCHEDULERS
+from tilepipe.schedulers import SCHEDULERS, SM100_SCHEDULERS
 
 
 class Variant(NamedTuple):
@@ -35,11 +35,12 @@ WGMMA_STAGES = (2, 4, 8)
 
 
 def shipped_variants() -> list[Variant]:
-    """Every variant the library ships: each matmul epilogue under each scheduler, the sm_100a GEMM's epilogues, the
-    FP8 kernels, the restaging copy, and the pipeline examples the demo runs."""
+    """Every variant the library ships: each matmul epilogue under each scheduler, the sm_100a GEMM's epilogues under
+    its schedulers, the FP8 kernels, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
-    variants += [Variant("sm100_matmul_kernel", name, options) for name, options in SM100_EPILOGUES.items()]
+    variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

@@ -1,7 +1,8 @@
 """Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
 written only with tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; it has not run on a GPU (none here).
 
-Roles (one CTA per SM; tiles in grouped order from the static scheduler, tilepipe/schedulers/static.py):
+Roles (tiles in grouped order; SCHEDULE "static": one CTA per SM, tilepipe/schedulers/static.py; "clc": one CTA per
+tile, running CTAs take over pending ones' tiles through cluster launch control, tilepipe/schedulers/clc.py):
   epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
             accumulator after its last TMEM load, then scales (adds C or the bias), and TMA-stores each sub-tile from
             a small ring of shared-memory buffers
@@ -10,11 +11,12 @@ Roles (one CTA per SM; tiles in grouped order from the static scheduler, tilepip
             input stage, one commit per tile hands the accumulator to the epilogue
   epilogue_load (1 warp, with C)  TMA-loads each C sub-tile into a source stage once the tile's main-loop loads were
             issued (the sm_90a GEMM's role and load-order pipeline); the epilogue reads it and frees the stage
+  scheduler (1 warp, clc)  try_cancel into the scheduler ring, paced by the load role; every other role reads it
 The accumulators are double-buffered in TMEM where two fit (2 x BN <= 512 columns): the MMA role runs tile i + 1's
 main loop while the epilogue drains tile i.
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major); C of any dtype the descriptor gives. The
 arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes), so one host launch serves both; the
-dynamic and stream-K schedules are not built for sm_100a yet (a static assertion says so).
+dynamic and stream-K schedules are not built for sm_100a (schedulers.sm100_scheduler_class refuses them).
 """
 
 from triton.experimental import gluon
@@ -26,32 +28,36 @@ from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
-from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, EpiLoadPipelineStorage, InputPipelineStorage,
-                                       LoadOrderBarrierStorage, OutputPipelineStorage, OutputTileStorage,
-                                       SmemPipelineBundleNoClc, SmemPlan, SourceTileStorage, StandardTileStorage,
-                                       TmemAccumulatorStorage)
+from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, ClcPipelineStorage, EpiLoadPipelineStorage,
+                                       InputPipelineStorage, LoadOrderBarrierStorage, OutputPipelineStorage,
+                                       OutputTileStorage, SmemPipelineBundle, SmemPlan, SourceTileStorage,
+                                       StandardTileStorage, TmemAccumulatorStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
-from tilepipe.schedulers.static import StaticTileScheduler
+from tilepipe.schedulers import sm100_scheduler_class
+from tilepipe.schedulers.clc import clc_scheduler_role
 
 EPILOGUE_N = 32
 """Columns of one epilogue sub-tile: a 32x32b TMEM load of 32 fp32 values per thread, and the D TMA box's width."""
+CLC_STAGES = 2  # CLC responses in flight: the throttle keeps the scheduler one tile ahead of the load role
 
 
 @gluon.constexpr_function
 def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
-               src_dtype=None):
+               src_dtype=None, clc=False):
     """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
     sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns), and the pipelines
-    between the roles. Refused (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512
+    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads). Refused (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512
     TMEM columns."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
     has_c = src_dtype is not None
+    readers = ("epilogue", "load", "mma") + (("epilogue_load", ) if has_c else ())
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
                     d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages),
                     accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
-                    pipelines=SmemPipelineBundleNoClc(
+                    pipelines=SmemPipelineBundle(
                         InputPipelineStorage(stages), OutputPipelineStorage(acc_stages),
+                        clc=ClcPipelineStorage(CLC_STAGES, readers, producer_proxy="async") if clc else None,
                         epi_load=EpiLoadPipelineStorage(sub_stages, consumer_proxy="generic") if has_c else None))
     if has_c:
         storages.update(src_tiles=SourceTileStorage(src_dtype, (block_m, epi_n), sub_stages),
@@ -110,16 +116,15 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
                         HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None,
                         PROBE: gl.constexpr = 0):
     """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
-    sub-tile stages); `workspace` is not read (static schedule)."""
-    gl.static_assert(SCHEDULE == "static", "sm_100a GEMM: only the static schedule is built yet")
+    sub-tile stages); `workspace` is not read (neither scheduler keeps global state)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
-                                    d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None)
+                                    d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None, SCHEDULE == "clc")
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    sched = sm100_scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     accs = OutputTilePipeline(smem.pipelines.output, smem.accumulators)
     if HAS_C:
@@ -134,13 +139,16 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
                       WORKER_REGS),
                      (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS),
                      (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
-                     else None])
+                     else None,
+                     (clc_scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "clc" else None])
 
 
 def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False,
-                      source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0):
-    """sm100_matmul_kernel for one configuration as a KernelSpec (sm_100a): D of `c_dtype`, with a C of
-    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE."""
+                      source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
+                      schedule: str = "static"):
+    """sm100_matmul_kernel for one configuration and scheduler as a KernelSpec (sm_100a): D of `c_dtype`, with a C of
+    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE,
+    `schedule` SCHEDULE."""
     from tilepipe.kernels.spec import KernelSpec
     from tilepipe.pipeline.probe import buffer_signature
 
@@ -155,6 +163,6 @@ def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool
                        "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "probe_buf": buffer_signature(probe),
                        "PROBE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": "static", "PROBE": probe,
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule, "PROBE": probe,
                        **({} if probe else {"probe_buf": None})},
                       target="sm_100a", num_warps=cfg.num_warps)

@@ -384,6 +384,13 @@ class ProducerStage(_Stage):
         mbarrier.expect(_full(self.pipe, self.pipe.index, _semantic), nbytes, _semantic=_semantic)
 
     @builtin
+    def wait_filled(self, _semantic=None):
+        """Wait until the asynchronous fill this producer started (signalled through expect_bytes) has landed, for a
+        producer that reads it back itself: the scheduler reading its own CLC response."""
+        _wait(self.pipe, _probe.PRODUCER, _full(self.pipe, self.pipe.index, _semantic), self.pipe.phase, None,
+              _semantic)
+
+    @builtin
     def arrive(self, _semantic=None):
         """Signal a slot filled with ordinary stores (fenced first when its consumer reads via the async proxy)."""
         _signal(self, "full", _semantic)

@@ -377,10 +377,11 @@ class ClcPipelineStorage(Storage):
     consumers: tuple[str, ...]
     producer: str = "scheduler"
     throttle_producer: str = "load"
+    producer_proxy: str = "generic"  # "async": the hardware writes the response (CLC try_cancel), not the scheduler
 
     def _ring(self) -> BarrierPair:
         return BarrierPair(self.stages, "clc", self.producer, "+".join(self.consumers), 1, len(self.consumers),
-                           "generic", "generic")
+                           self.producer_proxy, "generic")
 
     def _throttle(self) -> BarrierPair:
         return BarrierPair(self.stages, "clc_throttle", self.throttle_producer, self.producer, 1, 1, "generic",

@@ -7,6 +7,8 @@ declaration (`matmul_plan`, `wgmma_plan`); the stress kernel creates its pipelin
 every declaration with what tracing the kernel records, so a role's pipelines and sides cannot drift silently.
 """
 
+from itertools import product
+
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
@@ -87,42 +89,52 @@ def fp8_protocols() -> list[Protocol]:
     return protocols
 
 
-def sm100_roles(has_c: bool, subtiles: int) -> tuple[Role, ...]:
-    """tilepipe/kernels/sm100_matmul.py: epilogue, load, mma (and epilogue_load with C). The epilogue frees a tile's
-    accumulator after its last TMEM load, before it consumes the last C sub-tile; a tcgen05 commit (the input release,
-    the accumulator signal) is modelled as an arrival where it is issued, though the hardware makes it once the MMAs
-    before it completed."""
+def sm100_roles(has_c: bool, subtiles: int, clc: bool = False) -> tuple[Role, ...]:
+    """tilepipe/kernels/sm100_matmul.py: epilogue, load, mma (and epilogue_load with C, the scheduler with CLC). The
+    epilogue frees a tile's accumulator after its last TMEM load, before it consumes the last C sub-tile. A tcgen05
+    commit (the input release, the accumulator signal) is modelled as an arrival where it is issued, though the
+    hardware makes it once the MMAs before it completed; a CLC response likewise lands where it is asked for. Under
+    CLC every role takes its next tile from the ring after each tile (the last take is the "nothing cancelled" one),
+    the load role pacing the scheduler through the throttle pair once per tile it starts."""
     with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    with_clc = (lambda *body: body) if clc else (lambda *body: ())
+    take = with_clc(*consume("clc"))
     drain = Wait("output", "consumer"), *with_c(loop("sub", subtiles - 1, *consume("epi_load"))), Signal(
         "output", "consumer"), *with_c(*consume("epi_load")), Step("output")
-    epilogue = Role("epilogue", "epilogue_role", (loop("tile", "tiles", *drain), ))
-    load = Role("load", "load_role", (loop("tile", "tiles", loop("k", "k", *produce("input")),
-                                           *with_c(*produce("load_order"))), Drain("input"), *with_c(Drain("load_order"))))
-    mma = Role("mma", "mma_role", (loop("tile", "tiles", *produce("output", loop("k", "k", *consume("input")))),
-                                   Drain("output")))
+    epilogue = Role("epilogue", "epilogue_role", (loop("tile", "tiles", *drain, *take), ))
+    load = Role("load", "load_role", (
+        loop("tile", "tiles", *with_clc(*produce("clc_throttle")), loop("k", "k", *produce("input")),
+             *with_c(*produce("load_order")), *take), Drain("input"), *with_c(Drain("load_order"))))
+    mma = Role("mma", "mma_role", (
+        loop("tile", "tiles", *produce("output", loop("k", "k", *consume("input"))), *take), Drain("output")))
     epilogue_load = Role("epilogue_load", "epilogue_load_role", (
-        loop("tile", "tiles", *consume("load_order"), loop("sub", subtiles, *produce("epi_load"))), Drain("epi_load")))
-    return (epilogue, load, mma) + ((epilogue_load, ) if has_c else ())
+        loop("tile", "tiles", *consume("load_order"), loop("sub", subtiles, *produce("epi_load")), *take),
+        Drain("epi_load")))
+    scheduler = Role("scheduler", "clc_scheduler_role", (
+        loop("tile", "tiles", *consume("clc_throttle"), *produce("clc")), Drain("clc")))
+    return (epilogue, load, mma) + ((epilogue_load, ) if has_c else ()) + ((scheduler, ) if clc else ())
 
 
 def sm100_protocols() -> list[Protocol]:
-    """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) in each SM100 configuration and epilogue,
-    over its plan's pipelines (sm100_roles)."""
+    """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) in each SM100 configuration, epilogue and
+    scheduler, over its plan's pipelines (sm100_roles)."""
     from tilepipe.kernels.catalogue import SM100_EPILOGUES
     from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
+    from tilepipe.schedulers import SM100_SCHEDULERS
 
     protocols = []
     for cfg in configs.SM100_CONFIGS:
-        for variant, args in SM100_EPILOGUES.items():
-            has_c = args.get("has_c", False)
-            fitted = sm100_fitted(cfg, args["dtype"], args["c_dtype"], has_c, args.get("source_dtype"))  # as launched
+        for (variant, args), schedule in product(SM100_EPILOGUES.items(), SM100_SCHEDULERS):
+            has_c, clc = args.get("has_c", False), schedule == "clc"
+            fitted = sm100_fitted(cfg, args["dtype"], args["c_dtype"], has_c, args.get("source_dtype"), clc)
             plan = sm100_plan.fn(fitted.block_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages,
                                  args["dtype"], args["c_dtype"], True,
-                                 src_dtype=args.get("source_dtype", args["c_dtype"]) if has_c else None)
-            protocols.append(Protocol("sm100_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} "
-                                      f"{variant}", plan_storages(plan), sm100_roles(has_c, cfg.block_n // EPILOGUE_N),
-                                      tile_cases(fitted.stages), lambda cfg=fitted, args=args:
-                                      sm100_matmul_spec(cfg, b_kmajor=True, **args)))
+                                 src_dtype=args.get("source_dtype", args["c_dtype"]) if has_c else None, clc=clc)
+            protocols.append(Protocol(
+                "sm100_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} {variant} {schedule}",
+                plan_storages(plan), sm100_roles(has_c, cfg.block_n // EPILOGUE_N, clc), tile_cases(fitted.stages),
+                lambda cfg=fitted, args=args, schedule=schedule: sm100_matmul_spec(cfg, b_kmajor=True,
+                                                                                   schedule=schedule, **args)))
     return protocols
 
 
