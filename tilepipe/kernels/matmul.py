@@ -23,7 +23,7 @@ from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role,
                                         store_role)
-from tilepipe.kernels.spec import tile_desc
+from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.probe import Probe
@@ -140,20 +140,5 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a
     a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
     `probe` is PROBE, `schedule` SCHEDULE."""
-    from tilepipe.kernels.spec import KernelSpec
-    from tilepipe.pipeline.probe import buffer_signature
-
-    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
-    c_block = (cfg.block_m, cfg.block_n)
-    return KernelSpec(f"{__name__}:matmul_kernel",
-                      {"a_desc": tile_desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": tile_desc(dtype, b_block),
-                       "d_desc": tile_desc(c_dtype, c_block), "c_desc": tile_desc(source_dtype or c_dtype, c_block),
-                       "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
-                       "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
-                       "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "probe_buf": buffer_signature(probe),
-                       "PROBE": "constexpr"},
-                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule, "PROBE": probe,
-                       **({} if probe else {"probe_buf": None})},
-                      num_warps=cfg.num_warps)
+    return gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, cfg.block_n, "sm_90a", has_c,
+                     source_dtype, bias_dtype, probe, schedule)

@@ -75,3 +75,28 @@ def tile_layout(dtype: str, block: Sequence[int]):
 def tile_desc(dtype: str, block: Sequence[int]) -> str:
     """Signature of a TMA descriptor of `block` tiles in the storage's layout (tile_layout)."""
     return tdesc_signature(dtype, list(block), tile_layout(dtype, block))
+
+
+def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, epilogue_n: int, target: str,
+              has_c: bool = False, source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
+              schedule: str = "static") -> KernelSpec:
+    """The GEMM kernels' spec (matmul_kernel and sm100_matmul_kernel share one signature): `fn` in configuration `cfg`
+    (a MatmulConfig) for `target`, D of `c_dtype` in BM x `epilogue_n` boxes, C (of `source_dtype`, default D's) in
+    the same boxes when `has_c`, a per-column bias of `bias_dtype` when given; `probe` is PROBE, `schedule`
+    SCHEDULE."""
+    from tilepipe.pipeline.probe import buffer_signature
+
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    c_block = (cfg.block_m, epilogue_n)
+    return KernelSpec(fn,
+                      {"a_desc": tile_desc(dtype, (cfg.block_m, cfg.block_k)), "b_desc": tile_desc(dtype, b_block),
+                       "d_desc": tile_desc(c_dtype, c_block), "c_desc": tile_desc(source_dtype or c_dtype, c_block),
+                       "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
+                       "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
+                       "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "probe_buf": buffer_signature(probe),
+                       "PROBE": "constexpr"},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
+                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule, "PROBE": probe,
+                       **({} if probe else {"probe_buf": None})},
+                      target=target, num_warps=cfg.num_warps)

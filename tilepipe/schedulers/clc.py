@@ -18,7 +18,8 @@ from triton.experimental.gluon.language.nvidia.blackwell import clc
 from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe.pipeline.ring import ProducerConsumerPipeline, _trace
-from tilepipe.schedulers.grid import TileGrid, TileWork
+from tilepipe.schedulers.grid import TileGrid
+from tilepipe.schedulers.ringfed import RingWork, paced
 
 RESPONSE_BYTES = gl.constexpr(16)  # a CLC response: its bytes complete the slot's full barrier
 
@@ -30,29 +31,8 @@ def _response(response, index):
 
 
 @aggregate
-class ClcWork(TileWork):
+class ClcWork(RingWork):
     """One role's current tile under cluster launch control, and its cursor into the scheduler ring."""
-    tile_id: gl.tensor
-    valid: gl.tensor
-    grid: TileGrid
-    ring: ProducerConsumerPipeline
-    throttle: ProducerConsumerPipeline
-    response: gl.shared_memory_descriptor
-    PACES: gl.constexpr
-    ROLE: gl.constexpr
-    finishes: gl.constexpr
-
-    @gluon.constexpr_function
-    def __init__(self, tile_id, valid, grid, ring, throttle, response, PACES, ROLE):
-        self.tile_id = tile_id
-        self.valid = valid
-        self.grid = grid
-        self.ring = ring
-        self.throttle = throttle
-        self.response = response
-        self.PACES = gl.constexpr(PACES)
-        self.ROLE = gl.constexpr(ROLE)
-        self.finishes = gl.constexpr(True)
 
     @gluon.jit
     def first(grid: TileGrid, ring: ProducerConsumerPipeline, throttle: ProducerConsumerPipeline, response,
@@ -65,11 +45,7 @@ class ClcWork(TileWork):
     def started(tile_id, valid, grid: TileGrid, ring: ProducerConsumerPipeline, throttle: ProducerConsumerPipeline,
                 response, PACES: gl.constexpr, ROLE: gl.constexpr):
         """A role starts `tile_id`; the pacing role lets the scheduler ask for the next tile."""
-        if PACES:
-            if valid:
-                with throttle.produce() as taken:
-                    taken.arrive()
-        return ClcWork(tile_id, valid, grid, ring, throttle, response, PACES, ROLE)
+        return ClcWork(tile_id, valid, grid, ring, paced(throttle, valid, PACES), response, PACES, ROLE)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
