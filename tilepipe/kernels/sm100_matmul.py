@@ -46,8 +46,8 @@ def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_
                src_dtype=None, clc=False):
     """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
     sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns), and the pipelines
-    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads). Refused (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512
-    TMEM columns."""
+    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads). Refused
+    (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
     has_c = src_dtype is not None
