@@ -3,6 +3,8 @@
 # `python -m tilepipe bench` (bf16 and FP8 families), whose table is printed last. Full logs go to $OUT (or ./gpu-logs
 # when run by hand). `bash scripts/gpu_check.sh tests` or `... bench` runs one half: the whole takes longer than one
 # 10-minute device call, so run the halves as two calls on the same warm machine. Every log names the Triton it ran.
+# `... shapes` (issue 20, about 5 minutes) runs `python -m tilepipe bench --shapes` (bench/results/shapes-h100.json,
+# copied to $OUT) and then the split-K and FP8 stream-K GPU cases, each in its own process.
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
@@ -19,6 +21,31 @@ python3 -c 'import triton; print("triton", triton.__version__, "from", triton.__
 python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9."))' || { echo "tilepipe needs triton 3.9" >&2; exit 1; }
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
 tests=0 demo=0 bench=0
+if [ "$part" = shapes ]; then
+    name="${BENCH_NAME:-shapes-h100}"
+    timeout 230 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
+    bench=$?
+    cp "bench/results/$name.json" "$out/" 2>/dev/null
+    pids=()
+    for case in "matmul_cases splitk bf16 bf16 kmajor" "matmul_cases splitk fp16 fp32 rowmajor" \
+                "scheduler_cases launches splitk bf16" "scheduler_cases launches splitk fp32" \
+                "scheduler_cases graphs splitk" "scheduler_cases bias splitk" "scheduler_cases launches default fp32" \
+                "fp8_cases tensor e4m3 e4m3 bf16 streamk" "fp8_cases row e4m3 e5m2 fp32 splitk" \
+                "fp8_cases blockwise e4m3 e4m3 bf16 streamk" "fp8_cases blockwise e4m3 e4m3 bf16 splitk" \
+                "fp8_cases tensor e4m3 e4m3 bf16"; do
+        set -- $case
+        (timeout 100 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; echo "exit=$?" >> "$out/${case// /_}.log") &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    grep -h '^{' "$out"/*_cases_*.log | cut -c1-400
+    grep -L '^exit=0$' "$out"/*_cases_*.log | sed 's/^/FAILED: /'
+    [ -n "$(grep -L '^exit=0$' "$out"/*_cases_*.log)" ] && tests=1
+    cat "$out/bench.log"
+    echo "split-K gpu cases exit=$tests, bench --shapes exit=$bench"
+    [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
+    exit
+fi
 if [ "$part" != bench ]; then
     timeout 420 python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
     tests=$?

@@ -76,6 +76,7 @@ def test_default_candidates_fit_shared_memory():
     for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
         cands = autotune.default_candidates(out_dtype)
         assert len(set(cands)) == len(cands) >= 4
+        assert any(cfg.cluster_m == 2 for cfg in cands)
         for cfg in cands:
-            assert matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", c_dtype,
-                                  True, True).fits
+            assert matmul_plan.fn(cfg.tile_m, cfg.tile_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", c_dtype,
+                                  True, True, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n).fits

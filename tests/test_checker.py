@@ -1,12 +1,12 @@
 """The CPU protocol checker: every shipped kernel passes; seeded protocol bugs are caught with the right diagnosis."""
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
 from tilepipe.host.configs import MEDIUM, MatmulConfig
-from tilepipe.kernels.catalogue import MATMUL_EPILOGUES, shipped_variants
-from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle
+from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, shipped_variants
+from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume,
                                      format_results, loop, produce, trip_cases, wait_filled)
 from tilepipe.verify.protocols import (UNCHECKED, check_shipped_kernels, covering_kernel, matmul_configs,
@@ -64,8 +64,8 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_EPILOGUES, "matmul_fp8 scaled", "matmul_fp8 blockwise", "sm100_matmul_kernel",
-                       "pipeline_demo stress", "pipeline_demo wgmma"}
+    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, "matmul_fp8 scaled", "matmul_fp8 blockwise",
+                       "sm100_matmul_kernel", "pipeline_demo stress", "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
 
@@ -260,3 +260,47 @@ def test_an_accumulator_never_freed_deadlocks_the_mma_role_not_its_commits():
                                               op.pipeline == "output" else [op]))
     finding = only(check(never_freed), "deadlock")[0]
     assert (finding.role, finding.pipeline) == ("mma", "output") and "'mma (commits)' waits" not in finding.message
+
+
+def cluster() -> Protocol:
+    return matmul_protocol("MEDIUM", MEDIUM, "matmul cluster 2x1")
+
+
+def test_cluster_protocol_runs_both_ctas_over_the_multicast_ring():
+    result = check(cluster())
+    assert result.ok, format_results([result])
+    assert result.states > check(matmul_protocol("MEDIUM", MEDIUM, "matmul")).states
+
+
+def test_missing_peer_release_deadlocks_the_multicasting_producer():
+    """Consumers that free their own CTA's slot but not the pair's (the GPU hang tests/kernels/hang_kernels.py
+    seeds): the first CTA's producer waits on the pair barrier forever."""
+    protocol = cluster()
+    mma = rewrite(role(protocol, "mma"), lambda op: [replace(op, own_cta_only=True)]
+                  if isinstance(op, Signal) and op.pipeline == "input" else [op])
+    found = only(check(with_role(protocol, mma)), "deadlock")
+    assert any("'load@cta0' waits on input.pair[" in f.message for f in found), found
+
+
+@dataclass(frozen=True)
+class _OneCtaPair(Storage):
+    """A storage whose multicast rings' pair barriers count one CTA's release instead of both (a seeded wrong
+    cluster count)."""
+    inner: Storage
+
+    def parts(self):
+        return self.inner.parts()
+
+    def barriers(self):
+        return [replace(use, arrivals=use.arrivals // 2) if use.name.endswith("empty_pair") else use
+                for use in self.inner.barriers()]
+
+
+def test_pair_barrier_counting_one_cta_is_over_arrival():
+    """With the pair complete after one CTA's release, the first CTA refills a slot the other still reads: the
+    other CTA's release then lands in the next phase of the pair barrier."""
+    protocol = cluster()
+    protocol = replace(protocol, storages=tuple(_OneCtaPair(s) if isinstance(s, SmemPipelineBundle) else s
+                                                for s in protocol.storages))
+    found = only(check(protocol), "over-arrival")
+    assert any("input.pair[" in f.message or "input.full[" in f.message for f in found), found

@@ -39,12 +39,13 @@ def test_report_lists_every_kernel_with_its_resources(report):
     rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel",
                                                        "scaled_matmul_kernel", "blockwise_matmul_kernel",
                                                        "sm100_matmul_kernel"))]
-    matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel"]  # each at one tile, + 2 tiles
+    matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel"]  # each at one tile, + 3 tiles
     assert sum("sm_100a" in row for row in rows) >= 3
-    assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 2
+    assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 3
+    assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K
     assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
     assert any("HAS_BIAS=True" in row for row in rows)
-    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 2
+    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 4
     sm100 = [row.split() for row in rows if row.startswith("sm100_matmul_kernel")]  # each epilogue + the medium tile
     assert len(sm100) == sum(v.kernel == "sm100_matmul_kernel" for v in shipped_variants()) + 1
     assert all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] in ("256", "512") for row in sm100)
@@ -70,9 +71,10 @@ def test_demo_without_a_gpu_falls_back_to_the_report(report):
     assert result.stdout.startswith("no CUDA GPU here") and report.stdout in result.stdout
 
 
-def test_bench_without_a_gpu_exits_2():
+@pytest.mark.parametrize("args", [(), ("--shapes", )], ids=["bench", "bench --shapes"])
+def test_bench_without_a_gpu_exits_2(args):
     needs_no_gpu()
-    result = tilepipe_cli("bench", timeout=120)
+    result = tilepipe_cli("bench", *args, timeout=120)
     assert result.returncode == 2 and "needs a CUDA GPU" in result.stderr
 
 

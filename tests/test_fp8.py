@@ -13,7 +13,7 @@ from tilepipe.pipeline.storage import SMEM_LIMIT_BYTES, BlockwiseFP8TileStorage
 from tilepipe.verify.compile import CompileError, compile_kernels
 
 LARGE, MEDIUM, SMALL = configs(False, torch.bfloat16)
-MEDIUM_FP32 = configs(False, torch.float32)[0]
+MEDIUM_FP32, SMALL_FP32 = configs(False, torch.float32)
 BLOCKWISE, BLOCKWISE_SMALL = configs(True, torch.bfloat16)
 BLOCKWISE_FP32 = configs(True, torch.float32)[0]
 CASES = [("scaled", LARGE, "fp8e4nv", "fp8e4nv", "bf16", False),
@@ -23,14 +23,18 @@ CASES = [("scaled", LARGE, "fp8e4nv", "fp8e4nv", "bf16", False),
          ("scaled", SMALL, "fp8e4nv", "fp8e4nv", "fp16", False),
          ("blockwise", BLOCKWISE, "fp8e4nv", "fp8e4nv", "bf16", None),
          ("blockwise", BLOCKWISE_FP32, "fp8e4nv", "fp8e5", "fp32", None),
-         ("blockwise", BLOCKWISE_SMALL, "fp8e5", "fp8e4nv", "bf16", None)]
+         ("blockwise", BLOCKWISE_SMALL, "fp8e5", "fp8e4nv", "bf16", None),
+         ("scaled streamk", MEDIUM, "fp8e4nv", "fp8e4nv", "bf16", False),
+         ("scaled streamk", SMALL_FP32, "fp8e4nv", "fp8e4nv", "fp32", True),
+         ("blockwise streamk", BLOCKWISE_SMALL, "fp8e4nv", "fp8e4nv", "bf16", None)]
 PTX_TYPES = {"fp8e4nv": "e4m3", "fp8e5": "e5m2"}
 
 
 def spec(kind, cfg, a_dtype, b_dtype, c_dtype, per_row):
-    if kind == "scaled":
-        return scaled_spec(cfg, a_dtype, b_dtype, c_dtype, per_row)
-    return blockwise_spec(cfg, a_dtype, b_dtype, c_dtype)
+    schedule = "streamk" if kind.endswith("streamk") else "static"
+    if kind.startswith("scaled"):
+        return scaled_spec(cfg, a_dtype, b_dtype, c_dtype, per_row, schedule)
+    return blockwise_spec(cfg, a_dtype, b_dtype, c_dtype, schedule)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +44,9 @@ def reports():
 
 def case_id(case) -> str:
     kind, cfg, a, b, c, per_row = case
-    scaling = "blockwise" if kind == "blockwise" else ("row" if per_row else "tensor")
-    return f"{scaling}-{cfg.block_m}x{cfg.block_n}-{PTX_TYPES[a]}x{PTX_TYPES[b]}-{c}"
+    scaling = "blockwise" if kind.startswith("blockwise") else ("row" if per_row else "tensor")
+    schedule = "-streamk" if kind.endswith("streamk") else ""
+    return f"{scaling}-{cfg.block_m}x{cfg.block_n}-{PTX_TYPES[a]}x{PTX_TYPES[b]}-{c}{schedule}"
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=lambda i: case_id(CASES[i]))
@@ -54,12 +59,16 @@ def test_fp8_gemm_compiles_to_fp8_wgmma_tma_and_no_spills(reports, index):
     assert report.count("QGMMA", "sass") > 0  # Hopper's fp8 GMMA (HGMMA is the 16-bit one)
     # TMA loads per stage: A, B, and for blockwise the A-scale column and the B-scale box
     loads = report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
-    assert loads == (4 if kind == "blockwise" else 2)
+    assert loads == (4 if kind.startswith("blockwise") else 2)
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
+    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring add (pipeline/partials.py)
+    streamk = kind.endswith("streamk")
+    assert (report.count("red.release.gpu.global.add"), report.count("atom.relaxed.gpu.global.add")) == (streamk, ) * 2
+    assert (report.count("ld.acquire.gpu.global") > 0) == streamk
     planned = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, a_dtype, b_dtype, c_dtype,
-                          kind == "blockwise")
+                          kind.startswith("blockwise"))
     assert 0 <= report.shared - planned.total_bytes < WS_SCRATCH_BYTES
 
 
@@ -146,3 +155,18 @@ A, B = fp8(256, 512), fp8(384, 512).t()  # b = w.t(): column-major (K-major), as
 def test_bad_input_names_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_fp8_splits_k_where_few_tiles_hold_long_k():
+    """fp8_schedule_for: split-K for decode-like shapes with few tiles (64-row tiles up to M = 64: 32 at N = 4096,
+    K = 14336; 16 blockwise at N = 2048, K = 7168), static where the tiles fill the machine or K is short."""
+    from tilepipe.host.configs import fp8_config_for, fp8_schedule_for
+
+    def pick(M, N, K, blockwise=False):
+        return fp8_schedule_for(M, N, K, fp8_config_for(M, N, blockwise, torch.bfloat16, 132), blockwise, 132)
+
+    assert pick(16, 4096, 14336) == pick(64, 2048, 7168) == pick(64, 2048, 7168, blockwise=True) == "splitk"
+    assert pick(16, 14336, 4096) == pick(64, 7168, 2048) == pick(8192, 14336, 4096) == "static"
+    assert pick(4096, 7168, 2048, blockwise=True) == "static"
+    # the blockwise 8-warp tile spills under stream-K: never chosen for it, whatever the model says
+    assert fp8_schedule_for(64, 2048, 7168, BLOCKWISE, True, 132) == "static"

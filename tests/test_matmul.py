@@ -5,8 +5,10 @@ import torch
 
 import tilepipe
 from tilepipe.host import staging
-from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, MEDIUM, MEDIUM_FP32_SOURCE, SMALL,
-                                   choose_config, schedule_for)
+from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LAUNCH_US, MEDIUM,
+                                   MEDIUM_FP32_SOURCE, SMALL, SPLIT_MIN_STEPS, choose_config, predict_us,
+                                   schedule_for, schedule_programs, small_m_config, small_m_configs, tile_count,
+                                   tile_us)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.verify.compile import CompileError, compile_kernels
 
@@ -23,6 +25,13 @@ CASES += [(cfg, "bf16", c_dtypes[-1], not has_c, has_c, None, None, schedule) fo
           for has_c in (False, True) for schedule in ("dynamic", "streamk")]
 CASES += [(MEDIUM_FP32_SOURCE, "bf16", "bf16", True, True, "fp32", None, "streamk"),
           (LARGE_16BIT, "bf16", "bf16", True, False, None, "bf16", "streamk")]
+# small M's 64-row tiles with shared memory filled with stages, under stream-K's kernel (split-K) and static
+DECODE, DECODE_FP32 = small_m_configs(torch.bfloat16)[0], small_m_configs(torch.float32)[0]
+CASES += [(DECODE, "bf16", "bf16", True, False, None, None, "streamk"), (DECODE, "bf16", "bf16", True, True, None,
+                                                                         None, "streamk"),
+          (DECODE, "bf16", "bf16", True, False, None, "bf16", "streamk"), (DECODE, "fp16", "fp16", False, False, None,
+                                                                           None, "static"),
+          (DECODE_FP32, "bf16", "fp32", True, False, None, None, "streamk")]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +96,74 @@ def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
     assert pick(1536, 2816, 4096, LARGE_16BIT, 132) == "static"  # exactly 132 tiles
     assert pick(2048, 2048, 2048, LARGE_16BIT, 132) == "static"  # 128 tiles
     assert pick(2304, 2816, 8192, LARGE_16BIT, 132) == "static"  # 198 tiles, but 396 MEDIUM tiles: 3 full waves
+
+
+def test_small_m_tiles_fill_shared_memory_with_stages():
+    """Small M's 64-row tile takes more stages than SMALL (bytes in flight for a memory-bound GEMM), as many as fit."""
+    for out, cfg in ((torch.bfloat16, DECODE), (torch.float32, DECODE_FP32)):
+        assert (cfg.block_m, cfg.block_n, cfg.num_warps) == (64, 128, 4) and cfg.stages > SMALL.stages
+        more = matmul_plan.fn(64, 128, 64, cfg.stages + 1, 1, "bf16", "fp32" if out == torch.float32 else "bf16",
+                              True, True)
+        assert not more.fits
+
+
+def test_small_m_takes_split_k_where_its_tiles_fill_at_most_half_the_sms():
+    """Decode shapes: 64-row tiles; split-K where the tiles fill at most half the SMs and K is long (32 tiles x 4
+    splits at N = 4096), static where they fill the machine without it (112 tiles at N = 14336)."""
+    sms = 132
+    for M in (1, 8, 32, 64):
+        for N, K in ((4096, 4096), (4096, 14336)):
+            cfg = small_m_config(M, N, K, torch.bfloat16, sms)
+            assert cfg == DECODE and schedule_for(M, N, K, cfg, sms) == "splitk"
+            assert schedule_programs(M, N, K, cfg, sms, "splitk") == 128
+        assert schedule_for(M, 14336, 4096, small_m_config(M, 14336, 4096, torch.bfloat16, sms), sms) == "static"
+    assert predict_us(1, 4096, 4096, DECODE, "splitk", sms) < 0.7 * predict_us(1, 4096, 4096, MEDIUM, "static", sms)
+
+
+def test_split_k_grid_splits_every_tile_evenly():
+    """tiles x splits programs, at most the SMs, each tile's k-steps split at least SPLIT_MIN_STEPS each; no split
+    where the tiles already fill half the machine or K is short."""
+    sms = 132
+    for M, N, K in ((1, 4096, 4096), (17, 520, 8200), (100, 264, 1000), (64, 9000, 4096), (1, 128, 128)):
+        tiles, k_tiles = tile_count(M, N, DECODE), -(-K // DECODE.block_k)
+        programs = schedule_programs(M, N, K, DECODE, sms, "splitk")
+        splits = programs // tiles
+        assert programs <= sms and (programs % tiles == 0 or programs == sms)
+        assert splits == 1 or k_tiles // splits >= SPLIT_MIN_STEPS
+        assert splits == max(1, min(sms // tiles, k_tiles // SPLIT_MIN_STEPS))
+
+
+def test_predicted_time_agrees_with_the_tile_model_where_compute_bound():
+    """At 8192^3 the model is schedule_for's: whole waves of full-rate tiles (plus the launch); stream-K at 133
+    tiles costs the tiles' share of the SMs plus its fixup."""
+    sms = 132
+    waves = -(-tile_count(8192, 8192, LARGE_16BIT) // sms)
+    assert predict_us(8192, 8192, 8192, LARGE_16BIT, "static", sms) == pytest.approx(
+        waves * tile_us(LARGE_16BIT, 8192) + LAUNCH_US)
+    static, split = (predict_us(896, 4864, 4096, LARGE_16BIT, s, sms) for s in ("static", "streamk"))
+    assert static == pytest.approx(2 * tile_us(LARGE_16BIT, 4096) + LAUNCH_US) and split < static
+
+
+def test_predicted_time_is_within_10_percent_of_the_h100_scheduler_bench():
+    """Calibration: predict_us against every static and stream-K row of bench/results/scheduler-h100-v7.json (H100,
+    the tile and schedule each ran), except K = 3000, whose rows start off 32-byte sectors (13-18% slower there:
+    docs/perf-log.md rows 17-18, not in the model)."""
+    import json
+    from pathlib import Path
+
+    record = json.loads((Path(__file__).parents[1] / "bench/results/scheduler-h100-v7.json").read_text())
+    tiles = {"64x128": SMALL, "128x128": MEDIUM, "128x256": LARGE_16BIT}
+    checked = 0
+    for row in record["rows"]:
+        M, N, K = map(int, row["shape"].split("x"))
+        if "tiles of" not in row["variant"] or row["variant"].startswith("dynamic") or K % 16:
+            continue
+        cfg = tiles[row["variant"].split("tiles of ")[1].rstrip(")")]
+        measured = 2.0 * M * N * K / row["tilepipe_tflops"] * 1e-6
+        predicted = predict_us(M, N, K, cfg, "streamk" if "streamk" in row["variant"] else "static", 132)
+        assert 0.9 < measured / predicted < 1.1, (row["shape"], row["variant"], measured, predicted)
+        checked += 1
+    assert checked >= 20
 
 
 def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():

@@ -97,3 +97,21 @@ def test_streamk_programs_work_at_nearly_the_same_k_offset():
     for step in range(min(map(len, offsets))):
         column = [o[step] for o in offsets]
         assert max(column) - min(column) <= 1, (step, column)
+
+
+def test_split_k_grid_gives_each_program_one_unit_of_one_tile():
+    """Split-K (the stream-K kernel on tiles x splits programs, host/configs.py schedule_programs): every program's
+    range lies in one tile (a single unit), each tile's k-steps split over exactly `splits` consecutive programs,
+    and its finisher reads the other splits - 1 (no program waits on more than its own tile's contributors)."""
+    from tilepipe.host.configs import MatmulConfig, k_splits, schedule_programs, tile_count
+
+    cfg = MatmulConfig(64, 128, 64, stages=8, num_warps=4)
+    for M, N, K in ((1, 4096, 4096), (17, 520, 8200), (100, 264, 1000), (96, 2000, 4096), (8, 1000, 4096)):
+        tiles, k_tiles = tile_count(M, N, cfg), -(-K // cfg.block_k)
+        programs, splits = schedule_programs(M, N, K, cfg, 132, "splitk"), k_splits(M, N, K, cfg, 132)
+        assert splits > 1 and programs == tiles * splits
+        for p in range(programs):
+            (unit, ) = streamk_units(tiles, k_tiles, programs, p)
+            assert unit[0] == p // splits
+            if unit[2] == k_tiles:
+                assert streamk_contributors(tiles, k_tiles, programs, p, unit[0]) == list(range(p - 1, p - splits, -1))

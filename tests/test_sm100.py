@@ -5,10 +5,10 @@ a kernel: the sm_100a GEMM has been compiled, never run."""
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_schedule
+from tilepipe.api.matmul import check_cluster, check_schedule
 from tilepipe.host.configs import SM100_CONFIGS, choose_config, sm100_config, sm100_fitted
 from tilepipe.host.device import gemm_target
-from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
+from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_operand_blocks, sm100_plan
 from tilepipe.pipeline.storage import SmemBudgetError
 from tilepipe.verify.compile import CompileError, compile_kernels
 
@@ -133,3 +133,20 @@ def test_each_gemm_takes_its_own_schedulers(arch, scheduler, ok):
         return
     with pytest.raises(ValueError, match=f"scheduler '{scheduler}' is not built for {arch}"):
         check_schedule(scheduler, arch)
+
+
+def test_sm100_shares_the_launch_path_without_clusters():
+    """The sm_100a GEMM takes matmul_kernel's arguments (CLUSTER_M/N included, always 1, one CTA per program) with C
+    and D in EPILOGUE_N-column boxes; a config with a cluster (Hopper-only for now) is refused, by matmul as by the
+    spec builder."""
+    spec = sm100_matmul_spec(MEDIUM, "bf16", "bf16", True)
+    assert spec.constexprs["CLUSTER_M"] == spec.constexprs["CLUSTER_N"] == 1 and spec.options["num_ctas"] == 1
+    assert sm100_operand_blocks(MEDIUM, True)["c"] == ((MEDIUM.block_m, EPILOGUE_N), ())
+    clustered = MEDIUM.__class__(128, 128, 64, stages=4, num_warps=4, cluster_m=2)
+    with pytest.raises(ValueError, match="sm_100a GEMM runs without clusters"):
+        sm100_matmul_spec(clustered, "bf16", "bf16", True)
+    with pytest.raises(ValueError, match="2x1 cluster is built for sm_90a"):
+        check_cluster(clustered, "static", "sm_100a")
+    check_cluster(clustered, "static", "sm_90a")
+    with pytest.raises(ValueError, match="does not hand out cluster tiles"):
+        check_cluster(clustered, "streamk", "sm_90a")

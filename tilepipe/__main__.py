@@ -8,7 +8,7 @@ from pathlib import Path
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SMALL, fp8_configs,
-                                   sm100_fitted)
+                                   sm100_fitted, small_m_configs)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -30,11 +30,12 @@ def report() -> int:
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
     specs += [pipeline_demo.wgmma_spec(4)]
-    # the GEMM uses wgmma, which exists on sm_90a only (its sm_100a form, with tcgen05, is later work): every
-    # epilogue under every scheduler of the catalogue, at the largest tile that takes it, plus the other tiles
+    # the sm_90a GEMM (wgmma): every epilogue under every scheduler of the catalogue and the cluster GEMMs, at the
+    # largest tile that takes it, plus the other tiles
     specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
+    specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
     # fitted as matmul would launch it), then the medium tile
     specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],
@@ -43,7 +44,9 @@ def report() -> int:
               for v in shipped_variants() if v.kernel == "sm100_matmul_kernel"]
     specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
+              scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
+              blockwise_spec(fp8_configs(True, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", "streamk"),
               restage_spec()]
     rows = [("kernel", "target", "smem B", "TMEM cols", "regs", "spills B", "mbarriers", "mma", "tma", "tmem ld")]
     failed = 0
@@ -115,13 +118,18 @@ def main(argv: list[str] | None = None) -> int:
                              "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json and .png; "
                              "report: compile every kernel and print its resources (no GPU needed); "
                              "check: the pipeline protocol checker")
-    parser.add_argument("--name", default="matmul-bf16", help="bench: the results file name")
+    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes)")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
                         help="bench: the bf16/fp16 GEMMs (NAME.json), the FP8 GEMMs (NAME-fp8.json), or both")
     parser.add_argument("--schedulers", action="store_true",
                         help="bench: the static against the dynamic tile scheduler (tilepipe/schedulers/)")
+    parser.add_argument("--clusters", action="store_true",
+                        help="bench: 1x2 and 2x1 clusters (TMA multicast) against the unclustered tile and cuBLAS")
+    parser.add_argument("--shapes", action="store_true",
+                        help="bench: every shape a model runs (tilepipe.tools.bench_shapes: decode, prefill, ragged, "
+                             "FP8) against torch, with each row's predicted time, in one JSON")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -140,16 +148,25 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
+    name = args.name or ("shapes" if args.shapes else "matmul-bf16")
+    if args.command == "bench" and args.shapes:
+        from tilepipe.tools import bench_shapes
+
+        bench_shapes.run(name, pairs=args.pairs)
+        return 0
     if args.command == "bench" and args.schedulers:
-        bench.run_schedulers(args.name, pairs=args.pairs)
+        bench.run_schedulers(name, pairs=args.pairs)
+        return 0
+    if args.command == "bench" and args.clusters:
+        bench.run_clusters(name, pairs=args.pairs)
         return 0
     if args.command == "bench":
         if args.family in ("all", "bf16"):
-            bench.run(args.name, pairs=args.pairs)
+            bench.run(name, pairs=args.pairs)
         if args.family in ("all", "fp8"):
             from tilepipe.tools import bench_fp8
 
-            bench_fp8.run(f"{args.name}-fp8", pairs=args.pairs)
+            bench_fp8.run(f"{name}-fp8", pairs=args.pairs)
         return 0
     return demo()
 

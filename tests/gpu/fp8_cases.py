@@ -1,6 +1,7 @@
 """GPU correctness of tilepipe.matmul_fp8 for one (scaling, A dtype, B dtype, out dtype), over ragged shapes.
 
-`python -m tests.gpu.fp8_cases blockwise e4m3 e5m2 bf16` prints one JSON line. Each shape gets fresh random fp8
+`python -m tests.gpu.fp8_cases blockwise e4m3 e5m2 bf16` prints one JSON line; a fifth argument (streamk, splitk)
+forces that schedule (default: matmul_fp8's own choice per shape). Each shape gets fresh random fp8
 operands and random scales (varying over rows, columns and K blocks, so a wrong scale index shows), a NaN-poisoned
 output, and a float64 reference of the dequantized inputs. Tolerances: the output dtype's rounding plus fp8
 wgmma's limited-precision accumulation (per-tensor/per-row accumulate over all of K; blockwise promotes every 128).
@@ -52,7 +53,11 @@ def operands(M: int, N: int, K: int, a_dtype: torch.dtype, b_dtype: torch.dtype,
     return a, w.t(), sa, sb, ref
 
 
-def run(scaling: str, a_name: str, b_name: str, out_name: str) -> dict:
+def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | None = None) -> dict:
+    if schedule is not None:
+        import tilepipe.api.fp8
+
+        tilepipe.api.fp8.fp8_schedule_for = lambda *args: schedule
     torch.manual_seed(0)
     failures, worst = [], 0.0
     for M, N, K in SHAPES:
@@ -64,8 +69,8 @@ def run(scaling: str, a_name: str, b_name: str, out_name: str) -> dict:
         worst = max(worst, err)
         if not (got is out and torch.isfinite(got).all() and err < TOLERANCE[scaling]):
             failures.append({"shape": [M, N, K], "rel_err": err})
-    return {"case": f"{scaling} {a_name}x{b_name}->{out_name}", "ok": not failures, "worst_rel_err": worst,
-            "failures": failures[:5]}
+    return {"case": f"{scaling} {a_name}x{b_name}->{out_name} schedule={schedule}", "ok": not failures,
+            "worst_rel_err": worst, "failures": failures[:5]}
 
 
 if __name__ == "__main__":

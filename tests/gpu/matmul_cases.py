@@ -3,7 +3,8 @@
 `python -m tests.gpu.matmul_cases bf16 fp32 kmajor`: every shape is compared with a float64 reference on
 fresh random inputs, with the output poisoned with NaN first. `... residual bf16 bf16 kmajor`: the fused
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
-restaged to sector-aligned rows before the GEMM.
+restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
+split-K, forced and as matmul's own choice.
 """
 
 import json
@@ -20,8 +21,9 @@ SHAPES = [(1, 256, 64), (7, 8, 8), (129, 200, 63), (128, 256, 64), (300, 513, 10
 
 
 def run(dtype: str, out_dtype: str, layout: str, shapes: list[tuple[int, int, int]] = SHAPES,
-        a_offset: int = 0) -> dict:
-    """`a_offset` > 0: A is a column slice starting that many elements into each row of a wider tensor."""
+        a_offset: int = 0, scheduler: str | None = None, config: tilepipe.MatmulConfig | None = None) -> dict:
+    """`a_offset` > 0: A is a column slice starting that many elements into each row of a wider tensor;
+    `scheduler`: matmul's scheduler= (None: its own choice); `config` forces a configuration."""
     torch.manual_seed(0)
     failures = []
     worst = 0.0
@@ -30,22 +32,47 @@ def run(dtype: str, out_dtype: str, layout: str, shapes: list[tuple[int, int, in
         b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
              else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
         out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
-        got = tilepipe.matmul(a, b, out=out)
+        got = tilepipe.matmul(a, b, out=out, scheduler=scheduler, config=config)
         torch.cuda.synchronize()
         ref = a.double() @ b.double()
         err = float((got.double() - ref).norm() / ref.norm()) if ref.norm() > 0 else float(got.double().norm())
         worst = max(worst, err)
         if not (got is out and torch.isfinite(got).all() and err < TOLERANCE[DTYPES[out_dtype]]):
             failures.append({"shape": [M, N, K], "rel_err": err})
-    return {"case": f"matmul {dtype}->{out_dtype} b={layout}", "ok": not failures, "worst_rel_err": worst,
-            "failures": failures}
+    return {"case": f"matmul {dtype}->{out_dtype} b={layout} scheduler={scheduler} {config or ''}", "ok": not failures,
+            "worst_rel_err": worst, "failures": failures}
+
+
+SPLITK_SHAPES = [(1, 4096, 4096), (8, 1000, 4096), (33, 4000, 3000), (64, 1000, 4096), (96, 2000, 4096),
+                 (17, 520, 8200), (100, 264, 1000), (128, 130, 2000)]
+"""Small M with ragged N and K: split 2 to 16 ways over tiles of 64 rows (one or two rows of tiles)."""
+
+
+def run_splitk(dtype: str, out_dtype: str, layout: str) -> dict:
+    """SPLITK_SHAPES under scheduler="splitk" and under matmul's own choice, which must pick split-K for most of
+    them (else this would test the static schedule twice)."""
+    from tilepipe.host.configs import config_for, schedule_for, schedule_programs, tile_count
+    from tilepipe.host.device import sm_count
+
+    sms, device = sm_count(torch.cuda.current_device()), torch.cuda.current_device()
+    chosen, split = [], 0
+    for M, N, K in SPLITK_SHAPES:
+        cfg = config_for(M, N, K, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor", device)
+        chosen.append(schedule_for(M, N, K, cfg, sms))
+        split += schedule_programs(M, N, K, cfg, sms, "splitk") > tile_count(M, N, cfg)
+    results = [run(dtype, out_dtype, layout, SPLITK_SHAPES, scheduler="splitk"),
+               run(dtype, out_dtype, layout, SPLITK_SHAPES)]
+    ok = all(r["ok"] for r in results) and chosen.count("splitk") * 2 > len(chosen) and split == len(chosen)
+    return {"case": f"splitk {dtype}->{out_dtype} b={layout}", "ok": ok, "chosen": chosen, "split": split,
+            "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]]}
 
 
 RESIDUAL_SHAPES = [(1, 256, 64), (129, 200, 63), (300, 513, 1000), (1000, 1, 64), (2048, 2048, 256), (133, 131, 7)]
 SCALARS = [(1.0, 1.0), (0.5, -2.0), (0.0, 1.5), (1.25, 0.0)]
 
 
-def run_residual(dtype: str, out_dtype: str, layout: str) -> dict:
+def run_residual(dtype: str, out_dtype: str, layout: str, config: tilepipe.MatmulConfig | None = None) -> dict:
     """D = alpha * a @ b + beta * C: C of D's dtype, fp32 C with a 16-bit D, C aliasing D (in place), a bias row
     through addmm and through matmul (C = bias.expand), and addmm with a bias column (staged copy)."""
     torch.manual_seed(1)
@@ -64,11 +91,14 @@ def run_residual(dtype: str, out_dtype: str, layout: str) -> dict:
                 ref = alpha * (a.double() @ b.double()) + beta * c.double()
                 out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
                 if mode in ("separate", "fp32_c"):
-                    got = tilepipe.matmul(a, b, out=out, c=c if beta else None, alpha=alpha, beta=beta)
+                    got = tilepipe.matmul(a, b, out=out, c=c if beta else None, alpha=alpha, beta=beta,
+                                          config=None if mode == "fp32_c" else config)
                 elif mode == "in_place":
-                    got = tilepipe.matmul(a, b, out=c, c=c, alpha=alpha, beta=beta)
+                    got = tilepipe.matmul(a, b, out=c, c=c, alpha=alpha, beta=beta, config=config)
                 elif mode == "bias_row":
-                    got = tilepipe.matmul(a, b, out=out, c=c.expand(M, N), alpha=alpha, beta=beta)
+                    got = tilepipe.matmul(a, b, out=out, c=c.expand(M, N), alpha=alpha, beta=beta, config=config)
+                elif config is not None:
+                    continue  # addmm takes no config
                 else:
                     got = tilepipe.addmm(c, a, b, alpha=alpha, beta=beta, out=out)
                 torch.cuda.synchronize()
@@ -76,7 +106,8 @@ def run_residual(dtype: str, out_dtype: str, layout: str) -> dict:
                 worst = max(worst, err)
                 if not (torch.isfinite(got).all() and err < tol):
                     failures.append({"shape": [M, N, K], "alpha": alpha, "beta": beta, "mode": mode, "rel_err": err})
-    return {"case": f"residual {dtype}->{out_dtype} b={layout}", "ok": not failures, "worst_rel_err": worst,
+    return {"case": f"residual {dtype}->{out_dtype} b={layout} {config or ''}", "ok": not failures,
+            "worst_rel_err": worst,
             "failures": failures[:5]}
 
 
@@ -102,9 +133,18 @@ def run_restaged(dtype: str, out_dtype: str, layout: str) -> dict:
             "failures": [f for r in results for f in r["failures"]]}
 
 
+def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str) -> dict:
+    """A `cluster` ("2x1" or "1x2") configuration forced on every shape: the plain GEMM or the residual epilogues."""
+    cm, cn = map(int, cluster.split("x"))
+    config = tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cm, cluster_n=cn)
+    if epilogue == "residual":
+        return run_residual(dtype, out_dtype, layout, config)
+    return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)], config=config)
+
+
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    runners = {"residual": run_residual, "restaged": run_restaged}
+    runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -47,6 +47,14 @@ def debug_mode() -> dict:
         tilepipe.matmul(a, b, out=out, scheduler=scheduler, debug=True)
         torch.cuda.synchronize()
         errors.append(_rel_err(out, a.double() @ b.double()))
+    for cm, cn in ((1, 2), (2, 1)):  # two-CTA clusters: multicast rings and per-CTA records under the watchdog
+        a = torch.randn(1000, 700, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(700, 3000, device="cuda", dtype=torch.bfloat16)
+        out = torch.full((1000, 3000), float("nan"), device="cuda", dtype=torch.bfloat16)
+        config = tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cm, cluster_n=cn)
+        tilepipe.matmul(a, b, out=out, config=config, debug=True)
+        torch.cuda.synchronize()
+        errors.append(_rel_err(out, a.double() @ b.double()))
     return {"case": "debug matmul", "ok": all(e < 1e-2 for e in errors), "rel_errs": errors}
 
 

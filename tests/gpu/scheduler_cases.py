@@ -2,7 +2,7 @@
 CUDA-graph replays; prints JSON.
 
 `python -m tests.gpu.scheduler_cases launches SCHEDULER fp32|bf16` and `... graphs SCHEDULER`, where SCHEDULER is
-static, dynamic, streamk, or default (matmul's own choice per shape); `... bias SCHEDULER` checks a bias row and
+static, dynamic, streamk, splitk, or default (matmul's own choice per shape); `... bias SCHEDULER` checks a bias row and
 alpha against a float64 reference.
 Integer-valued inputs make A @ B exact in the fp32 accumulator and in the output dtype, and every launch runs in
 place (D = A @ B + D), so after R launches D must equal D0 + R * (A @ B) exactly: a tile skipped or computed twice in
@@ -71,8 +71,8 @@ def check(d: torch.Tensor, d0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, l
 
 def busy_words(stream: torch.cuda.Stream) -> int:
     """Nonzero words of the stream's scheduler counter and flags (0 at rest; none before its first launch)."""
-    workspace = _WORKSPACES.get((torch.cuda.current_device(), stream.cuda_stream))
-    return 0 if workspace is None else int(workspace[:FLAG_WORDS.value].count_nonzero())
+    here = (torch.cuda.current_device(), stream.cuda_stream)
+    return sum(int(w[:FLAG_WORDS.value].count_nonzero()) for key, w in _WORKSPACES.items() if key[:2] == here)
 
 
 def run_launches(name: str, out: str) -> dict:

@@ -9,6 +9,10 @@ CASES += [("bf16", "fp16", "kmajor"), ("fp16", "bf16", "rowmajor")]
 CASES += [("residual", dtype, out, layout) for dtype, out, layout in (("bf16", "bf16", "kmajor"), ("fp16", "fp16", "rowmajor"),
                                                                        ("bf16", "fp32", "kmajor"))]
 CASES += [("restaged", "bf16", "bf16", "kmajor"), ("restaged", "fp16", "fp32", "rowmajor")]
+CASES += [("splitk", "bf16", "bf16", "kmajor"), ("splitk", "fp16", "fp32", "rowmajor")]
+CLUSTER_CASES = (("plain", "bf16", "bf16", "kmajor"), ("plain", "fp16", "fp32", "rowmajor"),
+                 ("residual", "bf16", "bf16", "rowmajor"))
+CASES += [("cluster", cluster, *case) for cluster in ("1x2", "2x1") for case in CLUSTER_CASES]
 TIMEOUT_S = 240
 
 

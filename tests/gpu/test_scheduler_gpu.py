@@ -5,10 +5,10 @@ import pytest
 
 from tests.gpu.guarded import assert_ok, run_cases
 
-SCHEDULERS = ("static", "dynamic", "streamk", "default")
+SCHEDULERS = ("static", "dynamic", "streamk", "splitk", "default")
 CASES = [("launches", scheduler, out) for scheduler in SCHEDULERS for out in ("fp32", "bf16")]
 CASES += [("graphs", scheduler) for scheduler in SCHEDULERS]
-CASES += [("bias", scheduler) for scheduler in ("static", "streamk")]
+CASES += [("bias", scheduler) for scheduler in ("static", "streamk", "splitk")]
 TIMEOUT_S = 120
 
 

@@ -16,13 +16,15 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 import torch
 
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out_dtype, check_result_shaped, scaling_of
-from tilepipe.host.configs import MatmulConfig, choose_config, fp8_configs
+from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for
 from tilepipe.host.device import device_index, device_target, sm_count
-from tilepipe.host.launch import LauncherCache, LaunchPlan, TmaOperand, persistent_grid, tensor_descriptor
+from tilepipe.host.launch import (LauncherCache, LaunchPlan, TmaOperand, persistent_grid, scheduler_workspace,
+                                  tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
+from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
 def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -73,14 +75,15 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     if device_target(device) != "sm_90a":
         raise NotImplementedError("tilepipe.matmul_fp8 runs on Hopper (sm_90) only: its sm_100 (Blackwell) kernels are "
                                   "not built yet")
-    cfg = choose_config(M, N, out_dtype, sm_count(device), fp8_configs(mode == "blockwise", out_dtype))
+    cfg = fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
+    schedule = fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device))
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
-        launch = _launch_blockwise(*operands, *scales, target, device, cfg)
+        launch = _launch_blockwise(*operands, *scales, target, device, cfg, schedule)
     else:
         scales = (scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous())
-        launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg)
+        launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg, schedule)
     if target is not out:
         out.copy_(target)
     elif launch is not None and key is not None and all(
@@ -131,45 +134,53 @@ def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
 
 
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
-                   out: torch.Tensor, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
+                   out: torch.Tensor, device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
     """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
     stride = 1 if per_row else 0
     tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (out, (cfg.block_m, cfg.block_n)))
-    return _launch("scaled_matmul_kernel", tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg)
+    return _launch("scaled_matmul_kernel", tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg,
+                   schedule)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
-                      device: int, cfg: MatmulConfig) -> LaunchPlan | None:
+                      device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
     """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
     tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (sa_t, (1, cfg.block_m)),
            (sb_t, BlockwiseFP8TileStorage.b_scale_tile), (out, (cfg.block_m, cfg.block_n)))
-    return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg)
+    return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg, schedule)
 
 
 def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], pointers: tuple, extra: tuple,
-            variant: object, device: int, cfg: MatmulConfig) -> LaunchPlan | None:
-    """Launch the FP8 kernel named `kernel` with its arguments in order: TMA operands (tensor, block), pointers,
-    then M, N, K, the config's stage counts and GROUP_M, and `extra` scalars. The first call per binary (kernel,
-    config, dtypes, `variant`, device) goes through Triton's JIT, later ones through the fast launcher; those return
-    the launch as a plan whose slots are the TMA operands and pointers."""
+            variant: object, device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
+    """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
+    fp8_schedule_for) with its arguments in order: TMA operands (tensor, block), pointers, the scheduler's workspace,
+    then M, N, K, the config's stage counts and GROUP_M, `extra` scalars and the kernel's schedule. The first call
+    per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
+    the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers (planned for
+    this stream under stream-K)."""
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]
     M, K = a.shape
-    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra)
-    grid = persistent_grid(M, b.shape[0], cfg, device)
-    key = (kernel, variant, cfg, a.dtype, b.dtype, out.dtype, device)
-    args = (*(TmaOperand.of(t) for t, _ in tma), *(p.data_ptr() for p in pointers), *scalars)  # no stale tensors
-    launcher = _LAUNCHERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args)
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
+    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, KERNEL_SCHEDULE.get(schedule, schedule))
+    grid = persistent_grid(M, b.shape[0], K, cfg, device, schedule)
+    key = (kernel, variant, scalars[-1], cfg, a.dtype, b.dtype, out.dtype, device)
+    args = (*(TmaOperand.of(t) for t, _ in tma), *(p.data_ptr() for p in pointers),
+            workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
+    launcher = _LAUNCHERS.launch(key, grid, stream, args)
     if launcher is not None:
-        return LaunchPlan(launcher, grid, device, args, tuple(range(len(tma) + len(pointers))))
+        return LaunchPlan(launcher, grid, device, args, tuple(range(len(tma) + len(pointers))),
+                          None if workspace is None else stream)
     from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_matmul_kernel
 
     jit = scaled_matmul_kernel if kernel == "scaled_matmul_kernel" else blockwise_matmul_kernel
     launched = jit[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
-                     *scalars, num_warps=cfg.num_warps, **BUILD_OPTIONS)
+                         out if workspace is None else workspace,  # unread by static: any tensor types it
+                         *scalars, num_warps=cfg.num_warps, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, launched)
     return None
 
 
 _LAUNCHERS = LauncherCache()
-"""FP8 launchers by everything the binary is specialized on (kernel, config, dtypes, scaling, device)."""
+"""FP8 launchers by everything the binary is specialized on (kernel, config, dtypes, scaling, schedule, device)."""

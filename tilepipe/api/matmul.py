@@ -15,7 +15,7 @@ from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.probes.debug import debug_requested
-from tilepipe.schedulers import SCHEDULERS, SM100_SCHEDULERS
+from tilepipe.schedulers import KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -32,9 +32,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     `out` itself (an in-place residual). A `c` that is one row broadcast down the columns (stride 0 along M,
     e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
-    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/; on sm_100 "static" or "clc")
-    picks the tile scheduler; by default schedule_for picks per shape (static on sm_100). Raises TypeError /
-    ValueError naming the argument for bad input.
+    heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/, or "splitk": stream-K's
+    scheduler on tiles x splits programs; on sm_100 "static" or "clc") picks the tile scheduler; by default
+    schedule_for picks per shape (static on sm_100). A config with a cluster runs on sm_90a under the static
+    schedule only. Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
@@ -46,8 +47,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     """
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
-    if scheduler is not None and scheduler not in (*SCHEDULERS, *SM100_SCHEDULERS):
-        raise ValueError(f"scheduler must be one of {SCHEDULERS} (sm_100: {SM100_SCHEDULERS}) or None, got "
+    if scheduler is not None and scheduler not in (*SCHEDULES, *SM100_SCHEDULERS):
+        raise ValueError(f"scheduler must be one of {SCHEDULES} (sm_100: {SM100_SCHEDULERS}) or None, got "
                          f"{scheduler!r}")
     probe = probe_request(debug, trace)
     if probe is not None:
@@ -101,6 +102,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     else:
         cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
+    check_cluster(cfg, schedule, arch)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -137,10 +139,23 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     return M, N, K, out_dtype, c, alpha, beta
 
 
+def check_cluster(cfg: MatmulConfig, schedule: str, arch: str) -> None:
+    """Clusters are built for the sm_90a GEMM under the static schedule only (the other schedulers hand out one
+    CTA's tiles, and the sm_100a GEMM has no cluster variant yet): anything else raises ValueError."""
+    if cfg.cluster.num_ctas == 1:
+        return
+    if arch != "sm_90a":
+        raise ValueError(f"a {cfg.cluster_m}x{cfg.cluster_n} cluster is built for sm_90a (Hopper) only; {arch}'s GEMM "
+                         "takes configs with cluster_m = cluster_n = 1")
+    if schedule != "static":
+        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
+                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")
+
+
 def check_schedule(scheduler: str | None, arch: str) -> None:
-    """The schedulers each GEMM has: sm_90a the SCHEDULERS, sm_100a the SM100_SCHEDULERS (cluster launch control
-    exists on sm_100 only; dynamic and stream-K are not built for it yet)."""
-    offered = SM100_SCHEDULERS if arch == "sm_100a" else SCHEDULERS
+    """The schedulers each GEMM has: sm_90a the SCHEDULES (split-K included), sm_100a the SM100_SCHEDULERS (cluster
+    launch control exists on sm_100 only; dynamic, stream-K and split-K are not built for it yet)."""
+    offered = SM100_SCHEDULERS if arch == "sm_100a" else SCHEDULES
     if scheduler is not None and scheduler not in offered:
         raise ValueError(f"scheduler {scheduler!r} is not built for {arch}; this GPU's GEMM takes one of {offered}")
 
@@ -204,39 +219,43 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     N = out.shape[1]
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias, schedule)
-    grid = persistent_grid(M, N, cfg, device, schedule)
+    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias,
+               KERNEL_SCHEDULE.get(schedule, schedule))
+    cluster = (cfg.cluster_m, cfg.cluster_n)
+    grid = persistent_grid(M, N, K, cfg, device, schedule)
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
     args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
-            bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars, None, 0)
-    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, schedule, device,
-           arch)
+            bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
+            *cluster, None, 0)
+    key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
+           device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args
-    from tilepipe.kernels.matmul import matmul_kernel
-    from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_kernel
+    from tilepipe.kernels.matmul import matmul_kernel, operand_blocks
+    from tilepipe.kernels.sm100_matmul import sm100_matmul_kernel, sm100_operand_blocks
 
-    kernel = sm100_matmul_kernel if arch == "sm_100a" else matmul_kernel
-    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
-    c_block = (cfg.block_m, EPILOGUE_N if arch == "sm_100a" else cfg.block_n)
-    jit_args = (tensor_descriptor(a, (cfg.block_m, cfg.block_k)), tensor_descriptor(b, b_block),
-                tensor_descriptor(out, c_block), tensor_descriptor(source, c_block), bias if has_bias else out,
-                workspace if workspace is not None else out, *scalars)  # unused pointers: any tensor types them
+    kernel, blocks = ((sm100_matmul_kernel, sm100_operand_blocks(cfg, b_kmajor)) if arch == "sm_100a"
+                      else (matmul_kernel, operand_blocks(cfg, b_kmajor)))
+    jit_args = (tensor_descriptor(a, *blocks["a"]), tensor_descriptor(b, *blocks["b"]),
+                tensor_descriptor(out, *blocks["c"]), tensor_descriptor(source, *blocks["c"]),
+                bias if has_bias else out, workspace if workspace is not None else out, *scalars,
+                *cluster)  # unused pointers: any tensor types them
+    options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     if probe is not None:
-        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, num_warps=cfg.num_warps, **BUILD_OPTIONS),
-                      grid[0], probe, a.device)
+        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **options), grid[0], probe, a.device,
+                      cfg.cluster.num_ctas)
         return None, grid, args
-    _LAUNCHERS.remember(key, kernel[grid](*jit_args, num_warps=cfg.num_warps, **BUILD_OPTIONS))
+    _LAUNCHERS.remember(key, kernel[grid](*jit_args, **options))
     return None, grid, args
 
 
 _LAUNCHERS = LauncherCache()
-"""GEMM launchers by (config, dtypes, B layout, epilogue, scheduler, device): everything the binary is specialized
-on, since matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and
+"""GEMM launchers by (config, dtypes, B layout, epilogue, kernel scheduler, device, target): everything the binary is
+specialized on, since the GEMMs do not specialize on M, N and K and the descriptors' types follow from the config and
 dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
 

@@ -12,11 +12,15 @@ import torch
 
 from tilepipe.host.device import GL_DTYPES, sm_count
 from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
+from tilepipe.pipeline.cluster import Cluster
+from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
 @dataclass(frozen=True)
 class MatmulConfig:
-    """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps)."""
+    """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps). A cluster
+    of `cluster_m` x `cluster_n` CTAs (2x1 or 1x2) works on a (cluster_m * block_m) x (cluster_n * block_n) tile,
+    each CTA on its own block_m x block_n; the operand the CTAs share is loaded once and multicast."""
     block_m: int
     block_n: int
     block_k: int
@@ -24,6 +28,22 @@ class MatmulConfig:
     c_stages: int = 1
     group_m: int = 8
     num_warps: int = 8
+    cluster_m: int = 1
+    cluster_n: int = 1
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster(self.cluster_m, self.cluster_n)
+
+    @property
+    def tile_m(self) -> int:
+        """Rows of the tile one program (a cluster) computes."""
+        return self.block_m * self.cluster_m
+
+    @property
+    def tile_n(self) -> int:
+        """Columns of the tile one program (a cluster) computes."""
+        return self.block_n * self.cluster_n
 
 
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
@@ -83,7 +103,12 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     Predictions count full-rate tile times (SM_FLOPS); SMALL tiles are left out of the comparison since they run
     well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
     tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
-    equal tiles it cannot beat the static order (docs/scheduler.md)."""
+    equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M) takes the schedule of
+    least predicted time instead (schedule_by_time), split-K included."""
+    if cfg.cluster.num_ctas > 1:  # clusters run the static schedule only
+        return "static"
+    if M <= DECODE_M:
+        return schedule_by_time(M, N, K, cfg, sms)
     tiles = tile_count(M, N, cfg)
     if tiles <= sms or tiles % sms == 0:
         return "static"
@@ -94,13 +119,16 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
                device: int, own_source: bool = False) -> MatmulConfig:
-    """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else the
-    largest tile where schedule_for runs it under stream-K, else the wave-efficiency heuristic. An fp32 C with a
-    16-bit D (`own_source`) needs its own smaller tiles."""
+    """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
+    M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
+    stream-K, else the wave-efficiency heuristic. An fp32 C with a 16-bit D (`own_source`) needs its own smaller
+    tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
     sms = sm_count(device)
+    if M <= DECODE_M and not own_source:
+        return small_m_config(M, N, K, out_dtype, sms)
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     if schedule_for(M, N, K, candidates[0], sms) == "streamk":
         return candidates[0]
@@ -108,12 +136,128 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
-    return -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    """The tiles of the programs (clusters) of `cfg`."""
+    return -(-M // cfg.tile_m) * -(-N // cfg.tile_n)
 
 
 def tile_us(cfg: MatmulConfig, K: int) -> float:
     """One tile's time at the full rate of an SM."""
     return 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
+
+
+# ---- predicted time, and small M (decode) plans: 64-row tiles, split-K (issue 20) -------------------------
+
+DRAM_BYTES_PER_US = 3.0e6
+"""What the H100's HBM3 gives a streaming GEMM (3.35 TB/s peak, about 90%): the floor of a memory-bound GEMM."""
+LOAD_LATENCY_US = 1.5
+"""From a TMA load's issue to its landing, loaded: one SM keeps its stages' bytes in flight once per this long."""
+SM_BYTES_PER_US = 110e3
+"""The most one SM's TMA loads bring in (about 64 bytes a clock at 1.75 GHz)."""
+LAUNCH_US = 4.0
+"""What a launch adds to its main loops: the launch, the prologue, the first loads' latency, the last epilogue."""
+MMA_EFFICIENCY = {4: 0.83, 8: 1.0}
+"""Share of SM_FLOPS a tile's wgmma reaches, by MMA warps: a 4-warp 64-row tile measured 0.83 (schedule_for)."""
+FP8_SM_FLOPS = 1300e12 / 132
+"""One SM's share of the H100's sustained fp8 rate (about 1300 TFLOP/s per-tensor at 8192^3, bench v10)."""
+DECODE_M = 128
+"""M up to this is small M: one or two rows of tiles, whose count the split of K must make up for."""
+SPLIT_MIN_STEPS = 4
+"""Split-K leaves each program at least this many k-steps, so its operand pipeline fills."""
+SCHEDULES_BY_TIME = ("static", "splitk", "streamk")
+"""The schedules schedule_by_time compares, preferred in this order on a tie (dynamic: never faster than static
+with equal tiles; split-K before stream-K: one unit a program)."""
+
+
+def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: int, in_bytes: int = 2,
+               out_bytes: int = 2, sm_flops: float = SM_FLOPS) -> float:
+    """Predicted kernel time of one GEMM: the busiest program's k-steps, each as long as its wgmma or its operand
+    loads (whichever is slower), or every operand and output byte once at DRAM speed where that is longer; plus
+    the partial tiles' fixup and LAUNCH_US. A padded tile (M below its rows) costs its full wgmma."""
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
+    programs = schedule_programs(M, N, K, cfg, sms, schedule)
+    if KERNEL_SCHEDULE.get(schedule, schedule) == "streamk":
+        dp_tiles, ragged = streamk_split(tiles, programs)
+        steps = dp_tiles // programs * k_tiles + -(-(tiles - dp_tiles) * k_tiles // programs)
+        fixup = STREAMK_FIXUP_US * bm * bn / (128 * 256) if ragged else 0.0  # measured at 128x256, by area
+    else:
+        steps, fixup = -(-tiles // programs) * k_tiles, 0.0
+    stage_bytes = (bm + bn) * bk * in_bytes
+    stream = min(SM_BYTES_PER_US, cfg.stages * stage_bytes / LOAD_LATENCY_US)
+    step_us = max(2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6, stage_bytes / stream)
+    dram_us = ((M + N) * K * in_bytes + M * N * out_bytes) / DRAM_BYTES_PER_US
+    return max(steps * step_us, dram_us) + fixup + LAUNCH_US
+
+
+def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:
+    """(tiles run whole, whether the rest are split): the stream-K scheduler's split (schedulers/streamk.py)."""
+    ragged = tiles % programs != 0
+    return (max(tiles // programs - 1, 0) * programs if ragged else tiles), ragged
+
+
+def schedule_programs(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, schedule: str) -> int:
+    """The persistent grid of a schedule: one program per SM under stream-K; tiles x splits under split-K (each
+    tile's k-steps split evenly over `splits` programs, at most the SMs, each at least SPLIT_MIN_STEPS k-steps);
+    one per tile under cluster launch control (sm_100a: running programs take over pending ones' tiles); else one
+    per tile, at most one per SM."""
+    tiles = tile_count(M, N, cfg)
+    if schedule == "clc":
+        return tiles
+    if schedule == "streamk":
+        return sms
+    if schedule == "splitk":
+        return min(tiles * k_splits(M, N, K, cfg, sms), sms)
+    return min(tiles, sms)
+
+
+def k_splits(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> int:
+    """How many programs split-K gives each tile: as many as the SMs hold, each with SPLIT_MIN_STEPS k-steps."""
+    return max(1, min(sms // tile_count(M, N, cfg), -(-K // cfg.block_k) // SPLIT_MIN_STEPS))
+
+
+def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> tuple[str, ...]:
+    """The schedules schedule_by_time compares for `cfg`: SCHEDULES_BY_TIME, split-K only where it splits (tiles
+    at most half the SMs: else it is stream-K under another name)."""
+    return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
+
+
+@cache
+def small_m_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
+    """The tiles small M chooses from: 64 rows with as many stages as fit beside the output tile (the loads of a
+    memory-bound GEMM want bytes in flight), and MEDIUM."""
+    from tilepipe.kernels.matmul import matmul_plan
+
+    c_dtype = GL_DTYPES[out_dtype]
+
+    def fits(stages: int) -> bool:
+        plan = matmul_plan.fn(64, 128, 64, stages, 1, "bf16", c_dtype, True, True)
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    return replace(SMALL, stages=max(s for s in range(SMALL.stages, MAX_STAGES + 1) if fits(s))), MEDIUM
+
+
+@cache
+def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+    """Small M's tile: the one of least predicted time under the schedule schedule_for would give it."""
+    return min(small_m_configs(out_dtype), key=lambda cfg: predict_us(
+        M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms, out_bytes=out_dtype.itemsize))
+
+
+def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
+                     sm_flops: float = SM_FLOPS) -> str:
+    """The schedule of least predicted time for `cfg`, where it beats static by STREAMK_MIN_GAIN (else static)."""
+    times = {s: predict_us(M, N, K, cfg, s, sms, in_bytes=in_bytes, sm_flops=sm_flops)
+             for s in schedule_candidates(M, N, K, cfg, sms)}
+    best = min(times, key=times.__getitem__)
+    return best if times["static"] >= STREAMK_MIN_GAIN * times[best] else "static"
+
+
+def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, sms: int) -> str:
+    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); static for the blockwise
+    kernel's 8-warp tile, which spills under stream-K (its three fp32 tiles a thread and the partials' pointers)."""
+    if blockwise and cfg.num_warps == 8:
+        return "static"
+    return schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
 
 
 # ---- sm_100a (Blackwell): compiled for sm_100a on the CPU, never run ----
@@ -187,6 +331,13 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
 
     return tuple(replace(cfg, stages=max(s for s in range(1, MAX_STAGES + 1) if fits(cfg, s))) for cfg in tiles)
+
+
+def fp8_config_for(M: int, N: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+    """The configuration matmul_fp8 uses: for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up
+    its tile count), else the wave-efficiency heuristic over fp8_configs."""
+    tiles = fp8_configs(blockwise, out_dtype)
+    return tiles[-1] if M <= tiles[-1].block_m else choose_config(M, N, out_dtype, sms, tiles)
 
 
 # ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------

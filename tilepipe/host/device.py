@@ -13,9 +13,9 @@ GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32
 
 
 @cache
-def nvmma_layout(block: tuple[int, int], dtype: str):
+def nvmma_layout(block: tuple[int, int], dtype: str, cga: tuple = ()):
     """The NVMMA shared layout of a tile, by the kernels' rule (kernels/spec.py: tile_layout), once per tile."""
-    return tile_layout(dtype, block)
+    return tile_layout(dtype, block, cga)
 
 
 def device_index(t: torch.Tensor) -> int:

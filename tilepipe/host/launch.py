@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.configs import MatmulConfig, tile_count
+from tilepipe.host.configs import MatmulConfig, schedule_programs
 from tilepipe.host.device import GL_DTYPES, nvmma_layout, sm_count
 
 _MAP_CACHE_SIZE = 4096
@@ -64,12 +64,12 @@ class FastLauncher:
             raw_launch = driver.active.utils.launch  # the C launcher every kernel's CudaLauncher calls
             metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
             launcher.arg_annotations, launcher.kernel_signature  # the 3.9 ABI's per-kernel parts must exist
-            extras = (launcher.global_scratch_size, launcher.profile_scratch_size, launcher.num_ctas,
+            extras = (launcher.global_scratch_size, launcher.profile_scratch_size,
                       getattr(launcher, "gsan_enabled", False))
         except (AttributeError, ValueError, TypeError):
             return None
-        if extras != (0, 0, 1, False) or not callable(raw_launch):  # scratch, clusters, sanitizer: kernel.run
-            return None
+        if extras != (0, 0, False) or not callable(raw_launch):  # scratch, sanitizer: kernel.run
+            return None  # (a cluster launch needs nothing more: the C launcher reads num_ctas from the metadata)
         return cls(kernel, raw_launch, metas)
 
     def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
@@ -176,20 +176,20 @@ class LauncherCache(dict):
             self[key] = fast
 
 
-def persistent_grid(M: int, N: int, cfg: MatmulConfig, device: int, schedule: str = "static") -> tuple[int, int, int]:
-    """One program per SM, or per tile when there are fewer tiles than SMs (stream-K splits k-steps: one per SM).
-    Cluster launch control (sm_100a) launches one program per tile: running programs take over pending ones."""
-    if schedule == "clc":
-        return tile_count(M, N, cfg), 1, 1
-    sms = sm_count(device)
-    return (sms if schedule == "streamk" else min(tile_count(M, N, cfg), sms)), 1, 1
+def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"
+                    ) -> tuple[int, int, int]:
+    """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
+    that; stream-K: one per SM; split-K: tiles x splits; cluster launch control (sm_100a): one per tile, running
+    programs take over pending ones (host/configs.py: schedule_programs)."""
+    return schedule_programs(M, N, K, cfg, sm_count(device) // cfg.cluster.num_ctas, schedule), 1, 1
 
 
-def tensor_descriptor(t: torch.Tensor, block: tuple[int, int]):
-    """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile."""
+def tensor_descriptor(t: torch.Tensor, block: tuple[int, int], cga: tuple = ()):
+    """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile (in a
+    cluster kernel: split or shared over the CTAs as `cga` says)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype]))
+    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype], cga))
 
 
 _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
@@ -215,16 +215,17 @@ def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Te
     return workspace
 
 
-def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device) -> None:
-    """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline)."""
+def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:
+    """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline);
+    records are per CTA: `ctas` per program in a cluster launch."""
     from tilepipe.pipeline import probe as probes
     from tilepipe.probes import debug, timeline
 
     if probe is True:
-        records = debug.progress_buffer(programs)
-        debug.watch("matmul_kernel", records, lambda: launch(records, probes.DEBUG))
+        records = debug.progress_buffer(programs * ctas)
+        debug.watch("matmul_kernel", records, lambda: launch(records, probes.DEBUG), ctas=ctas)
         return
-    events = timeline.events_for(programs)
-    buffer = timeline.trace_buffer(programs, events, device)
+    events = timeline.events_for(programs * ctas)
+    buffer = timeline.trace_buffer(programs * ctas, events, device)
     launch(buffer, events)
     timeline.save(buffer, probe, "matmul_kernel")

@@ -21,6 +21,12 @@ MATMUL_EPILOGUES = {
     "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
 }
 """matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
+MATMUL_CLUSTERS = {
+    "matmul cluster 1x2": dict(dtype="bf16", c_dtype="bf16", cluster=(1, 2)),  # A multicast
+    "matmul cluster 2x1": dict(dtype="bf16", c_dtype="bf16", cluster=(2, 1)),  # B multicast
+    "matmul +C cluster 2x1": dict(dtype="bf16", c_dtype="bf16", has_c=True, cluster=(2, 1)),
+}
+"""matmul_kernel in two-CTA clusters (static schedule only), as matmul_spec arguments."""
 SM100_EPILOGUES = {
     "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
     "sm100 matmul +C": dict(dtype="bf16", c_dtype="bf16", has_c=True),  # C sub-tiles in source stages
@@ -35,13 +41,16 @@ WGMMA_STAGES = (2, 4, 8)
 
 
 def shipped_variants() -> list[Variant]:
-    """Every variant the library ships: each matmul epilogue under each scheduler, the sm_100a GEMM's epilogues under
-    its schedulers, the FP8 kernels, the restaging copy, and the pipeline examples the demo runs."""
+    """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
+    variants on its own grid), the two-CTA cluster GEMMs, the sm_100a GEMM's epilogues under its schedulers, the FP8
+    kernels (also under stream-K), the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
+    variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
+    variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))

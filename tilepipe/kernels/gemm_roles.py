@@ -4,7 +4,6 @@ through the kernel's scheduler and touches shared memory only through the pipeli
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import tma
 
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
@@ -27,12 +26,12 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
         k_begin, k_end = work.k_steps(k_tiles)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
-                tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
+                tiles.expect_loads(a_desc, b_desc)
+                tiles.load_a(a_desc, [pid_m * BM, k * BK])
                 if B_KMAJOR:
-                    tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                    tiles.load_b(b_desc, [pid_n * BN, k * BK])
                 else:
-                    tma.async_load(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
+                    tiles.load_b(b_desc, [k * BK, pid_n * BN])
         if HAS_C:
             if work.finishes:
                 load_order = load_order.signal()  # this tile's main-loop loads are on their way

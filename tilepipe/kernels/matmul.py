@@ -24,6 +24,7 @@ from triton.experimental.gluon import language as gl
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role,
                                         store_role)
 from tilepipe.kernels.spec import gemm_spec
+from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.probe import Probe
@@ -40,24 +41,29 @@ SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one
 
 @gluon.constexpr_function
 def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
-                dynamic=False):
+                dynamic=False, cluster_m=1, cluster_n=1):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
-    ring: every other role consumes it)."""
+    ring: every other role consumes it). In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's
+    tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases."""
+    cluster = Cluster(cluster_m, cluster_n)
+    if dynamic and cluster.num_ctas > 1:
+        raise ValueError("the dynamic scheduler draws a tile per CTA; a cluster's CTAs must share theirs")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
     clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()))
-    storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
-                    c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
+    storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages, a_cga=cluster.a,
+                                                 b_cga=cluster.b(b_kmajor)),
+                    c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages, cga=cluster.c),
                     pipelines=SmemPipelineBundle(
-                        InputPipelineStorage(stages),
+                        InputPipelineStorage(stages, multicast=cluster.num_ctas > 1),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async"),
                         clc=clc if dynamic else None, epi_load=sources))
     if has_c:
         storages["load_order"] = LoadOrderBarrierStorage()
     if has_c and src_dtype is not None and src_dtype != c_dtype:
-        storages["src_tiles"] = SourceTileStorage(src_dtype, (block_m, block_n), c_stages)
+        storages["src_tiles"] = SourceTileStorage(src_dtype, (block_m, block_n), c_stages, cga=cluster.c)
     return SmemPlan("sm_90a", **storages)
 
 
@@ -66,8 +72,7 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
              beta, bias_ptr, N, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                         instr_shape=[16, BN, 16])
+    acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
@@ -102,16 +107,18 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
 def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                  HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None, PROBE: gl.constexpr = 0):
+                  HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
+                  CLUSTER_N: gl.constexpr = 1, probe_buf=None, PROBE: gl.constexpr = 0):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
-    partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it."""
+    partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
+    num_ctas = CLUSTER_M * CLUSTER_N, the descriptors' blocks are a cluster's tiles and a program is a cluster."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
-                                     c_desc.dtype, SCHEDULE == "dynamic")
+                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N)
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
@@ -135,10 +142,23 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])
 
 
+def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
+    """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's), each with how the
+    cluster's CTAs split or share it (tilepipe.pipeline.cluster)."""
+    cluster = cfg.cluster
+    b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
+    return {"a": ((cfg.tile_m, cfg.block_k), cluster.a), "b": (b_block, cluster.b(b_kmajor)),
+            "c": ((cfg.tile_m, cfg.tile_n), cluster.c)}
+
+
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
-                bias_dtype: str | None = None, probe: int = 0, schedule: str = "static"):
+                bias_dtype: str | None = None, probe: int = 0, schedule: str = "static",
+                cluster: tuple[int, int] | None = None):
     """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a
     a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
-    `probe` is PROBE, `schedule` SCHEDULE."""
-    return gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, cfg.block_n, "sm_90a", has_c,
-                     source_dtype, bias_dtype, probe, schedule)
+    `probe` is PROBE, `schedule` SCHEDULE; `cluster` (m, n) replaces the configuration's cluster shape."""
+    from dataclasses import replace
+
+    cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
+    return gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
+                     "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)

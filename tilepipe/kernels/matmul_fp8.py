@@ -7,9 +7,9 @@ fp8). The scales are read from device memory in the epilogue, once per tile: no 
 Hopper's limited fp8 precision over the whole K (torch's `use_fast_accum=True`). The blockwise-scaled kernel is
 matmul_fp8_blockwise.py.
 
-Roles (one CTA per SM, static grouped schedule): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue
-into an output stage), store (1 warp, TMA store overlapped with the next tile's main loop); load and store are the
-shared GEMM roles (gemm_roles.py).
+Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial tiles meet through a workspace as
+in matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
+TMA store overlapped with the next tile's main loop); load and store are the shared GEMM roles (gemm_roles.py).
 """
 
 from triton.experimental import gluon
@@ -22,7 +22,7 @@ from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, InputPipelineStorage, OutputPipelineStorage,
                                        OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan, StandardTileStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
-from tilepipe.schedulers.static import StaticTileScheduler
+from tilepipe.schedulers import scheduler_class
 
 
 @gluon.constexpr_function
@@ -57,42 +57,48 @@ def allocate_roles(PLAN: gl.constexpr):
 
 
 @gluon.jit
-def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched: StaticTileScheduler, k_tiles,
-                    scale_a, scale_b, M, N, SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
+def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, scale_a, scale_b, M, N,
+                    SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
-        pid_m, pid_n = work.coords()
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
-        for k in range(k_tiles):
+        k_begin, k_end = work.k_steps(k_tiles)
+        for k in range(k_begin, k_end):
             tiles = consumer.acquire()
             acc, consumer = tiles.wgmma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc)
         acc, consumer = consumer.retire(acc)
-        rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, acc_layout))
-        cols = pid_n * BN + gl.arange(0, BN, gl.SliceLayout(0, acc_layout))
-        sa = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)
-        sb = gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)
-        acc = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
-        with outputs.produce() as out:
-            out.tile().store(acc.to(outputs.tiles.dtype))
-            out.arrive()
+        if work.finishes:  # the scales multiply the whole sum: a stream-K finisher adds the partials first
+            acc = work.add_partials(acc)
+            pid_m, pid_n = work.coords()
+            rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, acc_layout))
+            cols = pid_n * BN + gl.arange(0, BN, gl.SliceLayout(0, acc_layout))
+            sa = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)
+            sb = gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)
+            acc = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+            with outputs.produce() as out:
+                out.tile().store(acc.to(outputs.tiles.dtype))
+                out.arrive()
+        else:
+            work.publish_partial(acc)
         work = work.next()
     outputs.drain()
 
 
 @gluon.jit(do_not_specialize=["scale_a", "scale_b", "M", "N", "K"])  # one binary per configuration
-def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, M, N, K, STAGES: gl.constexpr,
+def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M, N, K, STAGES: gl.constexpr,
                          C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SA_STRIDE: gl.constexpr,
-                         SB_STRIDE: gl.constexpr):
-    """D = (A @ B^T) * scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row)."""
+                         SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr):
+    """D = (A @ B^T) * scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row).
+    SCHEDULE: "static" or "streamk"; `workspace`: stream-K's flags and partial tiles (unread by static)."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace)
     inputs, outputs = allocate_roles(PLAN)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N, SA_STRIDE,
                                         SB_STRIDE)),
@@ -104,8 +110,8 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, M, N, K, STAG
 # ---- ahead-of-time specs ------------------------------------------------------------------------
 
 
-def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool):
-    """scaled_matmul_kernel for one configuration as a tilepipe.verify.compile KernelSpec (sm_90a)."""
+def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool, schedule: str = "static"):
+    """scaled_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec (sm_90a)."""
     from tilepipe.kernels.spec import KernelSpec
 
     stride = 1 if per_row else 0
@@ -113,10 +119,11 @@ def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool):
                       {"a_desc": tile_desc(a_dtype, (cfg.block_m, cfg.block_k)),
                        "b_desc": tile_desc(b_dtype, (cfg.block_n, cfg.block_k)),
                        "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "scale_a": "*fp32", "scale_b": "*fp32",
-                       "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "SA_STRIDE": "constexpr", "SB_STRIDE": "constexpr"},
+                       "workspace": "*i32", "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr",
+                       "C_STAGES": "constexpr", "GROUP_M": "constexpr", "SA_STRIDE": "constexpr",
+                       "SB_STRIDE": "constexpr", "SCHEDULE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SA_STRIDE": stride,
-                       "SB_STRIDE": stride},
-                      num_warps=cfg.num_warps, divisible_by_16=())
+                       "SB_STRIDE": stride, "SCHEDULE": schedule},
+                      num_warps=cfg.num_warps, divisible_by_16=("workspace", ))  # the JIT's: the scales unspecialized
 
 

@@ -3,8 +3,9 @@
 MMA role promotes in registers: acc += partial * scale_a[row, k] * scale_b[n, k]. The scales arrive by TMA in the same
 input stage as the operands (`BlockwiseFP8TileStorage`), so the main loop does no global load.
 
-Roles (one CTA per SM, static grouped schedule): load (1 warp, TMA of A, B and the stage's scales), mma (8 warps: two
-wgmma warpgroups, promotion, epilogue into an output stage), store (1 warp, the shared TMA store role).
+Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial fp32 sums, already promoted, meet
+through a workspace as in matmul.py): load (1 warp, TMA of A, B and the stage's scales), mma (8 warps: two wgmma
+warpgroups, promotion, epilogue into an output stage), store (1 warp, the shared TMA store role).
 """
 
 from triton.experimental import gluon
@@ -18,15 +19,14 @@ from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
 from tilepipe.pipeline.tiles import InputTilePipeline
-from tilepipe.schedulers.static import StaticTileScheduler
+from tilepipe.schedulers import scheduler_class
 
 SCALE_BLOCK = gl.constexpr(128)  # the K (and B's N) extent one blockwise scale covers
 SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordinate must be a multiple of 16 bytes
 
 
 @gluon.jit
-def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched: StaticTileScheduler,
-                        k_tiles):
+def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles):
     """A, B and the K tile's scales (A's column of BM row scales, B's block scale) into one input stage."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -35,10 +35,10 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
     work = sched.work(paces=True)
     while work.valid:
         pid_m, pid_n = work.coords()
-        for k in range(k_tiles):
+        k_begin, k_end = work.k_steps(k_tiles)
+        for k in range(k_begin, k_end):
             with producer.produce() as tiles:
-                tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes + sa_desc.block_type.nbytes
-                                   + sb_desc.block_type.nbytes)
+                tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc)
                 tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
                 tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
                 tma.async_load(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
@@ -84,7 +84,7 @@ def promote_while_next_runs(consumer, k, in_flight, scale, acc, rows: gl.constex
 
 
 @gluon.jit
-def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched: StaticTileScheduler, k_tiles):
+def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles):
     """Per K tile a fresh wgmma partial sum, promoted in fp32 registers with the stage's scales while the next
     K tile's wgmma runs: three 64 x BN fp32 tensors per thread (total, and two partial sums in turn).
 
@@ -98,43 +98,49 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
     consumer = inputs.consumer().with_release_lag(1)  # a stage is freed once the wgmma reading it retired
     work = sched.work()
     while work.valid:
+        k_begin, k_end = work.k_steps(k_tiles)  # all K tiles, or a stream-K unit's (at least one)
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         tiles = consumer.acquire()
         p0 = issue_partial(tiles, acc)
-        s0 = stage_scales(tiles, 0, rows)
+        s0 = stage_scales(tiles, k_begin, rows)
         consumer = tiles.release()
-        for k in range(2, k_tiles, 2):  # K tiles k - 1 and k
+        for k in range(k_begin + 2, k_end, 2):  # K tiles k - 1 and k
             consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, rows)
             consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, rows)
-        if k_tiles % 2 == 0:  # one K tile left
+        if (k_end - k_begin) % 2 == 0:  # one K tile left
             tiles = consumer.acquire()
             p1 = issue_partial(tiles, acc)
             last0, last1 = warpgroup_local_wait(num_outstanding=0, deps=(p0, p1))
-            s1 = stage_scales(tiles, k_tiles - 1, rows)
+            s1 = stage_scales(tiles, k_end - 1, rows)
             consumer = tiles.release()
             acc += last0 * gl.expand_dims(s0, 1) + last1 * gl.expand_dims(s1, 1)
         else:
             last0 = warpgroup_local_wait(num_outstanding=0, deps=(p0, ))
             acc += last0 * gl.expand_dims(s0, 1)
         consumer = consumer.flush_releases()
-        with outputs.produce() as out:
-            out.tile().store(acc.to(outputs.tiles.dtype))
-            out.arrive()
+        if work.finishes:
+            acc = work.add_partials(acc)
+            with outputs.produce() as out:
+                out.tile().store(acc.to(outputs.tiles.dtype))
+                out.arrive()
+        else:
+            work.publish_partial(acc)
         work = work.next()
     outputs.drain()
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration
-def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, M, N, K, STAGES: gl.constexpr,
-                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, workspace, M, N, K, STAGES: gl.constexpr,
+                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SCHEDULE: gl.constexpr):
     """D = sum over K blocks kb of (A_kb @ B_kb^T) * sa[row, kb] * sb[col // 128, kb]; sa_desc is over scale_a^T
-    (K blocks x M), sb_desc over scale_b^T (N blocks x K blocks)."""
+    (K blocks x M), sb_desc over scale_b^T (N blocks x K blocks). SCHEDULE: "static" or "streamk"; `workspace`:
+    stream-K's flags and partial tiles (unread by static)."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     gl.static_assert(BN == SCALE_BLOCK and BK == SCALE_BLOCK, "one B scale and one A scale column per K tile")
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace)
     inputs, outputs = allocate_roles(PLAN)
     warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK))),
                      (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK)),
@@ -142,8 +148,8 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, M, N, K, S
                      (store_role, (outputs, None, d_desc, sched, False), WORKER_WARPS, WORKER_REGS)])  # no C
 
 
-def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str):
-    """blockwise_matmul_kernel for one configuration as a tilepipe.verify.compile KernelSpec (sm_90a)."""
+def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str = "static"):
+    """blockwise_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec (sm_90a)."""
     from tilepipe.kernels.spec import KernelSpec
 
     return KernelSpec(f"{__name__}:blockwise_matmul_kernel",
@@ -151,7 +157,8 @@ def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str):
                        "b_desc": tile_desc(b_dtype, (cfg.block_n, cfg.block_k)),
                        "sa_desc": tile_desc("fp32", (1, cfg.block_m)),
                        "sb_desc": tile_desc("fp32", BlockwiseFP8TileStorage.b_scale_tile),
-                       "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "M": "i32", "N": "i32", "K": "i32",
-                       "STAGES": "constexpr", "C_STAGES": "constexpr", "GROUP_M": "constexpr"},
-                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m},
+                       "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "workspace": "*i32", "M": "i32",
+                       "N": "i32", "K": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                       "GROUP_M": "constexpr", "SCHEDULE": "constexpr"},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SCHEDULE": schedule},
                       num_warps=cfg.num_warps)

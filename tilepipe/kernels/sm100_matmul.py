@@ -16,13 +16,15 @@ The accumulators are double-buffered in TMEM where two fit (2 x BN <= 512 column
 main loop while the epilogue drains tile i.
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major); C of any dtype the descriptor gives. The
 arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes), so one host launch serves both; the
-dynamic and stream-K schedules are not built for sm_100a (schedulers.sm100_scheduler_class refuses them).
+dynamic and stream-K schedules are not built for sm_100a (schedulers.sm100_scheduler_class refuses them), nor are
+clusters (CLUSTER_M and CLUSTER_N stay 1: sm100_operand_blocks refuses a config with one).
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role
+from tilepipe.kernels.matmul import operand_blocks
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
@@ -113,10 +115,12 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiL
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
 def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
                         STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
-                        HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, probe_buf=None,
+                        HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr,
+                        CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, probe_buf=None,
                         PROBE: gl.constexpr = 0):
     """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
-    sub-tile stages); `workspace` is not read (neither scheduler keeps global state)."""
+    sub-tile stages; no cluster); `workspace` is not read (neither scheduler keeps global state)."""
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -149,5 +153,14 @@ def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool
     """sm100_matmul_kernel for one configuration and scheduler as a KernelSpec (sm_100a): D of `c_dtype`, with a C of
     `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE,
     `schedule` SCHEDULE."""
-    return gemm_spec(f"{__name__}:sm100_matmul_kernel", cfg, dtype, c_dtype, b_kmajor, EPILOGUE_N, "sm_100a", has_c,
-                     source_dtype, bias_dtype, probe, schedule)
+    return gemm_spec(f"{__name__}:sm100_matmul_kernel", cfg, dtype, c_dtype, b_kmajor,
+                     sm100_operand_blocks(cfg, b_kmajor), "sm_100a", has_c, source_dtype, bias_dtype, probe, schedule)
+
+
+def sm100_operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
+    """operand_blocks for sm100_matmul_kernel: A's and B's, with C and D in BM x EPILOGUE_N boxes (the epilogue's
+    sub-tiles). Clusters are Hopper-only for now: a `cfg` with one raises ValueError."""
+    if cfg.cluster.num_ctas > 1:
+        raise ValueError(f"the sm_100a GEMM runs without clusters (they are built for sm_90a only); got a config "
+                         f"with a {cfg.cluster_m}x{cfg.cluster_n} cluster: use cluster_m = cluster_n = 1")
+    return {**operand_blocks(cfg, b_kmajor), "c": ((cfg.block_m, EPILOGUE_N), ())}

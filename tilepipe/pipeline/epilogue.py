@@ -29,7 +29,7 @@ class EpiLoadPipeline(GuardedTiles):
     def load(self, c_desc, coords):
         """Epilogue-load role: wait for a free stage, TMA-load the C tile at `coords` into it."""
         stage = self.pipeline.acquire_producer()
-        stage.expect_bytes(c_desc.block_type.nbytes)
+        stage.expect_loads(c_desc)
         tma.async_load(c_desc, coords, stage.mbar(), self.tiles.index(stage.index()))
         return EpiLoadPipeline(stage.release(), self.tiles)
 

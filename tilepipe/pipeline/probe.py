@@ -30,7 +30,7 @@ PROGRESS_WORDS = 16  # int32: status, side, stage, phase, iteration, 3 spare, pi
 PROGRESS_NAME_WORD = 8
 TRACE_WORDS = 4  # int64 per event: t_wait, t_acquired, t_released, meta; event 0 of a region holds the names
 WAITING, PASSED = 1, 2
-PRODUCER, CONSUMER = 0, 1  # a producer waits on `empty`, a consumer on `full`
+PRODUCER, CONSUMER, PAIR = 0, 1, 2  # a producer waits on `empty` (multicast: then on `pair`), a consumer on `full`
 
 
 def buffer_signature(mode: int) -> str:
@@ -139,18 +139,22 @@ def _special(register: str, dtype, semantic):
                                      is_pure=False, pack=1, _semantic=semantic)
 
 
+def _cta(semantic):
+    """This CTA's index in the grid (%ctaid.x): the program's in a kernel without clusters; in a cluster kernel
+    program p's CTAs are p * n .. p * n + n - 1, so records are kept per CTA."""
+    return _special("ctaid.x", gl.int32, semantic)
+
+
 def _progress(probe, semantic):
-    """Pointer to this program's and role's progress record (DEBUG)."""
-    program = gl.program_id(0, _semantic=semantic)
-    slot = program.__mul__(MAX_ROLES, _semantic=semantic).__add__(probe.role.value, _semantic=semantic)
+    """Pointer to this CTA's and role's progress record (DEBUG)."""
+    slot = _cta(semantic).__mul__(MAX_ROLES, _semantic=semantic).__add__(probe.role.value, _semantic=semantic)
     return probe.buffer.__add__(slot.__mul__(PROGRESS_WORDS, _semantic=semantic), _semantic=semantic)
 
 
 def _event(probe, pipe_number: int, event, semantic):
-    """Pointer to event `event` of this program's, role's and pipeline's trace region (trace mode)."""
+    """Pointer to event `event` of this CTA's, role's and pipeline's trace region (trace mode)."""
     events = probe.mode.value + 1
-    program = gl.program_id(0, _semantic=semantic)
-    region = program.__mul__(MAX_ROLES, _semantic=semantic).__add__(probe.role.value, _semantic=semantic)
+    region = _cta(semantic).__mul__(MAX_ROLES, _semantic=semantic).__add__(probe.role.value, _semantic=semantic)
     region = region.__mul__(MAX_PIPELINES, _semantic=semantic).__add__(pipe_number, _semantic=semantic)
     word = region.__mul__(events, _semantic=semantic).__add__(event, _semantic=semantic)
     return probe.buffer.__add__(word.__mul__(TRACE_WORDS, _semantic=semantic), _semantic=semantic)

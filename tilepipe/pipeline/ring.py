@@ -65,8 +65,15 @@ class ProducerConsumerPipeline:
     `full[i]` completes when the producer filled slot i; `empty[i]` when every consumer released it.
     `producer_proxy` / `consumer_proxy` say how each side touches the slot ("async": TMA, wgmma,
     tcgen05; "generic": ld/st.shared); the proxy fences the hand-offs need are derived from them.
+    In a cluster kernel every CTA has its own barriers; a `multicast` ring (slots a TMA multicast fills in both CTAs
+    of a pair) also has `pair[i]`, in the first CTA, which completes when the consumers of both CTAs released slot i:
+    releases arrive on both, the producer waits on both (the pair wait runs in the first CTA, which multicasts).
+    The second CTA's producer does not wait on the pair: what keeps it from running a lap ahead (and mixing two
+    laps' releases in one pair phase) is that its fills complete only when the first CTA's multicast landed, so
+    a multicast ring must be filled by TMA multicast (InputProducerStage.load of a tile the CTAs share).
     """
     barriers: gl.shared_memory_descriptor
+    pair: gl.shared_memory_descriptor
     index: gl.tensor
     phase: gl.tensor
     pending: gl.tensor
@@ -77,16 +84,18 @@ class ProducerConsumerPipeline:
     fence_before_signal: gl.constexpr
     fence_before_release: gl.constexpr
     name: gl.constexpr
+    multicast: gl.constexpr
     probe: Probe
 
     # ---- declaration --------------------------------------------------------------------------
 
     @builtin
     def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
-                      producer_proxy="async", consumer_proxy="async", probe=None, _semantic=None):
-        """A pipeline over `barriers`, a [2 * num_stages, 1] int64 mbarrier array: full stages, then empty.
+                      producer_proxy="async", consumer_proxy="async", probe=None, pair=None, _semantic=None):
+        """A pipeline over `barriers`, a [2 * num_stages, CTAs] int64 mbarrier array: full stages, then empty.
 
         `probe` (a `tilepipe.pipeline.probe.Probe`, default off) records this pipeline's waits in debug and trace modes.
+        `pair` ([num_stages, 1], two-CTA barriers) makes it a multicast ring.
         """
         num_stages, producer_arrivals, consumer_arrivals = map(_unwrap_if_constexpr, (num_stages, producer_arrivals,
                                                                      consumer_arrivals))
@@ -99,24 +108,33 @@ class ProducerConsumerPipeline:
         for what, proxy in (("producer_proxy", producer_proxy), ("consumer_proxy", consumer_proxy)):
             if proxy not in PROXIES:
                 raise _trace.ProtocolError(f"pipeline '{name}': {what} must be one of {PROXIES}, got {proxy!r}")
-        if list(barriers.shape) != [2 * num_stages, 1]:
-            raise _trace.ProtocolError(f"pipeline '{name}' needs a [{2 * num_stages}, 1] barrier array, "
-                                       f"got {list(barriers.shape)}")
+        ctas = _unwrap_if_constexpr(gl.num_ctas(_semantic=_semantic))
+        if list(barriers.shape) != [2 * num_stages, ctas]:
+            raise _trace.ProtocolError(f"pipeline '{name}' needs a [{2 * num_stages}, {ctas}] barrier array (one "
+                                       f"per CTA), got {list(barriers.shape)}")
+        if pair is not None and list(pair.shape) != [num_stages, 1]:
+            raise _trace.ProtocolError(f"pipeline '{name}' needs [{num_stages}, 1] pair barriers (a two-CTA "
+                                       f"cluster), got {list(pair.shape)}")
         index, phase, pending = (_semantic.to_tensor(0) for _ in range(3))  # own values: see hang-prev-copy.md
         return ProducerConsumerPipeline(
-            barriers, index, phase, pending, num_stages,
+            barriers, barriers if pair is None else pair, index, phase, pending, num_stages,
             producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
-            consumer_proxy == "generic" and producer_proxy == "async", name,
+            consumer_proxy == "generic" and producer_proxy == "async", name, pair is not None,
             _probe.started(_probe.off() if probe is None else probe, _semantic))
 
     @builtin
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
-               consumer_proxy="async", probe=None, _semantic=None, _generator=None):
-        """Allocate 2 x num_stages barriers from one declaration and initialise them."""
-        barriers = gl.allocate_shared_memory(gl.int64, [2 * _unwrap_if_constexpr(num_stages), 1], mbarrier.MBarrierLayout(),
+               consumer_proxy="async", probe=None, multicast=False, _semantic=None, _generator=None):
+        """Allocate 2 x num_stages barriers per CTA (and, `multicast`, a pair barrier per stage in a two-CTA
+        cluster) from one declaration and initialise them."""
+        ctas, stages = _unwrap_if_constexpr(gl.num_ctas(_semantic=_semantic)), _unwrap_if_constexpr(num_stages)
+        barriers = gl.allocate_shared_memory(gl.int64, [2 * stages, ctas], mbarrier.MBarrierLayout.multicta(ctas),
                                              _semantic=_semantic)
+        pair = gl.allocate_shared_memory(gl.int64, [stages, 1], mbarrier.MBarrierLayout.multicta(ctas, True),
+                                         _semantic=_semantic) if _unwrap_if_constexpr(multicast) else None
         pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
-                                                      name, producer_proxy, consumer_proxy, probe, _semantic=_semantic)
+                                                      name, producer_proxy, consumer_proxy, probe, pair,
+                                                      _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
@@ -127,6 +145,8 @@ class ProducerConsumerPipeline:
         for i in gl.static_range(self.num_stages):
             mbarrier.init(self.producer_mbar(i), count=self.producer_arrivals)
             mbarrier.init(self.consumer_mbar(i), count=self.consumer_arrivals)
+            if self.multicast:  # counts each CTA's releases: the compiler doubles the count for the pair
+                mbarrier.init(self.pair.index(i), count=self.consumer_arrivals)
 
     @builtin
     def with_release_lag(self, lag, _semantic=None):
@@ -152,9 +172,13 @@ class ProducerConsumerPipeline:
 
     @builtin
     def wait_consumer_if_needed(self, ready, _semantic=None):
-        """wait_consumer(), skipped where `ready` (from try_wait_consumer) is set."""
-        _wait(self, _probe.PRODUCER, _empty(self, self.index, _semantic), self.phase.__xor__(1, _semantic=_semantic),
-              ready, _semantic)
+        """wait_consumer(), skipped where `ready` (from try_wait_consumer) is set. A multicast ring also waits for
+        the consumers of both CTAs (the pair barrier: in the CTA that multicasts; elsewhere the wait is a no-op)."""
+        empty = _empty(self, self.index, _semantic)
+        phase = self.phase.__xor__(1, _semantic=_semantic)
+        _wait(self, _probe.PRODUCER, empty, phase, ready, _semantic)
+        if self.multicast:
+            _wait(self, _probe.PAIR, self.pair.index(self.index, _semantic=_semantic), phase, ready, _semantic)
 
     @builtin
     def wait_producer_if_needed(self, ready, _semantic=None):
@@ -164,6 +188,7 @@ class ProducerConsumerPipeline:
     @gluon.jit
     def try_wait_consumer(self):
         """Producer side: whether the consumers already released the current slot, without waiting for it."""
+        gl.static_assert(not self.multicast, "try_wait_consumer: a multicast ring's pair barrier lives in another CTA")
         return _try_wait(self.consumer_mbar(self.index), self.phase ^ 1)
 
     @gluon.jit
@@ -217,8 +242,7 @@ class ProducerConsumerPipeline:
             slot = slot.__mod__(stages, _semantic=_semantic)
             if self.fence_before_release:
                 fence_async_shared(_semantic=_semantic)
-            mbarrier.arrive(_empty(self, slot, _semantic), pred=self.pending.__gt__(j, _semantic=_semantic),
-                            _semantic=_semantic)
+            _arrive_empty(self, slot, self.pending.__gt__(j, _semantic=_semantic), _semantic)
         return gl.aggregate_replace(self, pending=_semantic.to_tensor(0))
 
     # ---- stage handles -----------------------------------------------------------------------
@@ -315,13 +339,20 @@ def _release_slot(pipe, semantic):
     if _unwrap_if_constexpr(pipe.fence_before_release):
         fence_async_shared(_semantic=semantic)
     if lag == 0:
-        mbarrier.arrive(_empty(pipe, pipe.index, semantic), _semantic=semantic)
+        _arrive_empty(pipe, pipe.index, True, semantic)
         return pipe
     slot = pipe.index.__add__(stages - lag, _semantic=semantic).__mod__(stages, _semantic=semantic)
     held = pipe.pending.__eq__(lag, _semantic=semantic)
-    mbarrier.arrive(_empty(pipe, slot, semantic), pred=held, _semantic=semantic)
+    _arrive_empty(pipe, slot, held, semantic)
     pending = gl.minimum(pipe.pending.__add__(1, _semantic=semantic), lag, _semantic=semantic)
     return gl.aggregate_replace(pipe, pending=pending)
+
+
+def _arrive_empty(pipe, slot, pred, semantic):
+    """This consumer's release of `slot`: its CTA's empty barrier, and in a multicast ring the pair's too."""
+    mbarrier.arrive(_empty(pipe, slot, semantic), pred=pred, _semantic=semantic)
+    if _unwrap_if_constexpr(pipe.multicast):
+        mbarrier.arrive(pipe.pair.index(slot, _semantic=semantic), pred=pred, _semantic=semantic)
 
 
 def _signal(stage, barrier, semantic):
@@ -391,6 +422,12 @@ class ProducerStage(_Stage):
               _semantic)
 
     @builtin
+    def expect_loads(self, *descs, _semantic=None):
+        """expect_bytes() for one TMA load from each descriptor: the bytes each lands in this CTA (a cluster tile's
+        share: its part of a split tile, all of a shared one)."""
+        self.expect_bytes(sum(_unwrap_if_constexpr(desc.nbytes_per_cta) for desc in descs), _semantic=_semantic)
+
+    @builtin
     def arrive(self, _semantic=None):
         """Signal a slot filled with ordinary stores (fenced first when its consumer reads via the async proxy)."""
         _signal(self, "full", _semantic)
@@ -416,6 +453,9 @@ class ConsumerStage(_Stage):
     def mbar(self, _semantic=None):
         """The empty barrier, for a special signal (e.g. a commit); counts as this role's release signal."""
         _check_unlagged(self.pipe, "mbar")
+        if self.pipe.multicast:
+            raise _trace.ProtocolError(f"pipeline '{self.pipe.name.value}': a multicast ring's release arrives on two "
+                                       "barriers, so one commit cannot signal it; use release()")
         _signal(self, "empty", _semantic)
         return _empty(self.pipe, self.pipe.index, _semantic)
 

@@ -21,7 +21,7 @@ comparing `SmemPlan.total_bytes` with the compiled kernel's shared-memory size.
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import ClassVar
 
 from triton.experimental.gluon import aggregate
@@ -30,8 +30,10 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout, allocate_tensor_memory
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.language import core as tl
+from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe._text import format_table
+from tilepipe.pipeline.cluster import Bases, cga_list, ctas_splitting
 from tilepipe.pipeline.ring import ProducerConsumerPipeline
 
 SMEM_LIMIT_BYTES = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}
@@ -61,17 +63,23 @@ def dtype_of(name) -> gl.dtype:
 
 @dataclass(frozen=True)
 class Part:
-    """One shared-memory allocation: `stages` copies of a `tile` of `dtype` (barriers: int64 [count, 1])."""
+    """One shared-memory allocation: `stages` copies of a `tile` of `dtype` (barriers: int64 [count, 1]).
+
+    In a cluster kernel a tile is the cluster's, and `cga` (tilepipe.pipeline.cluster) says how its CTAs split or
+    share it; sizes are per CTA. Barriers are per CTA ("barrier": one in every CTA) or per CTA pair ("pair_barrier":
+    one in the pair's first CTA, which both CTAs arrive on).
+    """
     name: str
     dtype: str
     tile: tuple[int, ...]
     stages: int
-    kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "barrier" (mbarriers), "words" (plain int32)
+    kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "barrier"/"pair_barrier" (mbarriers), "words" (int32)
+    cga: Bases = ()
 
     def __post_init__(self) -> None:
         dtype = dtype_of(self.dtype)
         object.__setattr__(self, "dtype", next(name for name, value in DTYPES.items() if value == dtype))
-        if self.kind not in ("tile", "barrier", "words"):
+        if self.kind not in ("tile", "barrier", "pair_barrier", "words"):
             raise ValueError(f"{self.name}: unknown part kind {self.kind!r}")
         if not (isinstance(self.stages, int) and self.stages >= 1):
             raise ValueError(f"{self.name}: stages must be a positive int, got {self.stages!r}")
@@ -87,15 +95,16 @@ class Part:
         count = self.stages
         for dim in self.tile:
             count *= dim
-        return count * dtype_of(self.dtype).primitive_bitwidth // 8
+        return count * dtype_of(self.dtype).primitive_bitwidth // 8 // ctas_splitting(self.cga)
 
     @property
     def layout(self):
-        if self.kind == "barrier":
+        if self.kind in ("barrier", "pair_barrier"):
             return mbarrier.MBarrierLayout()
         if self.kind == "words":
             return gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-        return gl.NVMMASharedLayout.get_default_for(list(self.tile), dtype_of(self.dtype))
+        return gl.NVMMASharedLayout.get_default_for(list(self.tile), dtype_of(self.dtype),
+                                                    cga_layout=cga_list(self.cga) if self.cga else None)
 
     @property
     def alignment(self) -> int:
@@ -104,7 +113,16 @@ class Part:
         return _SWIZZLE_ALIGNMENT[self.layout.swizzle_byte_width]
 
     def allocate(self, semantic):
-        """Allocate this part in the kernel being traced."""
+        """Allocate this part in the kernel being traced (barriers: [count, CTAs that hold one], one per CTA or
+        per pair of the launch's cluster)."""
+        if self.kind in ("barrier", "pair_barrier"):
+            pair = self.kind == "pair_barrier"
+            ctas = _unwrap_if_constexpr(gl.num_ctas(_semantic=semantic))
+            if pair and ctas != 2:
+                raise ValueError(f"{self.name}: pair barriers need a two-CTA cluster, the kernel has {ctas} CTAs")
+            layout = mbarrier.MBarrierLayout.multicta(ctas, pair)
+            return gl.allocate_shared_memory(gl.int64, [self.stages, ctas // 2 if pair else ctas], layout,
+                                             _semantic=semantic)
         return gl.allocate_shared_memory(dtype_of(self.dtype), self.shape, self.layout, _semantic=semantic)
 
 
@@ -162,16 +180,20 @@ class BlockwiseFP8Tiles:
 
 @dataclass(frozen=True)
 class StandardTileStorage(Storage):
-    """A (BM x BK) and B (BN x BK, or BK x BN) tiles per stage, swizzled for TMA and wgmma/tcgen05."""
+    """A (BM x BK) and B (BN x BK, or BK x BN) tiles per stage, swizzled for TMA and wgmma/tcgen05; in a cluster
+    kernel the cluster's tiles, split or shared as `a_cga` / `b_cga` say (tilepipe.pipeline.cluster.Cluster)."""
     a_dtype: str
     b_dtype: str
     a_tile: tuple[int, int]
     b_tile: tuple[int, int]
     stages: int
+    a_cga: Bases = field(default=(), kw_only=True)
+    b_cga: Bases = field(default=(), kw_only=True)
     device: ClassVar[type] = StandardTiles
 
     def parts(self) -> list[Part]:
-        return [Part("a", self.a_dtype, self.a_tile, self.stages), Part("b", self.b_dtype, self.b_tile, self.stages)]
+        return [Part("a", self.a_dtype, self.a_tile, self.stages, cga=self.a_cga),
+                Part("b", self.b_dtype, self.b_tile, self.stages, cga=self.b_cga)]
 
     @builtin
     def allocate(self, _semantic=None):
@@ -218,14 +240,15 @@ class _SingleArrayStorage(Storage):
 
 @dataclass(frozen=True)
 class _TileArrayStorage(_SingleArrayStorage):
-    """`stages` tiles of one dtype, named `part_name` in plans."""
+    """`stages` tiles of one dtype, named `part_name` in plans (a cluster's tiles, split as `cga` says)."""
     dtype: str
     tile: tuple[int, int]
     stages: int
+    cga: Bases = field(default=(), kw_only=True)
     part_name: ClassVar[str] = "tiles"
 
     def parts(self) -> list[Part]:
-        return [Part(self.part_name, self.dtype, self.tile, self.stages)]
+        return [Part(self.part_name, self.dtype, self.tile, self.stages, cga=self.cga)]
 
 
 @dataclass(frozen=True)
@@ -283,7 +306,11 @@ class TmemAccumulatorStorage(Storage):
 
 @dataclass(frozen=True)
 class BarrierPair(Storage):
-    """`stages` full/empty mbarrier pairs: the barriers of one ProducerConsumerPipeline."""
+    """`stages` full/empty mbarrier pairs: the barriers of one ProducerConsumerPipeline, one set per CTA.
+
+    `multicast`: the slots are filled by TMA multicast in a two-CTA cluster (one CTA loads a shared tile into both),
+    so a slot is free only when the consumers of both CTAs released it: a third barrier per stage, `empty_pair`,
+    lives in the pair's first CTA, counts both CTAs' releases, and gates the multicasting producer."""
     stages: int
     name: str
     producer: str
@@ -292,20 +319,27 @@ class BarrierPair(Storage):
     consumer_arrivals: int = 1
     producer_proxy: str = "async"
     consumer_proxy: str = "async"
+    multicast: bool = False
 
     def parts(self) -> list[Part]:
-        return [Part("barriers", "int64", (1, ), 2 * self.stages, kind="barrier")]
+        pair = [Part("pair", "int64", (1, ), self.stages, kind="pair_barrier")] if self.multicast else []
+        return [Part("barriers", "int64", (1, ), 2 * self.stages, kind="barrier")] + pair
 
     def barriers(self) -> list[BarrierUse]:
+        pair = [BarrierUse(f"{self.name}.empty_pair", self.stages, 2 * self.consumer_arrivals,
+                           f"{self.consumer} of both CTAs", self.producer)] if self.multicast else []
         return [BarrierUse(f"{self.name}.full", self.stages, self.producer_arrivals, self.producer, self.consumer),
-                BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer, self.producer)]
+                BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer,
+                           self.producer)] + pair
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):
         """Allocate and initialise the barriers; returns the pipeline over them (carrying `probe`, if given)."""
+        parts = self.parts()
         pipe = ProducerConsumerPipeline.from_barriers(
-            self.parts()[0].allocate(_semantic), self.stages, self.producer_arrivals, self.consumer_arrivals,
-            self.name, self.producer_proxy, self.consumer_proxy, probe, _semantic=_semantic)
+            parts[0].allocate(_semantic), self.stages, self.producer_arrivals, self.consumer_arrivals,
+            self.name, self.producer_proxy, self.consumer_proxy, probe,
+            parts[1].allocate(_semantic) if self.multicast else None, _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
@@ -351,7 +385,7 @@ class InputPipelineStorage(BarrierPair):
 
     def _grouped(self) -> BarrierPair:
         return BarrierPair(self.group_stages, self.name, self.producer, self.consumer, self.producer_arrivals,
-                           self.consumer_arrivals, self.producer_proxy, self.consumer_proxy)
+                           self.consumer_arrivals, self.producer_proxy, self.consumer_proxy, self.multicast)
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):
@@ -447,7 +481,7 @@ class SmemPipelineBundle(Storage):
         return [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None]
 
     def parts(self) -> list[Part]:
-        return [Part(f"{name}.{part.name}", part.dtype, part.tile, part.stages, part.kind)
+        return [replace(part, name=f"{name}.{part.name}")
                 for name, member in self.members() for part in member.parts()]
 
     def barriers(self) -> list[BarrierUse]:

@@ -28,7 +28,7 @@ from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_mma
-from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 from triton.language.core import _unwrap_if_constexpr, base_value
 
 from tilepipe.pipeline import _trace
@@ -38,6 +38,12 @@ Payload = base_value
 """The seed's open `TilePayload` trait: any aggregate of stage arrays, with `a_tiles` and `b_tiles` for the A/B
 accessors (`tile(field)` reaches any other array). The storages give `StandardTiles`, `BlockScaledTiles` and
 `BlockwiseFP8Tiles`; a kernel may wrap them in its own aggregate."""
+
+
+def _shared_by_cluster(tile) -> bool:
+    """Whether every CTA of the cluster holds all of `tile` (a replicated cga layout), so one multicast fills it."""
+    bases = tile.type.layout.cga_layout
+    return bool(bases) and not any(any(basis) for basis in bases)
 
 
 def _payload_tile(payload, field: str, stage_index, j, k_group_size: int, semantic):
@@ -91,6 +97,27 @@ class InputProducerStage(_TileStage):
     @builtin
     def expect_bytes(self, nbytes, _semantic=None):
         self.stage.expect_bytes(nbytes, _semantic=_semantic)
+
+    @builtin
+    def expect_loads(self, *descs, _semantic=None):
+        """Arm the stage for one TMA load from each descriptor, by the bytes each lands in this CTA."""
+        self.stage.expect_loads(*descs, _semantic=_semantic)
+
+    @builtin
+    def load(self, field, desc, coords, j=0, _semantic=None):
+        """TMA-load tile j of payload array `field` from `desc` at `coords`, signalling this stage. A tile every
+        CTA of the cluster holds in full (a shared operand) is loaded once and multicast to all of them."""
+        tile = self.tile(field, j, _semantic=_semantic)
+        tma.async_load(desc, coords, self.mbar(_semantic=_semantic), tile, multicast=_shared_by_cluster(tile),
+                       _semantic=_semantic)
+
+    @builtin
+    def load_a(self, desc, coords, j=0, _semantic=None):
+        self.load("a_tiles", desc, coords, j, _semantic=_semantic)
+
+    @builtin
+    def load_b(self, desc, coords, j=0, _semantic=None):
+        self.load("b_tiles", desc, coords, j, _semantic=_semantic)
 
     @gluon.must_use_result("Rebind the producer: `producer = tiles.release()`.")
     @builtin

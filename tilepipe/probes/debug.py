@@ -76,7 +76,8 @@ HANG_EXIT_CODE = 3
 DEFAULT_STALL_S = 5.0
 _POLL_S = 0.05
 _SIDES = {_probe.PRODUCER: "producer, waits for the consumers' release (empty barrier)",
-          _probe.CONSUMER: "consumer, waits for the producer's fill (full barrier)"}
+          _probe.CONSUMER: "consumer, waits for the producer's fill (full barrier)",
+          _probe.PAIR: "producer, waits for both CTAs' release (pair barrier, in the cluster's first CTA)"}
 
 
 def debug_requested(debug: bool | None) -> bool:
@@ -102,8 +103,9 @@ def stall_seconds() -> float:
 
 @dataclass(frozen=True)
 class RoleProgress:
-    """Where one role of one program last was, decoded from its progress record."""
+    """Where one role of one CTA (`cta`: its rank in program `program`'s cluster) last was, from its record."""
     program: int
+    cta: int
     partition: int
     role: str
     waiting: bool  # False: its last wait passed (the role runs, or finished)
@@ -118,48 +120,58 @@ class RoleProgress:
                 f"iteration {self.iteration}")
 
 
-def progress_buffer(programs: int):
-    """Zeroed progress records for `programs` programs, in pinned host memory the GPU writes through UVA."""
+def progress_buffer(ctas: int):
+    """Zeroed progress records for `ctas` CTAs (programs x CTAs per cluster), in pinned host memory the GPU writes
+    through UVA."""
     import torch
 
-    return torch.zeros((programs, _probe.MAX_ROLES, _probe.PROGRESS_WORDS), dtype=torch.int32).pin_memory()
+    return torch.zeros((ctas, _probe.MAX_ROLES, _probe.PROGRESS_WORDS), dtype=torch.int32).pin_memory()
 
 
-def read_progress(records) -> list[RoleProgress]:
-    """Every record a role wrote (programs x MAX_ROLES x PROGRESS_WORDS int32, a tensor or array)."""
+def read_progress(records, ctas: int = 1) -> list[RoleProgress]:
+    """Every record a role wrote (CTAs x MAX_ROLES x PROGRESS_WORDS int32, a tensor or array), with `ctas` CTAs
+    per program."""
     found = []
     names = _probe.PROGRESS_NAME_WORD
-    for program, roles in enumerate(records.tolist()):
+    for cta, roles in enumerate(records.tolist()):
         for partition, words in enumerate(roles):
             if words[0] == 0:
                 continue
-            found.append(RoleProgress(program, partition, _probe.unpack_name(words[names + 4:names + 8], 32),
+            found.append(RoleProgress(cta // ctas, cta % ctas, partition,
+                                      _probe.unpack_name(words[names + 4:names + 8], 32),
                                       words[0] == _probe.WAITING, _probe.unpack_name(words[names:names + 4], 32),
                                       *words[1:5]))
     return found
 
 
-def hang_report(kernel: str, progress: Sequence[RoleProgress], stalled_s: float, programs: int) -> str:
-    """What a stalled kernel's roles were doing: per role, each distinct wait and how many programs sit in it."""
-    lines = [f"tilepipe debug: kernel '{kernel}' made no progress for {stalled_s:.1f} s ({programs} programs)."]
-    by_role: dict[tuple[int, str], Counter] = {}
+def hang_report(kernel: str, progress: Sequence[RoleProgress], stalled_s: float, programs: int,
+                ctas: int = 1) -> str:
+    """What a stalled kernel's roles were doing: per role (and, in a cluster kernel, per CTA rank), each distinct
+    wait and how many programs sit in it."""
+    clusters = f", clusters of {ctas} CTAs" if ctas > 1 else ""
+    lines = [f"tilepipe debug: kernel '{kernel}' made no progress for {stalled_s:.1f} s "
+             f"({programs} programs{clusters})."]
+    by_role: dict[tuple[int, int, str], Counter] = {}
     for p in progress:
-        by_role.setdefault((p.partition, p.role), Counter())[(p.waiting, p.where())] += 1
-    stuck = sorted({role for (_, role), waits in by_role.items() if any(waiting for waiting, _ in waits)})
+        by_role.setdefault((p.partition, p.cta, p.role), Counter())[(p.waiting, p.where())] += 1
+    stuck = sorted({role + (f" in CTA {cta}" if ctas > 1 else "")
+                    for (_, cta, role), waits in by_role.items() if any(waiting for waiting, _ in waits)})
     lines.append(f"stuck roles: {', '.join(stuck) if stuck else 'none in a pipeline wait'}")
-    for (partition, role), waits in sorted(by_role.items()):
+    for (partition, cta, role), waits in sorted(by_role.items()):
+        where_cta = f", CTA {cta} of each cluster" if ctas > 1 else ""
         for (waiting, where), count in sorted(waits.items(), key=lambda item: (not item[0][0], -item[1]))[:4]:
             state = "STUCK waiting at" if waiting else "last wait passed (running or done):"
-            lines.append(f"  role {role} (partition {partition}): {state} {where}  [{count} program(s)]")
+            lines.append(f"  role {role} (partition {partition}{where_cta}): {state} {where}  [{count} program(s)]")
     silent = programs - len({p.program for p in progress})
     if silent:
         lines.append(f"  {silent} program(s) recorded no wait at all")
     return "\n".join(lines)
 
 
-def watch(kernel: str, records, launch: Callable[[], None], stall_s: float | None = None) -> None:
-    """Run `launch` (one kernel launch writing `records`) and wait until the kernel finished; if its roles make no
-    progress for `stall_s` seconds, print the hang report to stderr and end the process with HANG_EXIT_CODE."""
+def watch(kernel: str, records, launch: Callable[[], None], stall_s: float | None = None, ctas: int = 1) -> None:
+    """Run `launch` (one kernel launch writing `records`, `ctas` CTAs per program) and wait until the kernel
+    finished; if its roles make no progress for `stall_s` seconds, print the hang report to stderr and end the
+    process with HANG_EXIT_CODE."""
     import torch
 
     stall_s = stall_seconds() if stall_s is None else stall_s
@@ -174,8 +186,8 @@ def watch(kernel: str, records, launch: Callable[[], None], stall_s: float | Non
         if current != snapshot or not started.query():  # earlier work on the stream is no stall of this kernel
             snapshot, changed_at = current, now
         elif now - changed_at > stall_s:
-            print(hang_report(kernel, read_progress(records), now - changed_at, records.shape[0]), file=sys.stderr,
-                  flush=True)
+            print(hang_report(kernel, read_progress(records, ctas), now - changed_at, records.shape[0] // ctas, ctas),
+                  file=sys.stderr, flush=True)
             sys.stdout.flush()
             os._exit(HANG_EXIT_CODE)
         time.sleep(_POLL_S)

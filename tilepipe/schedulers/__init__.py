@@ -10,7 +10,12 @@ from tilepipe.schedulers.streamk import StreamKTileScheduler
 
 SCHEDULER_CLASSES = {"static": StaticTileScheduler, "dynamic": DynamicTileScheduler, "streamk": StreamKTileScheduler}
 SCHEDULERS = tuple(SCHEDULER_CLASSES)
-"""The names a GEMM's SCHEDULE (and matmul's `scheduler=`) takes."""
+"""The names a GEMM's SCHEDULE takes."""
+KERNEL_SCHEDULE = {"splitk": "streamk"}
+"""Host schedules that run another's kernel on their own grid: split-K is the stream-K scheduler on tiles x splits
+programs, so every tile's k-steps split evenly over `splits` of them (host/configs.py: schedule_programs)."""
+SCHEDULES = SCHEDULERS + tuple(KERNEL_SCHEDULE)
+"""The names matmul's `scheduler=` takes."""
 SM100_SCHEDULER_CLASSES = {"static": StaticTileScheduler, "clc": ClcTileScheduler}
 SM100_SCHEDULERS = tuple(SM100_SCHEDULER_CLASSES)
 """The names the sm_100a GEMM's SCHEDULE takes (cluster launch control exists on sm_100a only)."""

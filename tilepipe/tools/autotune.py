@@ -70,13 +70,17 @@ def tune(key: str, candidates: Sequence[MatmulConfig], time_ms: Callable[[Matmul
 
 
 def default_candidates(out_dtype: torch.dtype) -> list[MatmulConfig]:
-    """The heuristic's tiles, each with the default and a wider grouped raster."""
-    return [replace(cfg, group_m=group) for cfg in default_configs(out_dtype) for group in (8, 16)]
+    """The heuristic's tiles, each with the default and a wider grouped raster, and in a 2x1 cluster (B multicast:
+    bench/results/cluster-h100-v1.json measured it 0.99-1.05x of the same tile alone, by shape)."""
+    tiles = default_configs(out_dtype)
+    return [replace(cfg, group_m=group) for cfg in tiles for group in (8, 16)] + [replace(cfg, cluster_m=2)
+                                                                                 for cfg in tiles]
 
 
 def describe(cfg: MatmulConfig) -> str:
+    cluster = f" cluster {cfg.cluster_m}x{cfg.cluster_n}" if cfg.cluster.num_ctas > 1 else ""
     return (f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} c{cfg.c_stages} g{cfg.group_m} "
-            f"w{cfg.num_warps}")
+            f"w{cfg.num_warps}{cluster}")
 
 
 class ProgressBar:

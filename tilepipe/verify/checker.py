@@ -17,6 +17,12 @@ flush and drain; see tilepipe/verify/protocols.py) over the pipelines its shared
   - leftover: at the end, a phase left part-arrived, or a filled stage some consuming role never saw;
   - declaration: a role signals a pipeline its storage does not name it for, or an unknown pipeline;
   - drift: the declaration disagrees with what tracing the kernel records (tilepipe/pipeline/_trace.py).
+
+A cluster kernel (`Protocol.ctas` = 2) runs every role once per CTA, each CTA over its own barriers. A multicast
+ring (its storage declares an `empty_pair` barrier) couples them as the hardware does: the first CTA's fill also
+lands in the second CTA (one more arrival on that CTA's full barrier, for the same phase), every consumer's release
+also arrives on the pair barrier (in the first CTA, counting both CTAs), and only the first CTA's producer waits on
+it (Gluon predicates the pair wait to the first CTA).
 """
 
 from collections import deque
@@ -45,20 +51,23 @@ class PipelineModel:
     consumer_arrivals: int
     producers: tuple[str, ...]
     consumers: tuple[str, ...]
+    pair_arrivals: int = 0  # a multicast ring's pair barrier count (both CTAs' releases); 0: not multicast
 
 
 def pipelines_of(storages: Iterable[Storage]) -> dict[str, PipelineModel]:
-    """The full/empty barrier pairs that `storages` declare (an SmemPlan's storages, or storages on their own)."""
+    """The full/empty barrier pairs that `storages` declare (an SmemPlan's storages, or storages on their own), with
+    the pair barriers of multicast rings."""
     models = {}
     for storage in storages:
         uses = {use.name: use for use in storage.barriers()}
         for name, full in uses.items():
             pipe, _, barrier = name.rpartition(".")
-            empty = uses.get(f"{pipe}.empty")
+            empty, pair = uses.get(f"{pipe}.empty"), uses.get(f"{pipe}.empty_pair")
             if barrier != "full" or empty is None:
                 continue  # single barriers (TMEM dealloc) and raw barriers are not pipelines
             models[pipe] = PipelineModel(pipe, full.count, full.arrivals, empty.arrivals,
-                                         tuple(full.producer.split("+")), tuple(full.consumer.split("+")))
+                                         tuple(full.producer.split("+")), tuple(full.consumer.split("+")),
+                                         pair.arrivals if pair is not None else 0)
     return models
 
 
@@ -79,9 +88,11 @@ class Wait:
 
 @dataclass(frozen=True)
 class Signal:
-    """Arrive for the current stage: a producer on `full`; a consumer on `empty` (with its release lag)."""
+    """Arrive for the current stage: a producer on `full`; a consumer on `empty` (with its release lag; on a
+    multicast ring also on the pair barrier, unless `own_cta_only`, a seeded bug)."""
     pipeline: str
     side: str
+    own_cta_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,7 +164,7 @@ class Protocol:
     """A kernel configuration's roles (in warp_specialize partition order) over its storages' pipelines.
 
     `cases` lists the trip counts to explore; `trace` builds the KernelSpec whose tracing the declaration is
-    compared with (None: not cross-checked).
+    compared with (None: not cross-checked); `ctas`: CTAs per cluster, each running every role.
     """
     kernel: str
     config: str
@@ -161,6 +172,7 @@ class Protocol:
     roles: tuple[Role, ...]
     cases: tuple[tuple[tuple[str, int], ...], ...]
     trace: Callable[[], object] | None = None
+    ctas: int = 1
 
     @property
     def pipelines(self) -> dict[str, PipelineModel]:
@@ -217,34 +229,72 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class _Barriers:
-    """Global numbering of every pipeline's barriers: full[s] then empty[s], pipeline after pipeline."""
+    """Global numbering of every pipeline's barriers: per CTA, full[s] then empty[s], pipeline after pipeline; then
+    the pair barriers of the multicast rings."""
     pipelines: dict[str, PipelineModel]
+    ctas: int = 1
 
-    def base(self, pipeline: str) -> int:
-        base = 0
+    @property
+    def per_cta(self) -> int:
+        return sum(2 * model.stages for model in self.pipelines.values())
+
+    def base(self, pipeline: str, cta: int = 0) -> int:
+        base = cta * self.per_cta
         for name, model in self.pipelines.items():
             if name == pipeline:
                 return base
             base += 2 * model.stages
         raise KeyError(pipeline)
 
-    def full(self, pipeline: str, stage: int) -> int:
-        return self.base(pipeline) + stage
+    def full(self, pipeline: str, stage: int, cta: int = 0) -> int:
+        return self.base(pipeline, cta) + stage
 
-    def empty(self, pipeline: str, stage: int) -> int:
-        return self.base(pipeline) + self.pipelines[pipeline].stages + stage
+    def empty(self, pipeline: str, stage: int, cta: int = 0) -> int:
+        return self.base(pipeline, cta) + self.pipelines[pipeline].stages + stage
+
+    def pair(self, pipeline: str, stage: int) -> int:
+        base = self.ctas * self.per_cta
+        for name, model in self.pipelines.items():
+            if name == pipeline:
+                return base + stage
+            base += model.stages if model.pair_arrivals else 0
+        raise KeyError(pipeline)
+
+    def multicast(self, pipeline: str) -> bool:
+        """Whether `pipeline` is a multicast ring in a cluster of more than one CTA."""
+        return self.ctas > 1 and self.pipelines[pipeline].pair_arrivals > 0
 
     def counts(self) -> tuple[int, ...]:
-        return tuple(count for m in self.pipelines.values()
-                     for count in (m.producer_arrivals, ) * m.stages + (m.consumer_arrivals, ) * m.stages)
+        """Arrivals per phase: a multicast ring's full barrier outside the first CTA also counts the multicast."""
+        per_cta = [tuple(count for m in self.pipelines.values()
+                         for count in (m.producer_arrivals + int(cta > 0 and self.multicast(m.name)), ) * m.stages
+                         + (m.consumer_arrivals, ) * m.stages) for cta in range(self.ctas)]
+        pairs = tuple(m.pair_arrivals for m in self.pipelines.values() if self.multicast(m.name)
+                      for _ in range(m.stages))
+        return sum(per_cta, ()) + pairs
 
     def describe(self, barrier: int) -> tuple[str, str, int]:
-        """(pipeline, "full" | "empty", stage) of a barrier number."""
+        """(pipeline, "full" | "empty" | "pair", stage) of a barrier number."""
+        if barrier >= self.ctas * self.per_cta:
+            barrier -= self.ctas * self.per_cta
+            for name, model in self.pipelines.items():
+                if self.multicast(name):
+                    if barrier < model.stages:
+                        return name, "pair", barrier
+                    barrier -= model.stages
+            raise IndexError(barrier)
+        barrier %= self.per_cta
         for name, model in self.pipelines.items():
             if barrier < 2 * model.stages:
                 return name, ("full" if barrier < model.stages else "empty"), barrier % model.stages
             barrier -= 2 * model.stages
         raise IndexError(barrier)
+
+    def name(self, barrier: int) -> str:
+        """`pipeline.kind[stage]`, with the CTA in a cluster (`@cta1`; a pair barrier is the pair's)."""
+        pipe, kind, stage = self.describe(barrier)
+        cta = barrier // self.per_cta if kind != "pair" else None
+        return f"{pipe}.{kind}[{stage}]" + (f"@cta{cta}" if self.ctas > 1 and cta is not None else "")
 
 
 @dataclass(frozen=True)
@@ -313,10 +363,10 @@ def _iterations(program: Sequence[Op], params: dict[str, int], context: tuple[st
             yield op, " ".join(context)
 
 
-def _concrete_steps(role: Role, barriers: _Barriers,
-                    params: dict[str, int]) -> tuple[list[_WaitStep | _ArriveStep], list[tuple[str, int, int]]]:
-    """The role's shared-memory actions in program order, each with the barrier, parity and phase it means; and the
-    (pipeline, stage, lap) acquisitions it still holds at its end."""
+def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
+                    cta: int = 0) -> tuple[list[_WaitStep | _ArriveStep], list[tuple[str, int, int]]]:
+    """The role's shared-memory actions in CTA `cta`, in program order, each with the barrier, parity and phase it
+    means; and the (pipeline, stage, lap) acquisitions it still holds at its end."""
     lags = dict(role.release_lag)
     cursors = {name: _Cursor(model, lags.get(name, 0)) for name, model in barriers.pipelines.items()}
     # a producer that acquires must signal once per acquisition; one that never acquires only signals (a one-way
@@ -327,19 +377,24 @@ def _concrete_steps(role: Role, barriers: _Barriers,
     def wait(op: Wait, cur: _Cursor, where: str, drain: bool = False) -> None:
         s = cur.index
         if op.side == "producer":
-            barrier, parity, target = barriers.empty(op.pipeline, s), cur.phase ^ 1, cur.fills[s]
+            barrier, parity, target = barriers.empty(op.pipeline, s, cta), cur.phase ^ 1, cur.fills[s]
             if not drain:
                 cur.filling.append(s)
         else:
-            barrier, parity, target = barriers.full(op.pipeline, s), cur.phase, cur.seen[s] + 1
+            barrier, parity, target = barriers.full(op.pipeline, s, cta), cur.phase, cur.seen[s] + 1
             if op.hold:
                 cur.held.append((s, cur.seen[s]))
             cur.seen[s] += 1
         steps.append(_WaitStep(barrier, parity ^ op.flip, target, where, drain))
+        if op.side == "producer" and cta == 0 and barriers.multicast(op.pipeline):  # both CTAs released the slot
+            steps.append(_WaitStep(barriers.pair(op.pipeline, s), parity ^ op.flip, target, where, drain))
 
-    def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str) -> None:
+    def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str, pair: bool = True) -> None:
         if slots:
-            arrivals = tuple((barriers.empty(pipeline, s), cur.release_intent(s)) for s in slots)
+            pair = pair and barriers.multicast(pipeline)
+            arrivals = tuple((barrier, intent) for s in slots for intent in (cur.release_intent(s), )
+                             for barrier in (barriers.empty(pipeline, s, cta), )
+                             + ((barriers.pair(pipeline, s), ) if pair else ()))
             steps.append(_ArriveStep(arrivals, where))
 
     for op, where in _iterations(role.program, params):
@@ -357,13 +412,17 @@ def _concrete_steps(role: Role, barriers: _Barriers,
         elif op.side == "producer":
             s = cur.index
             holds = op.pipeline not in acquiring or s in cur.filling
-            steps.append(_ArriveStep(((barriers.full(op.pipeline, s), cur.fills[s] if holds else None), ), where))
+            intent = cur.fills[s] if holds else None
+            # a multicast fill from the first CTA lands in every CTA: one more arrival on each peer's full barrier
+            peers = range(1, barriers.ctas) if cta == 0 and barriers.multicast(op.pipeline) else ()
+            steps.append(_ArriveStep(tuple((barriers.full(op.pipeline, s, c), intent) for c in (cta, *peers)),
+                                     where))
             if holds:
                 cur.fills[s] += 1
                 if s in cur.filling:
                     cur.filling.remove(s)
         else:
-            arrive(op.pipeline, cur.release_slots(), cur, where)
+            arrive(op.pipeline, cur.release_slots(), cur, where, not op.own_cta_only)
     return steps, [(name, stage, lap) for name, cur in cursors.items() for stage, lap in cur.held]
 
 
@@ -386,10 +445,9 @@ def _meant(target: int) -> str:
 
 def _describe_step(role: str, step: _WaitStep | _ArriveStep, barriers: _Barriers) -> str:
     if isinstance(step, _WaitStep):
-        pipe, kind, s = barriers.describe(step.barrier)
-        what = f"wait {pipe}.{kind}[{s}] parity {step.parity} ({_meant(step.target)})"
+        what = f"wait {barriers.name(step.barrier)} parity {step.parity} ({_meant(step.target)})"
     else:
-        what = "arrive " + ", ".join("{0}.{1}[{2}]".format(*barriers.describe(b)) for b, _ in step.arrivals)
+        what = "arrive " + ", ".join(barriers.name(b) for b, _ in step.arrivals)
     return f"{role}: {what}" + (f" ({step.where})" if step.where else "")
 
 
@@ -397,9 +455,11 @@ class _Explorer:
     """Breadth-first search over interleavings; a state is (role program counters, completed, arrived per barrier)."""
 
     def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
-        self.barriers = _Barriers(protocol.pipelines)
-        self.roles = [role.name for role in protocol.roles]
-        self.programs, self.unreleased = zip(*(_concrete_steps(role, self.barriers, params) for role in protocol.roles))
+        self.barriers = _Barriers(protocol.pipelines, protocol.ctas)
+        ctas = range(protocol.ctas)
+        self.roles = [role.name + (f"@cta{cta}" if protocol.ctas > 1 else "") for cta in ctas for role in protocol.roles]
+        self.programs, self.unreleased = zip(*(_concrete_steps(role, self.barriers, params, cta) for cta in ctas
+                                               for role in protocol.roles))
         self.consumed = [_consumed(steps, self.barriers) for steps in self.programs]
         self.counts = self.barriers.counts()
         self.case = ", ".join(f"{k}={v}" for k, v in params.items())
@@ -469,22 +529,22 @@ class _Explorer:
                                          self._trace(state, last))
 
     def _aliasing(self, state: tuple, r: int, step: _WaitStep, done: int) -> None:
-        pipe, kind, s = self.barriers.describe(step.barrier)
+        pipe, _, s = self.barriers.describe(step.barrier)
         seen = ("a phase before the one it waits for (the stage is not ready)" if done < step.target else
                 f"{done - step.target} phase(s) beyond it (lapped)")
-        message = (f"parity-{step.parity} wait on {pipe}.{kind}[{s}] passes at {done} completed phase(s) but means "
+        message = (f"parity-{step.parity} wait on {self.barriers.name(step.barrier)} passes at {done} completed phase(s) but means "
                    f"{step.target} ({_meant(step.target)}): it sees {seen}")
         self._report("phase-aliasing", r, pipe, message, state, s, step.target - 1, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
 
     def _over_arrival(self, state: tuple, r: int, step: _ArriveStep, barrier: int, intent: int | None, done: int,
                       arrived: int) -> None:
-        pipe, kind, s = self.barriers.describe(barrier)
+        pipe, _, s = self.barriers.describe(barrier)
         if intent is None:
-            message = (f"arrives on {pipe}.{kind}[{s}] for a stage it does not hold (a second signal, or one "
-                       "without acquiring the stage)")
+            message = (f"arrives on {self.barriers.name(barrier)} for a stage it does not hold (a second signal, or "
+                       "one without acquiring the stage)")
         else:
-            message = (f"arrival on {pipe}.{kind}[{s}] means phase {intent} but lands in phase {done} "
+            message = (f"arrival on {self.barriers.name(barrier)} means phase {intent} but lands in phase {done} "
                        f"({arrived} of {self.counts[barrier]} arrivals there already)")
         self._report("over-arrival", r, pipe, message, state, s, intent, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
@@ -497,9 +557,9 @@ class _Explorer:
             return
         for barrier, count in enumerate(arrived):
             if count:
-                pipe, kind, s = self.barriers.describe(barrier)
+                pipe, _, s = self.barriers.describe(barrier)
                 last = max(range(len(self.programs)), key=lambda r: self._arrives_on(r, 0, barrier))
-                self._report("leftover", last, pipe, f"{pipe}.{kind}[{s}] ends with phase {completed[barrier]} "
+                self._report("leftover", last, pipe, f"{self.barriers.name(barrier)} ends with phase {completed[barrier]} "
                              f"part-arrived: {count} of {self.counts[barrier]} arrivals", state, stage=s,
                              phase=completed[barrier])
         for r, held in enumerate(self.unreleased):
@@ -509,8 +569,9 @@ class _Explorer:
         for r, consumed in enumerate(self.consumed):
             for barrier, seen in consumed.items():
                 if completed[barrier] > seen:
-                    pipe, kind, s = self.barriers.describe(barrier)
-                    self._report("leftover", r, pipe, f"{pipe}.{kind}[{s}] completed {completed[barrier]} phase(s) "
+                    pipe, _, s = self.barriers.describe(barrier)
+                    self._report("leftover", r, pipe, f"{self.barriers.name(barrier)} completed {completed[barrier]} "
+                                 "phase(s) "
                                  f"but this role waited for {seen}: a filled stage it never saw", state, stage=s,
                                  phase=seen)
 
@@ -524,10 +585,10 @@ class _Explorer:
         lines, scores = [], []
         for r in blocked:
             step = self.programs[r][pcs[r]]
-            pipe, kind, s = self.barriers.describe(step.barrier)
+            pipe, _, s = self.barriers.describe(step.barrier)
             needed = (step.target - completed[step.barrier]) * self.counts[step.barrier] - arrived[step.barrier]
             coming = sum(self._arrives_on(o, pcs[o], step.barrier) for o in range(len(self.programs)))
-            lines.append(f"'{self.roles[r]}' waits on {pipe}.{kind}[{s}] parity {step.parity} "
+            lines.append(f"'{self.roles[r]}' waits on {self.barriers.name(step.barrier)} parity {step.parity} "
                          f"({'drain, ' if step.drain else ''}{completed[step.barrier]} phase(s) completed, "
                          f"{arrived[step.barrier]} of {self.counts[step.barrier]} arrivals in phase "
                          f"{completed[step.barrier]}, {coming} more to come from any role)")
@@ -547,14 +608,15 @@ class _Explorer:
 class _AsyncExplorer(_Explorer):
     """_Explorer where a role's Commit arrivals land asynchronously: each committing role gets a companion program
     (its "commits") holding those arrivals in issue order, which may take its next one at any time after the role
-    issued it; the role's own program skips them. Without Commits it explores exactly as _Explorer."""
+    issued it; the role's own program skips them (in a cluster: each CTA's role its own companion). Without Commits
+    it explores exactly as _Explorer."""
 
     def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
         super().__init__(protocol, params)
         self.issuers: list[tuple[int, list[int]]] = []  # (role, its commit steps' indices), one per companion
         programs, roles = list(self.programs), list(self.roles)
-        for r, role in enumerate(protocol.roles):
-            indices = _commit_steps(role, self.barriers, params)
+        for r, (cta, role) in enumerate((cta, role) for cta in range(protocol.ctas) for role in protocol.roles):
+            indices = _commit_steps(role, self.barriers, params, cta)  # _Explorer's order: CTA, then role
             if not indices:
                 continue
             program = list(programs[r])
@@ -562,7 +624,7 @@ class _AsyncExplorer(_Explorer):
             for i in indices:
                 program[i] = _ArriveStep((), program[i].where)  # issued: the role goes on
             programs[r] = program
-            roles.append(f"{role.name} (commits)")
+            roles.append(f"{self.roles[r]} (commits)")
             self.issuers.append((r, indices))
         self.programs, self.roles = tuple(programs), roles
         self.unreleased += ([], ) * len(self.issuers)
@@ -582,13 +644,13 @@ class _AsyncExplorer(_Explorer):
         super()._deadlock(state, [r for r in blocked if r < len(self.programs) - len(self.issuers)])
 
 
-def _commit_steps(role: Role, barriers: _Barriers, params: dict[str, int]) -> list[int]:
-    """Indices, among the role's concrete steps (_concrete_steps), of the arrivals its Commits make."""
+def _commit_steps(role: Role, barriers: _Barriers, params: dict[str, int], cta: int = 0) -> list[int]:
+    """Indices, among the role's concrete steps in CTA `cta` (_concrete_steps), of the arrivals its Commits make."""
     flat = [op for op, _ in _iterations(role.program, params)]
     if not any(isinstance(op, Commit) for op in flat):
         return []
     counts = [len(_concrete_steps(Role(role.name, role.function, tuple(flat[:i]), role.release_lag), barriers,
-                                  params)[0]) for i in range(len(flat) + 1)]
+                                  params, cta)[0]) for i in range(len(flat) + 1)]
     return [counts[i] for i, op in enumerate(flat) if isinstance(op, Commit) and counts[i + 1] > counts[i]]
 
 

@@ -12,7 +12,7 @@ from itertools import product
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
+from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Protocol, Role, Signal, Step, Wait, check,
@@ -54,16 +54,26 @@ def matmul_configs() -> dict[str, MatmulConfig]:
     return {"/".join(found): cfg for cfg, found in names.items()}
 
 
-
-
 def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul") -> Protocol:
-    """matmul_kernel in one configuration and variant, its pipelines from `matmul_plan`."""
-    args = MATMUL_EPILOGUES[variant]
+    """matmul_kernel in one configuration and variant (an epilogue, or a two-CTA cluster: both CTAs' roles over
+    their multicast input ring, up to two tiles), its pipelines from `matmul_plan`."""
+    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS}[variant]
     has_c = args.get("has_c", False)
-    plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
-                          args["c_dtype"], True, has_c, args.get("source_dtype"))
+    cm, cn = args.get("cluster", (1, 1))
+    plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
+                          args["c_dtype"], True, has_c, args.get("source_dtype"), cluster_m=cm, cluster_n=cn)
+    cases = tile_cases(cfg.stages) if cm * cn == 1 else trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1))
     return Protocol(variant, f"{name} stages={cfg.stages} c_stages={cfg.c_stages}", plan_storages(plan),
-                    matmul_roles(has_c), tile_cases(cfg.stages), lambda: matmul_spec(cfg, b_kmajor=True, **args))
+                    matmul_roles(has_c), cases, lambda: matmul_spec(cfg, b_kmajor=True, **args), ctas=cm * cn)
+
+
+def cluster_protocols() -> list[Protocol]:
+    """The two-CTA GEMMs in every configuration of up to 4 stages (more would take minutes to explore); with C
+    (four roles per CTA) in the largest tile only."""
+    configs = {name: cfg for name, cfg in matmul_configs().items() if cfg.stages <= 4}
+    largest = max(configs.values(), key=lambda cfg: cfg.block_m * cfg.block_n)
+    return [matmul_protocol(name, cfg, variant) for variant, options in MATMUL_CLUSTERS.items()
+            for name, cfg in configs.items() if not options.get("has_c") or cfg == largest]
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -171,7 +181,7 @@ def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration, the FP8 kernels, the sm_100a GEMM, the stress
     kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_EPILOGUES] + fp8_protocols() + sm100_protocols()
+                 for variant in MATMUL_EPILOGUES] + cluster_protocols() + fp8_protocols() + sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 
@@ -197,5 +207,5 @@ def unchecked_reason(variant: Variant) -> str | None:
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
     if variant.kernel == "matmul_kernel":
-        return variant.name.rsplit(" ", 1)[0]  # the epilogue; the static schedule is the one modelled
+        return variant.name.rsplit(" ", 1)[0]  # the epilogue (or cluster); the static schedule is the one modelled
     return variant.kernel

@@ -1,0 +1,75 @@
+"""Two-CTA clusters without a GPU: the declarations (which tile is split, which shared), the plan's pair barriers,
+and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a)."""
+
+import re
+
+import pytest
+
+from tilepipe.host.configs import MatmulConfig, schedule_for
+from tilepipe.kernels.matmul import matmul_plan, matmul_spec
+from tilepipe.pipeline.cluster import Cluster, ctas_splitting
+from tilepipe.verify.compile import compile_kernels
+
+CFG = MatmulConfig(128, 128, 64, stages=4)
+CLUSTERS = {"1x2": (1, 2), "2x1": (2, 1)}
+SPECS = {(name, has_c): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape)
+         for name, shape in CLUSTERS.items() for has_c in (False, True)}
+SPECS["1x1", False] = matmul_spec(CFG, "bf16", "bf16", True)
+MULTICAST = re.compile(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
+                       r"\.multicast::cluster")
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict:
+    return dict(zip(SPECS, compile_kernels(list(SPECS.values()))))
+
+
+def test_cluster_shapes_split_or_share_each_tile():
+    assert Cluster(1, 2).a == ((0, 0), ) and Cluster(1, 2).b(True) == ((1, 0), ) and Cluster(1, 2).c == ((0, 1), )
+    assert Cluster(2, 1).a == ((1, 0), ) and Cluster(2, 1).b(False) == ((0, 0), ) and Cluster(2, 1).c == ((1, 0), )
+    assert Cluster().a == () and Cluster().num_ctas == 1
+    assert [ctas_splitting(bases) for bases in ((), ((0, 0), ), ((0, 1), ))] == [1, 1, 2]
+    with pytest.raises(ValueError, match="1x1, 2x1 or 1x2"):
+        Cluster(2, 2)
+
+
+def test_plan_counts_per_cta_bytes_and_adds_pair_barriers():
+    """A 1x2 cluster's plan: B and C split (each CTA holds half of the cluster tile), A whole in both CTAs, and
+    one pair barrier per input stage that counts both CTAs' releases."""
+    single = matmul_plan.fn(128, 128, 64, 4, 1, "bf16", "bf16", True)
+    pair = matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, cluster_m=1, cluster_n=2)
+    assert pair.total_bytes == single.total_bytes + 4 * 8  # the same tiles per CTA, plus 4 pair barriers
+    uses = {use.name: use for use in pair.barrier_map()}
+    assert uses["pipelines.input.empty_pair"].arrivals == 2 and uses["pipelines.input.empty_pair"].count == 4
+    assert "pipelines.input.empty_pair" not in {use.name for use in single.barrier_map()}
+    with pytest.raises(ValueError, match="dynamic scheduler"):
+        matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
+
+
+def test_clusters_run_under_the_static_schedule():
+    assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), 132) == "static"
+    assert MatmulConfig(128, 256, 64, 3, cluster_m=2).tile_m == 256
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.parametrize("has_c", (False, True), ids=("plain", "+C"))
+def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(reports, name, has_c):
+    rep = reports[name, has_c]
+    assert rep.spill_stores == rep.spill_loads == 0
+    assert ".reqnctapercluster 2" in rep.ptx
+    assert len(MULTICAST.findall(rep.ptx)) == 1  # the shared operand, issued by the pair's first CTA
+    assert rep.count("UTMALDG.2D.MULTICAST", "sass") == 1
+    # each CTA expects its own bytes: the shared 128x64 tile whole and its half of the split one, 2 x 16 KiB
+    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 32768;", rep.ptx)
+    # a release reaches the pair barrier in the first CTA (steady state and the tile-end flush)
+    assert rep.count("mbarrier.arrive.shared::cluster.b64") == 2
+    assert rep.count("SYNCS.ARRIVE.TRANS64.RED.A1T0", "sass") == 2
+    assert rep.count("fence.mbarrier_init.release.cluster") == 1  # barrier inits visible to the peer first
+    assert rep.count("wgmma.mma_async.sync.aligned.m64n128k16") == 4  # per CTA: its own 128 columns
+    # each CTA loads its own part of the split operand (and of C) with a plain load
+    assert rep.count("cp.async.bulk.tensor.2d.shared::cta.global") >= (2 if has_c else 1)
+
+
+def test_unclustered_gemm_has_no_cluster_instructions(reports):
+    rep = reports["1x1", False]
+    assert not MULTICAST.search(rep.ptx) and "shared::cluster.b64" not in rep.ptx and "reqnctapercluster" not in rep.ptx

@@ -1,0 +1,69 @@
+"""Thread-block clusters: which GEMM tiles a cluster's CTAs split and which they share (the seed's cluster shape).
+
+A Gluon kernel launched with `num_ctas` > 1 is written once for the whole cluster: a tile's shape is the cluster's,
+and its `cga_layout` says how the CTAs hold it. A zero basis replicates the tile (every CTA gets a full copy: a
+shared operand, which TMA loads once and multicasts), a unit basis splits it (each CTA holds its own part). In an
+`m` x `n` cluster the CTAs of one row work on the same M rows and share A; those of one column share B.
+"""
+
+from dataclasses import dataclass
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+Bases = tuple[tuple[int, int], ...]
+
+_SPLIT_ROWS, _SPLIT_COLS, _REPLICATED = ((1, 0), ), ((0, 1), ), ((0, 0), )
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """`m` x `n` CTAs per cluster: 1x1 (no cluster), 2x1 (B multicast) or 1x2 (A multicast). Gluon pairs the CTAs
+    of a two-CTA barrier, so larger clusters are refused."""
+    m: int = 1
+    n: int = 1
+
+    def __post_init__(self) -> None:
+        if (self.m, self.n) not in ((1, 1), (2, 1), (1, 2)):
+            raise ValueError(f"cluster shape must be 1x1, 2x1 or 1x2, got {self.m}x{self.n}")
+
+    @property
+    def num_ctas(self) -> int:
+        return self.m * self.n
+
+    @property
+    def a(self) -> Bases:
+        """A's [m * BM, BK] cluster tile: split along M over a 2x1 cluster, shared (multicast) by a 1x2 one."""
+        return _SPLIT_ROWS if self.m > 1 else _REPLICATED if self.n > 1 else ()
+
+    def b(self, kmajor: bool) -> Bases:
+        """B's cluster tile ([n * BN, BK] K-major, else [BK, n * BN]): split along N over a 1x2 cluster, shared
+        (multicast) by a 2x1 one."""
+        if self.n > 1:
+            return _SPLIT_ROWS if kmajor else _SPLIT_COLS
+        return _REPLICATED if self.m > 1 else ()
+
+    @property
+    def c(self) -> Bases:
+        """D's and C's [m * BM, n * BN] cluster tile, and the accumulator: each CTA holds its own BM x BN."""
+        return _SPLIT_ROWS if self.m > 1 else _SPLIT_COLS if self.n > 1 else ()
+
+
+def cga_list(bases: Bases) -> list[list[int]]:
+    """Bases as Gluon's layouts take them."""
+    return [list(basis) for basis in bases]
+
+
+def ctas_splitting(bases) -> int:
+    """How many CTAs a tile of these bases is split over (a replicated tile: 1, every CTA holds all of it)."""
+    return 2 ** sum(1 for basis in bases if any(basis))
+
+
+@gluon.constexpr_function
+def wgmma_accumulator(num_warps, block_n, bases):
+    """The wgmma accumulator layout of a [BM, block_n] cluster tile split over the CTAs as `bases` say: each CTA's
+    warps cover its own part, one instruction as wide as a CTA's columns."""
+    bases = [list(basis) for basis in bases]
+    cols_per_cta = block_n // 2 if any(basis[1] for basis in bases) else block_n
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, cols_per_cta, 16],
+                                     cga_layout=bases)

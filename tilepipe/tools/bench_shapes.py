@@ -1,0 +1,182 @@
+"""`python -m tilepipe bench --shapes`: every shape a model runs (issue 20), each against the baseline a user would
+call (torch.matmul, torch._scaled_mm) in the same process on the same inputs, with the configuration matmul chose
+and its predicted time (host/configs.py: predict_us) written beside the measurement, plus host time per call at 256^3.
+
+Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair ratios). Each row also holds the
+predicted time of the chosen tile under each schedule the cost model compares, and bf16 rows that tile's measured
+time under each (one do_bench median each), to calibrate the model; small-M rows also time the choice before the
+small-M model (the wave heuristic's tile, static), an A/B in the same process. Rows may
+be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
+the rows measured before it; `missing` lists the table rows not measured).
+"""
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import tilepipe
+from tilepipe._text import format_table
+from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, fp8_config_for,
+                                   fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
+                                   schedule_programs)
+from tilepipe.host.device import sm_count
+from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
+                                  run_record)
+from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
+
+DECODE_NK = ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096))
+SHAPE_TABLE: dict[str, list[tuple[int, int, int]]] = {
+    "decode bf16": [(M, N, K) for M in (1, 8, 32, 96) for N, K in DECODE_NK],
+    "prefill bf16": [(4096, 4096, 4096), (4096, 14336, 4096), (4096, 4096, 14336), (16384, 6144, 4096)],
+    "mid / ragged bf16": [(2560, 2560, 2560), (3584, 3584, 3584), (5120, 5120, 2560), (4000, 6000, 3500),
+                          (1536, 8960, 1536), (2304, 2304, 9216)],
+    "FP8 per-tensor": [(M, N, K) for M in (16, 2048, 8192) for N, K in ((14336, 4096), (4096, 14336))],
+    "FP8 blockwise": [(M, N, K) for M in (64, 1024, 4096) for N, K in ((2048, 7168), (7168, 2048), (4608, 7168))],
+}
+"""Issue 20's table: group -> (M, N, K) rows (B K-major, bf16 or fp8 e4m3 in, bf16 out). Add rows, never drop one."""
+
+
+@dataclass
+class ShapeRow(Row):
+    """A Row of the shape table, with what matmul chose and what the cost model predicted for it."""
+    group: str
+    config: str  # BMxBNxBK, stages, MMA warps
+    schedule: str
+    programs: int
+    predicted_us: float
+    tilepipe_us: float
+    baseline_us: float
+    schedules: dict  # the chosen tile's {schedule: {"predicted_us"; bf16: "measured_us", "rel_err"}}; small M: "before"
+
+
+def describe(cfg: MatmulConfig) -> str:
+    """A configuration in one short word: BMxBNxBK, stages, MMA warps."""
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}"
+
+
+def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
+    """What the op chooses for a row on `device` (tile, schedule), and the cost model's predicted time of each
+    schedule it compares for that tile."""
+    sms = sm_count(device)
+    if group.startswith("FP8"):
+        blockwise = "blockwise" in group
+        cfg = fp8_config_for(M, N, blockwise, torch.bfloat16, sms)
+        return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, sms), {
+            s: predict_us(M, N, K, cfg, s, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+            for s in schedule_candidates(M, N, K, cfg, sms)}
+    cfg = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, device)
+    return cfg, schedule_for(M, N, K, cfg, sms), {
+        s: predict_us(M, N, K, cfg, s, sms) for s in schedule_candidates(M, N, K, cfg, sms)}
+
+
+def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
+    """tilepipe.matmul (B K-major, its own choice) against torch.matmul; then the chosen tile under each schedule."""
+    from triton.testing import do_bench
+
+    a, b = _operands(M, N, K, "kmajor")
+    ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    theirs = torch.empty_like(ours)
+    tilepipe.matmul(a, b, out=ours)
+    torch.matmul(a, b, out=theirs)
+    err = _rel_err(ours, theirs)
+    result = compare(lambda: tilepipe.matmul(a, b, out=ours), lambda: torch.matmul(a, b, out=theirs),
+                     2.0 * M * N * K, pairs, rep_ms)
+    device = torch.cuda.current_device()
+    cfg, schedule, predicted = plan(group, M, N, K, device)
+
+    def timed(config: MatmulConfig, scheduler: str, us: float) -> dict:
+        run = lambda: tilepipe.matmul(a, b, out=ours, config=config, scheduler=scheduler)  # noqa: E731
+        run()
+        measured = do_bench(run, warmup=10, rep=rep_ms // 2, return_mode="median") * 1e3
+        return {"predicted_us": round(us, 2), "measured_us": round(measured, 2), "rel_err": _rel_err(ours, theirs)}
+
+    schedules = {name: timed(cfg, name, us) for name, us in predicted.items()}
+    if M <= DECODE_M:  # the choice before issue 20's small-M model: the wave heuristic's tile, static
+        sms = sm_count(device)
+        old = choose_config(M, N, torch.bfloat16, sms)
+        schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
+    return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,
+                predicted[schedule], schedules)
+
+
+def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
+    """tilepipe.matmul_fp8 against torch._scaled_mm: per-tensor with use_fast_accum=True (our accumulation),
+    blockwise with False (cuBLASLt's blockwise path)."""
+    scaling = "blockwise" if "blockwise" in group else "tensor"
+    a, b = _fp8_operands(M, N, K)
+    sa, sb = _scales(M, N, K, scaling)
+    ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    tilepipe.matmul_fp8(a, b, sa, sb, out=ours)
+    fast = scaling == "tensor"
+
+    def theirs() -> torch.Tensor:
+        return torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
+
+    result = compare(lambda: tilepipe.matmul_fp8(a, b, sa, sb, out=ours), theirs, 2.0 * M * N * K, pairs, rep_ms)
+    cfg, schedule, predicted = plan(group, M, N, K, torch.cuda.current_device())
+    schedules = {name: {"predicted_us": round(us, 2)} for name, us in predicted.items()}  # matmul_fp8 takes no schedule
+    return _row(group, M, N, K, f"matmul_fp8 {scaling} e4m3", f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})",
+                result, _rel_err(ours, theirs()), cfg, schedule, predicted[schedule], schedules)
+
+
+def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result: tuple, err: float,
+         cfg: MatmulConfig, schedule: str, predicted: float, schedules: dict) -> ShapeRow:
+    """A ShapeRow from compare()'s (our TFLOP/s, their TFLOP/s, ratio, pair ratios)."""
+    us = lambda tflops: round(2.0 * M * N * K / tflops * 1e-6, 2)  # noqa: E731
+    programs = schedule_programs(M, N, K, cfg, sm_count(torch.cuda.current_device()), schedule)
+    return ShapeRow(f"{M}x{N}x{K}", variant, baseline, *result[:3], err, result[3], group, describe(cfg), schedule,
+                    programs, round(predicted, 2), us(result[0]), us(result[1]), schedules)
+
+
+def shapes_record(environment: dict, rows: list[ShapeRow], host: dict, pairs: int, rep_ms: int,
+                  start: float) -> dict:
+    """The results file: the run's environment, the rows, the table rows not measured, and the host time."""
+    measured = {(row.group, row.shape) for row in rows}
+    missing = [f"{group} {M}x{N}x{K}" for group, shapes in SHAPE_TABLE.items() for M, N, K in shapes
+               if (group, f"{M}x{N}x{K}") not in measured]
+    return run_record(environment["name"], "bf16 or e4m3 in, bf16 out; B K-major", __doc__, pairs, rep_ms, start,
+                      rows, environment, missing=missing, host_overhead=host)
+
+
+def run(name: str, pairs: int = 5, rep_ms: int = 60, out_dir: Path = RESULTS_DIR) -> Path:
+    """Host time at 256^3, then every SHAPE_TABLE row; prints the table and writes OUT_DIR/NAME.json."""
+    start = time.time()
+    environment = run_environment(name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    host = host_overhead()
+    rows: list[ShapeRow] = []
+    for group, shapes in SHAPE_TABLE.items():
+        bench = bench_fp8 if group.startswith("FP8") else bench_bf16
+        for M, N, K in shapes:
+            try:
+                rows.append(bench(group, M, N, K, pairs, rep_ms))
+            except Exception as error:  # noqa: BLE001  (the row stays in `missing`; the others still run)
+                print(f"{group} {M}x{N}x{K} failed: {type(error).__name__}: {error}")
+            path.write_text(json.dumps(shapes_record(environment, rows, host, pairs, rep_ms, start), indent=1) + "\n")
+            torch.cuda.empty_cache()
+    print(format_shapes(rows, host))
+    print(f"\n{environment['gpu']}, torch {environment['torch']}, triton {environment['triton']}: wrote {path}")
+    return path
+
+
+def format_shapes(rows: list[ShapeRow], host: dict) -> str:
+    """The printed table: group, shape, chosen config and schedule, predicted and measured times, ratio; then the
+    geometric mean ratio per group and the host time at 256^3."""
+    table = [("group", "shape", "config", "schedule", "predicted us", "tilepipe us", "baseline us", "ratio")]
+    table += [(r.group, r.shape, r.config, f"{r.schedule} ({r.programs})", f"{r.predicted_us:.1f}",
+               f"{r.tilepipe_us:.1f}", f"{r.baseline_us:.1f}", f"{r.ratio:.3f}") for r in rows]
+    lines = [format_table(table), ""]
+    for group in SHAPE_TABLE:
+        ratios = [r.ratio for r in rows if r.group == group]
+        if ratios:
+            geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            lines.append(f"{group}: {len(ratios)} rows, geomean {geo:.3f}, worst {min(ratios):.3f}, "
+                         f"{sum(r >= 1.0 for r in ratios)} at >= 1.0x")
+    us = host["us_per_call"]
+    lines.append(f"host time per call at {host['shape']}: tilepipe {us['tilepipe']} us, torch.matmul {us['torch']} us")
+    return "\n".join(lines)
