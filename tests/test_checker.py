@@ -7,10 +7,11 @@ import pytest
 from tilepipe.host.configs import MEDIUM, MatmulConfig
 from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, shipped_variants
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
-from tilepipe.verify.checker import (Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume, format_results,
-                                     loop, produce, trip_cases, wait_filled)
+from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume,
+                                     format_results, loop, produce, trip_cases, wait_filled)
 from tilepipe.verify.protocols import (UNCHECKED, check_shipped_kernels, covering_kernel, matmul_configs,
-                                       matmul_protocol, stress_protocol, unchecked_reason, wgmma_protocol)
+                                       matmul_protocol, sm100_protocols, stress_protocol, unchecked_reason,
+                                       wgmma_protocol)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,8 @@ def test_every_shipped_kernel_passes(shipped):
     kernels = {r.kernel for r in shipped}
     assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *(f"{epilogue} {schedule}" for epilogue in MATMUL_EPILOGUES
                                                               for schedule in ("dynamic", "streamk")),
-                       "matmul_fp8 scaled", "matmul_fp8 blockwise", "pipeline_demo stress", "pipeline_demo wgmma"}
+                       "matmul_fp8 scaled", "matmul_fp8 blockwise", "sm100_matmul_kernel", "pipeline_demo stress",
+                       "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))
 
@@ -261,6 +263,38 @@ def test_release_never_flushed_without_a_drain_is_a_leftover():
     found = only(check(with_role(with_role(protocol, mma), load)), "leftover")
     assert {(f.role, f.pipeline) for f in found} == {("mma", "operands")}
     assert "without releasing it" in found[0].message
+
+
+def sm100_static():
+    """The sm_100a GEMM's protocol, 128 x 256 tiles, plain epilogue, static scheduler (compiled, never run)."""
+    return next(p for p in sm100_protocols() if p.config == "128x256 stages=4 sm100 matmul static")
+
+
+def test_tcgen05_commits_land_after_they_are_issued():
+    """The sm_100a MMA role's commits (input releases, accumulator hand-offs) land at any time after it issued them,
+    in order: the checker also explores the states where they are still pending, and the kernel passes in all."""
+    protocol = sm100_static()
+    immediate = with_role(protocol, rewrite(role(protocol, "mma"), lambda op: [
+        Signal(op.pipeline, op.side) if isinstance(op, Commit) else op]))
+    committed, signalled = check(protocol), check(immediate)
+    assert committed.ok and signalled.ok, format_results([committed, signalled])
+    assert committed.states > signalled.states
+
+
+def test_input_released_by_commit_and_by_hand_is_an_over_arrival():
+    protocol = sm100_static()
+    twice = with_role(protocol, rewrite(role(protocol, "mma"), lambda op: [op, Signal(op.pipeline, op.side)] if
+                                        isinstance(op, Commit) and op.pipeline == "input" else [op]))
+    finding = only(check(twice), "over-arrival")[0]
+    assert finding.pipeline == "input" and "does not hold" in finding.message
+
+
+def test_an_accumulator_never_freed_deadlocks_the_mma_role_not_its_commits():
+    protocol = sm100_static()
+    never_freed = with_role(protocol, rewrite(role(protocol, "epilogue"), lambda op: [] if isinstance(op, Signal) and
+                                              op.pipeline == "output" else [op]))
+    finding = only(check(never_freed), "deadlock")[0]
+    assert (finding.role, finding.pipeline) == ("mma", "output") and "'mma (commits)' waits" not in finding.message
 
 
 def cluster() -> Protocol:

@@ -37,7 +37,8 @@ def test_report_lists_every_kernel_with_its_resources(report):
     lines = report.stdout.splitlines()
     assert lines[0].split()[:4] == ["kernel", "target", "smem", "B"]
     rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel",
-                                                       "scaled_matmul_kernel", "blockwise_matmul_kernel"))]
+                                                       "scaled_matmul_kernel", "blockwise_matmul_kernel",
+                                                       "sm100_matmul_kernel"))]
     matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel"]  # each at one tile, + 3 tiles
     assert sum("sm_100a" in row for row in rows) >= 3
     assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 3
@@ -45,6 +46,10 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
     assert any("HAS_BIAS=True" in row for row in rows)
     assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 4
+    sm100 = [row.split() for row in rows if row.startswith("sm100_matmul_kernel")]  # each epilogue + the medium tile
+    assert len(sm100) == sum(v.kernel == "sm100_matmul_kernel" for v in shipped_variants()) + 1
+    assert all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] in ("256", "512") for row in sm100)
+    assert "tensor memory plan of sm100_matmul_kernel" in report.stdout and "TMEM total" in report.stdout
     assert all("FAILED" not in row for row in rows)
     assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout
 

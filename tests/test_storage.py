@@ -7,8 +7,8 @@ import pytest
 from tests.kernels.storage_kernels import KINDS, SM100_ONLY, plan
 from tilepipe.kernels.spec import KernelSpec
 from tilepipe.pipeline.storage import (ClcPipelineStorage, InputPipelineStorage, OutputTileStorage, Part,
-                                       SmemBudgetError, SmemLayouts, SmemPlan, StandardTileStorage, device_limit,
-                                       largest_stages)
+                                       SmemBudgetError, SmemLayouts, SmemPlan, StandardTileStorage,
+                                       TmemAccumulatorStorage, device_limit, largest_stages)
 from tilepipe.verify.compile import CompileError, compile_kernels
 
 STAGES = (2, 4)
@@ -70,6 +70,34 @@ def test_largest_stages_that_fit():
     assert plan.fn("scheduled", best).fits and not plan.fn("scheduled", best + 2).fits
     assert largest_stages(lambda s: SmemPlan("sm_90a", 1024, tiles=StandardTileStorage("bf16", "bf16", (128, 64),
                                                                                           (128, 64), s))) == 0
+
+
+def test_tmem_columns_are_counted_beside_shared_memory():
+    """sm_100a accumulators take TMEM columns, not shared memory; the plan rounds them as Triton allocates them."""
+    p = plan.fn("tmem", 2)
+    assert p.tmem_columns == 512 and p.tmem_limit == 512 and p.fits
+    assert p.total_bytes == plan.fn("matmul", 2).total_bytes - 128 * 256 * 2  # the same parts, less the C tile
+    text = str(p)
+    assert re.search(r"tmem\.acc\s+128x256\s+fp32\s+2\s+512", text) and "TMEM total" in text
+    assert "TMEM" not in str(plan.fn("matmul", 2))
+    for stages, block_n, columns in ((1, 256, 256), (1, 96, 128), (1, 16, 32), (3, 128, 512)):
+        assert SmemPlan("sm_100a", acc=TmemAccumulatorStorage(stages, 128, block_n)).tmem_columns == columns
+    assert SmemPlan("sm_100a").tmem_columns == 0
+
+
+@pytest.mark.parametrize("target, stages, block_n, needs", [("sm_100a", 3, 256, 1024), ("sm_100a", 2, 384, 1024),
+                                                            ("sm_90a", 1, 64, 64)])
+def test_plan_over_the_tmem_limit_is_refused_with_its_parts(target, stages, block_n, needs):
+    over = SmemPlan(target, tiles=StandardTileStorage("bf16", "bf16", (128, 64), (block_n, 64), 1),
+                    acc=TmemAccumulatorStorage(stages, 128, block_n))
+    assert over.total_bytes <= over.limit_bytes and not over.fits
+    with pytest.raises(SmemBudgetError) as error:
+        over.check()
+    message = str(error.value)
+    assert f"TMEM plan needs {needs} columns but {target} allows {512 if target == 'sm_100a' else 0}" in message
+    assert "shared memory plan needs" not in message  # only the limit that is exceeded is named
+    assert all(row in message for row in ("tiles.a", "tiles.b", "acc.acc", "TMEM total"))
+    assert largest_stages(lambda s: SmemPlan("sm_100a", acc=TmemAccumulatorStorage(s, 128, 256))) == 2
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SMALL, fp8_configs, small_m_configs
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SMALL, fp8_configs,
+                                   sm100_fitted, small_m_configs)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
+from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
 from tilepipe.probes.debug import run_all_guarded
 from tilepipe.verify.compile import CompileError, compile_kernels
 
@@ -17,7 +19,8 @@ DEMO_TIMEOUT_S = 120
 
 
 def report() -> int:
-    """Compile every shipped kernel for sm_90a and sm_100a (wgmma kernels: sm_90a only) and print what they hold."""
+    """Compile every shipped kernel for its target (wgmma kernels for sm_90a, tcgen05 kernels for sm_100a, the stress
+    kernel for both) and print what they hold. Compiled only: nothing here runs a kernel."""
     import torch
 
     from tilepipe.kernels.matmul_fp8 import scaled_spec
@@ -27,28 +30,36 @@ def report() -> int:
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
     specs += [pipeline_demo.wgmma_spec(4)]
-    # the GEMM uses wgmma, which exists on sm_90a only (its sm_100a form, with tcgen05, is later work): every
-    # epilogue under every scheduler of the catalogue, at the largest tile that takes it, plus the other tiles
+    # the sm_90a GEMM (wgmma): every epilogue under every scheduler of the catalogue and the cluster GEMMs, at the
+    # largest tile that takes it, plus the other tiles
     specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
+    # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
+    # fitted as matmul would launch it), then the medium tile
+    specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],
+                                             v.options.get("has_c", False), v.options.get("source_dtype"),
+                                             v.options["schedule"] == "clc"), b_kmajor=True, **v.options)
+              for v in shipped_variants() if v.kernel == "sm100_matmul_kernel"]
+    specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", "streamk"),
               restage_spec()]
-    rows = [("kernel", "target", "smem B", "regs", "spills B", "mbarriers", "mma", "tma")]
+    rows = [("kernel", "target", "smem B", "TMEM cols", "regs", "spills B", "mbarriers", "mma", "tma", "tmem ld")]
     failed = 0
     for spec, rep in zip(specs, compile_kernels(specs)):
         name = f"{spec.fn.split(':')[1]} {_describe(spec)}"
         if isinstance(rep, CompileError):
             failed += 1
-            rows.append((name, spec.target, "FAILED", "", "", "", "", str(rep).splitlines()[0][:60]))
+            rows.append((name, spec.target, "FAILED", "", "", "", "", "", "", str(rep).splitlines()[0][:60]))
             continue
         mma = rep.count("wgmma.mma_async") + rep.count("tcgen05.mma")
-        rows.append((name, spec.target, str(rep.shared), str(rep.registers), str(rep.spill_stores + rep.spill_loads),
-                     str(rep.count("mbarrier.init")), str(mma), str(rep.count("cp.async.bulk.tensor"))))
+        rows.append((name, spec.target, str(rep.shared), str(rep.tmem), str(rep.registers),
+                     str(rep.spill_stores + rep.spill_loads), str(rep.count("mbarrier.init")), str(mma),
+                     str(rep.count("cp.async.bulk.tensor")), str(rep.count("tcgen05.ld"))))
     print(format_table(rows))
     print("\nshared-memory plan of wgmma_kernel (4 stages, fp16 128x64 A and 64x64 B tiles):\n")
     print(pipeline_demo.wgmma_plan.fn(4, [128, 64], [64, 64], "fp16"))
@@ -56,6 +67,10 @@ def report() -> int:
     print(f"\nshared-memory plan of matmul_kernel ({cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.stages} stages, "
           "bf16, B K-major, with C):\n")
     print(matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", True, True))
+    cfg = SM100_CONFIGS[0]
+    print(f"\nshared and tensor memory plan of sm100_matmul_kernel ({cfg.block_m}x{cfg.block_n}x{cfg.block_k}, "
+          f"{cfg.stages} stages, bf16, B K-major; compiled for sm_100a, never run):\n")
+    print(sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", True))
     return 1 if failed else 0
 
 

@@ -13,7 +13,7 @@ from tilepipe.pipeline.storage import (BlockScaledTileStorage, BlockwiseFP8TileS
                                        EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
                                        OutputPipelineStorage, OutputTileStorage, RawBarrierStorage, SmemPipelineBundle,
                                        SmemPipelineBundleNoClc, SmemPlan, SourceTileStorage, StandardTileStorage,
-                                       TmemDeallocStorage)
+                                       TmemAccumulatorStorage)
 
 KINDS = ("matmul", "residual", "scheduled", "block_scaled", "blockwise_fp8", "tmem")
 SM100_ONLY = ("tmem", )  # TMEM exists on sm_100a only: compiled, never run here
@@ -46,7 +46,7 @@ def plan(kind, stages, target="sm_90a"):
     if kind == "blockwise_fp8":
         return SmemPlan(target, tiles=BlockwiseFP8TileStorage("fp8e4nv", "fp8e4nv", (128, 128), (128, 128), stages),
                            c_tiles=c_tiles, pipelines=pipelines)
-    return SmemPlan(target, tiles=tiles, pipelines=pipelines, tmem=TmemDeallocStorage())
+    return SmemPlan("sm_100a", tiles=tiles, pipelines=pipelines, tmem=TmemAccumulatorStorage(2, 128, 256))
 
 
 @builtin

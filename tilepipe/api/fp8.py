@@ -17,7 +17,7 @@ import torch
 
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out, check_out_dtype, scaling_of
 from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for
-from tilepipe.host.device import device_index, sm_count
+from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (LauncherCache, LaunchPlan, TmaOperand, persistent_grid, scheduler_workspace,
                                   tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
@@ -72,6 +72,9 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         return out.zero_()
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
+    if device_target(device) != "sm_90a":
+        raise NotImplementedError("tilepipe.matmul_fp8 runs on Hopper (sm_90) only: its sm_100 (Blackwell) kernels are "
+                                  "not built yet")
     cfg = fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
     schedule = fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device))
     operands = (tma_ready(a), tma_ready(b.t()))

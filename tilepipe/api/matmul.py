@@ -1,4 +1,5 @@
-"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper (addmm with torch.addmm's semantics)."""
+"""tilepipe.matmul and tilepipe.addmm: D = alpha * A @ B + beta * C on Hopper, and (compiled, never run here) on
+datacenter Blackwell (addmm with torch.addmm's semantics)."""
 
 import os
 
@@ -6,15 +7,15 @@ import torch
 
 from tilepipe.host.checks import (check_no_overlap, check_operands, check_out, check_out_dtype, check_residual,
                                   check_scalar, is_column_bias)
-from tilepipe.host.configs import MatmulConfig, config_for, schedule_for
-from tilepipe.host.device import device_index, sm_count
+from tilepipe.host.configs import MatmulConfig, config_for, schedule_for, sm100_config
+from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.probes.debug import debug_requested
-from tilepipe.schedulers import KERNEL_SCHEDULE, SCHEDULES
+from tilepipe.schedulers import KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -22,7 +23,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            beta: float = 0.0, config: MatmulConfig | None = None, scheduler: str | None = None,
            debug: bool | None = None, trace: str | os.PathLike | None = None) -> torch.Tensor:
     """D = alpha * (a @ b) + beta * c on a Hopper GPU; a is (M, K), b is (K, N): row-major, or a transposed (N, K)
-    K-major tensor.
+    K-major tensor. On an sm_100/sm_103 GPU (B200, B300) it launches the sm_100a kernel (kernels/sm100_matmul.py:
+    compiled and checked on the CPU only, never run) with the static scheduler; other GPUs raise RuntimeError
+    naming the device.
 
     Inputs are bf16 or fp16 (both the same); D is bf16, fp16 or fp32 (default: the input dtype), written into
     `out` when given. `c` (M x N, D's dtype or fp32) is read only when beta != 0, as in torch.addmm; it may be
@@ -30,8 +33,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     e.g. `bias.expand(M, N)`) is read as a per-column bias: N values, no C tiles. `config` overrides the tile
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
     heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/, or "splitk": stream-K's
-    scheduler on tiles x splits programs) picks the tile scheduler; by default schedule_for picks per shape.
-    Raises TypeError / ValueError naming the argument for bad input.
+    scheduler on tiles x splits programs; on sm_100 "static" or "clc") picks the tile scheduler; by default
+    schedule_for picks per shape (static on sm_100). A config with a cluster runs on sm_90a under the static
+    schedule only. Raises TypeError / ValueError naming the argument for bad input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
@@ -43,8 +47,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     """
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, out, out_dtype, c, alpha, beta, config)
-    if scheduler is not None and scheduler not in SCHEDULES:
-        raise ValueError(f"scheduler must be one of {SCHEDULES} or None, got {scheduler!r}")
+    if scheduler is not None and scheduler not in (*SCHEDULES, *SM100_SCHEDULERS):
+        raise ValueError(f"scheduler must be one of {SCHEDULES} (sm_100: {SM100_SCHEDULERS}) or None, got "
+                         f"{scheduler!r}")
     probe = probe_request(debug, trace)
     if probe is not None:
         return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
@@ -87,15 +92,20 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     if source is target and target is not out:
         target.copy_(out)
     device = device_index(a)
+    arch = device_target(device)
     own_source = source is not None and source.dtype != out_dtype
-    cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
-    schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
-    if cfg.cluster.num_ctas > 1 and schedule != "static":
-        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
-                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")
+    check_schedule(scheduler, arch)
+    if arch == "sm_100a":
+        schedule = scheduler or "static"
+        source_dtype = None if source is None else source.dtype
+        cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype, schedule)
+    else:
+        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
+        schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
+    check_cluster(cfg, schedule, arch)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
-                                   probe)
+                                   probe, arch)
     if target is not out:
         out.copy_(target)
     elif launcher is not None and key is not None and a_view is a and (
@@ -127,6 +137,27 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     if config is not None and not isinstance(config, MatmulConfig):
         raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
     return M, N, K, out_dtype, c, alpha, beta
+
+
+def check_cluster(cfg: MatmulConfig, schedule: str, arch: str) -> None:
+    """Clusters are built for the sm_90a GEMM under the static schedule only (the other schedulers hand out one
+    CTA's tiles, and the sm_100a GEMM has no cluster variant yet): anything else raises ValueError."""
+    if cfg.cluster.num_ctas == 1:
+        return
+    if arch != "sm_90a":
+        raise ValueError(f"a {cfg.cluster_m}x{cfg.cluster_n} cluster is built for sm_90a (Hopper) only; {arch}'s GEMM "
+                         "takes configs with cluster_m = cluster_n = 1")
+    if schedule != "static":
+        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
+                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")
+
+
+def check_schedule(scheduler: str | None, arch: str) -> None:
+    """The schedulers each GEMM has: sm_90a the SCHEDULES (split-K included), sm_100a the SM100_SCHEDULERS (cluster
+    launch control exists on sm_100 only; dynamic, stream-K and split-K are not built for it yet)."""
+    offered = SM100_SCHEDULERS if arch == "sm_100a" else SCHEDULES
+    if scheduler is not None and scheduler not in offered:
+        raise ValueError(f"scheduler {scheduler!r} is not built for {arch}; this GPU's GEMM takes one of {offered}")
 
 
 def _traced_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
@@ -180,8 +211,10 @@ def probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
             alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, schedule: str = "static",
-            probe: str | os.PathLike | bool | None = None) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
-    """Launch the GEMM: the first call per configuration through Triton's JIT, later ones through FastLauncher.
+            probe: str | os.PathLike | bool | None = None, arch: str = "sm_90a"
+            ) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
+    """Launch the GEMM of `arch` (matmul_kernel, or sm100_matmul_kernel, which takes the same arguments with D in
+    sub-tile boxes): the first call per configuration through Triton's JIT, later ones through FastLauncher.
     Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
     launches (`probe`, from probe_request) always go through the JIT, to their own binaries."""
     M, K = a.shape
@@ -200,29 +233,31 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
             *cluster, None, 0)
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
-           device)
+           device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args
     from tilepipe.kernels.matmul import matmul_kernel, operand_blocks
+    from tilepipe.kernels.sm100_matmul import sm100_matmul_kernel, sm100_operand_blocks
 
-    blocks = operand_blocks(cfg, b_kmajor)
+    kernel, blocks = ((sm100_matmul_kernel, sm100_operand_blocks(cfg, b_kmajor)) if arch == "sm_100a"
+                      else (matmul_kernel, operand_blocks(cfg, b_kmajor)))
     jit_args = (tensor_descriptor(a, *blocks["a"]), tensor_descriptor(b, *blocks["b"]),
                 tensor_descriptor(out, *blocks["c"]), tensor_descriptor(source, *blocks["c"]),
                 bias if has_bias else out, workspace if workspace is not None else out, *scalars,
                 *cluster)  # unused pointers: any tensor types them
     options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     if probe is not None:
-        launch_probed(lambda buf, mode: matmul_kernel[grid](*jit_args, buf, mode, **options), grid[0], probe,
-                      a.device, cfg.cluster.num_ctas)
+        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **options), grid[0], probe, a.device,
+                      cfg.cluster.num_ctas)
         return None, grid, args
-    _LAUNCHERS.remember(key, matmul_kernel[grid](*jit_args, **options))
+    _LAUNCHERS.remember(key, kernel[grid](*jit_args, **options))
     return None, grid, args
 
 
 _LAUNCHERS = LauncherCache()
-"""GEMM launchers by (config, dtypes, B layout, epilogue, scheduler, device): everything the binary is specialized
-on, since matmul_kernel does not specialize on M, N and K and the descriptors' types follow from the config and
+"""GEMM launchers by (config, dtypes, B layout, epilogue, kernel scheduler, device, target): everything the binary is
+specialized on, since the GEMMs do not specialize on M, N and K and the descriptors' types follow from the config and
 dtypes.
 Without one (Triton internals not as expected) every call goes through the JIT."""
 

@@ -198,8 +198,11 @@ def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:
 def schedule_programs(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, schedule: str) -> int:
     """The persistent grid of a schedule: one program per SM under stream-K; tiles x splits under split-K (each
     tile's k-steps split evenly over `splits` programs, at most the SMs, each at least SPLIT_MIN_STEPS k-steps);
-    else one per tile, at most one per SM."""
+    one per tile under cluster launch control (sm_100a: running programs take over pending ones' tiles); else one
+    per tile, at most one per SM."""
     tiles = tile_count(M, N, cfg)
+    if schedule == "clc":
+        return tiles
     if schedule == "streamk":
         return sms
     if schedule == "splitk":
@@ -255,6 +258,46 @@ def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool,
     if blockwise and cfg.num_warps == 8:
         return "static"
     return schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+
+
+# ---- sm_100a (Blackwell): compiled for sm_100a on the CPU, never run ----
+
+SM100_CONFIGS = (MatmulConfig(128, 256, 64, stages=4, c_stages=2, num_warps=4),
+                 MatmulConfig(128, 128, 64, stages=6, c_stages=2, num_warps=4))
+"""The sm_100a GEMM's tiles, largest first (kernels/sm100_matmul.py): c_stages counts the epilogue's D sub-tile
+buffers, num_warps its warps. 4 stages of 128x256x64 take 192 KB beside 16 KB of sub-tile buffers (32 KB for an fp32
+D); two 256-column fp32 accumulators fill TMEM's 512 columns. A tuple, not names: the sm_90a tables and the checker's
+configurations (verify/protocols.py: matmul_configs) do not take them."""
+
+
+def sm100_config(M: int, N: int, dtype: torch.dtype, out_dtype: torch.dtype, sms: int,
+                 source_dtype: torch.dtype | None = None, schedule: str = "static") -> MatmulConfig:
+    """The sm_100a GEMM's configuration: the wave-efficiency choice among SM100_CONFIGS (no autotune cache or stream-K
+    on sm_100a yet), fitted to the epilogue and scheduler (sm100_fitted) with a C of `source_dtype` when given."""
+    cfg = choose_config(M, N, out_dtype, sms, SM100_CONFIGS)
+    return sm100_fitted(cfg, GL_DTYPES[dtype], GL_DTYPES[out_dtype], source_dtype is not None,
+                        GL_DTYPES.get(source_dtype), schedule == "clc")
+
+
+def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = False,
+                 source_dtype: str | None = None, clc: bool = False) -> MatmulConfig:
+    """`cfg` with as many of its operand stages as fit beside the D sub-tile buffers and, with C (`has_c`, of
+    `source_dtype`, default D's), the C sub-tile stages (and, with `clc`, the scheduler ring); dtypes by Gluon name,
+    as sm100_matmul_spec takes them."""
+    from tilepipe.kernels.sm100_matmul import sm100_plan
+    from tilepipe.pipeline.storage import SmemBudgetError
+
+    source = (source_dtype or c_dtype) if has_c else None
+
+    def fits(stages: int) -> bool:
+        try:
+            plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
+                                 src_dtype=source, clc=clc)
+        except SmemBudgetError:
+            return False
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    return replace(cfg, stages=max(s for s in range(1, cfg.stages + 1) if fits(s)))
 
 
 # ---- FP8 ----------------------------------------------------------------------------------------------

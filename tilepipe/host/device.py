@@ -1,5 +1,5 @@
-"""Device facts the host side needs: a tensor's device index, the SM count, Gluon's dtype names, and the NVMMA
-layout rule the kernels' storage gives a tile (host descriptors must agree with it)."""
+"""Device facts the host side needs: a tensor's device index, the SM count, which kernel family a GPU runs, Gluon's
+dtype names, and the NVMMA layout rule the kernels' storage gives a tile (host descriptors must agree with it)."""
 
 from functools import cache
 
@@ -25,3 +25,25 @@ def device_index(t: torch.Tensor) -> int:
 @cache
 def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+GEMM_TARGETS = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_100a"}
+"""The GEMM kernels by compute capability: wgmma on Hopper (sm_90), tcgen05 and TMEM on datacenter Blackwell (sm_100,
+B200/GB200, and sm_103, B300/GB300). Consumer Blackwell (sm_120) has neither wgmma nor TMEM."""
+
+
+def gemm_target(capability: tuple[int, int], device_name: str = "this GPU") -> str:
+    """The kernel family for a device of `capability` ("sm_90a" or "sm_100a"); any other raises, naming the device."""
+    major, minor = capability
+    target = GEMM_TARGETS.get((major, minor))
+    if target is None:
+        why = " (consumer Blackwell: no tcgen05 tensor memory)" if major == 12 else ""
+        raise RuntimeError(f"tilepipe's GEMMs run on sm_90 (Hopper) and sm_100/sm_103 (datacenter Blackwell) GPUs; "
+                           f"{device_name} is sm_{major}{minor}{why}")
+    return target
+
+
+@cache
+def device_target(device_index: int) -> str:
+    """gemm_target of a CUDA device, once per device."""
+    return gemm_target(torch.cuda.get_device_capability(device_index), torch.cuda.get_device_name(device_index))

@@ -70,7 +70,6 @@ class FastLauncher:
             return None
         if extras != (0, 0, False) or not callable(raw_launch):  # scratch, sanitizer: kernel.run
             return None  # (a cluster launch needs nothing more: the C launcher reads num_ctas from the metadata)
-            return None
         return cls(kernel, raw_launch, metas)
 
     def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
@@ -180,7 +179,8 @@ class LauncherCache(dict):
 def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"
                     ) -> tuple[int, int, int]:
     """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
-    that; stream-K: one per SM; split-K: tiles x splits (host/configs.py: schedule_programs)."""
+    that; stream-K: one per SM; split-K: tiles x splits; cluster launch control (sm_100a): one per tile, running
+    programs take over pending ones (host/configs.py: schedule_programs)."""
     return schedule_programs(M, N, K, cfg, sm_count(device) // cfg.cluster.num_ctas, schedule), 1, 1
 
 

@@ -4,7 +4,7 @@ the checker covers it or says why not). Configurations (tile shapes, stages) are
 
 from typing import NamedTuple
 
-from tilepipe.schedulers import SCHEDULERS
+from tilepipe.schedulers import SCHEDULERS, SM100_SCHEDULERS
 
 
 class Variant(NamedTuple):
@@ -27,6 +27,13 @@ MATMUL_CLUSTERS = {
     "matmul +C cluster 2x1": dict(dtype="bf16", c_dtype="bf16", has_c=True, cluster=(2, 1)),
 }
 """matmul_kernel in two-CTA clusters (static schedule only), as matmul_spec arguments."""
+SM100_EPILOGUES = {
+    "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
+    "sm100 matmul +C": dict(dtype="bf16", c_dtype="bf16", has_c=True),  # C sub-tiles in source stages
+    "sm100 matmul +C fp32": dict(dtype="bf16", c_dtype="bf16", has_c=True, source_dtype="fp32"),
+    "sm100 matmul +bias": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16"),
+}
+"""sm100_matmul_kernel's epilogues, as sm100_matmul_spec arguments (compiled for sm_100a only: never run here)."""
 FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
 """The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""
 STRESS_STAGES = (1, 2, 4, 8)
@@ -35,11 +42,13 @@ WGMMA_STAGES = (2, 4, 8)
 
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
-    variants on its own grid), the two-CTA cluster GEMMs, the FP8 kernels (also under stream-K), the restaging copy,
-    and the pipeline examples the demo runs."""
+    variants on its own grid), the two-CTA cluster GEMMs, the sm_100a GEMM's epilogues under its schedulers, the FP8
+    kernels (also under stream-K), the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
+    variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant("restage_rows_kernel", "restage", {})]

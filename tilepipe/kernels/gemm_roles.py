@@ -1,6 +1,6 @@
-"""The GEMM roles every sm_90a GEMM kernel shares, as CUTLASS splits its collectives from the kernel: the TMA load
-warp, the TMA store warp and the epilogue-load warp. Each walks its tiles through the kernel's scheduler and touches
-shared memory only through the pipelines it is given."""
+"""The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
+and sm_100a), the TMA store warp and the epilogue-load warp, and the bias read of the epilogues. Each walks its tiles
+through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -57,14 +57,24 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
 
 
 @gluon.jit
-def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched):
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr):
+    """C of each finished BM x BN tile, in c_desc's boxes (sm_90a: the whole tile; sm_100a: the epilogue's sub-tiles,
+    one source stage each)."""
     BM: gl.constexpr = c_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
+    SUB_N: gl.constexpr = c_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
         if work.finishes:
             pid_m, pid_n = work.coords()
             load_order = load_order.wait()  # this tile's main-loop loads were issued first
-            sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+            for j in gl.static_range(BN // SUB_N):
+                sources = sources.load(c_desc, [pid_m * BM, pid_n * BN + j * SUB_N])
         work = work.next()
     sources.drain()
+
+
+@gluon.jit
+def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr):
+    """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
+    cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)

@@ -21,8 +21,9 @@ tile's BN bias values straight from global memory in its epilogue.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, load_role, store_role
-from tilepipe.kernels.spec import tile_desc
+from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role,
+                                        store_role)
+from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
@@ -92,7 +93,7 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                     acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
                 elif HAS_BIAS:
                     _, pid_n = work.coords()
-                    acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n, BN, acc_layout)[None, :]
+                    acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n * BN, BN, acc_layout)[None, :]
                 else:
                     acc = alpha * acc
                 out.tile().store(acc.to(outputs.tiles.dtype))
@@ -101,13 +102,6 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
             work.publish_partial(acc)
         work = work.next()
     outputs.drain()
-
-
-@gluon.jit
-def column_bias(bias_ptr, N, pid_n, BN: gl.constexpr, acc_layout: gl.constexpr):
-    """Tile column pid_n's BN bias values (zero past N), in fp32, laid out along the accumulator's columns."""
-    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
@@ -143,7 +137,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
                      (store_role, (outputs, sources, d_desc, sched, HAS_C), WORKER_WARPS, WORKER_REGS),
-                     (epilogue_load_role, (sources, load_order, c_desc, sched), WORKER_WARPS, WORKER_REGS) if HAS_C
+                     (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
                      else None,
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])
 
@@ -165,22 +159,6 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     `probe` is PROBE, `schedule` SCHEDULE; `cluster` (m, n) replaces the configuration's cluster shape."""
     from dataclasses import replace
 
-    from tilepipe.kernels.spec import KernelSpec
-    from tilepipe.pipeline.probe import buffer_signature
-
     cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
-    blocks = operand_blocks(cfg, b_kmajor)
-    return KernelSpec(f"{__name__}:matmul_kernel",
-                      {"a_desc": tile_desc(dtype, *blocks["a"]), "b_desc": tile_desc(dtype, *blocks["b"]),
-                       "d_desc": tile_desc(c_dtype, *blocks["c"]),
-                       "c_desc": tile_desc(source_dtype or c_dtype, *blocks["c"]),
-                       "bias_ptr": f"*{bias_dtype or c_dtype}", "workspace": "*i32", "M": "i32", "N": "i32",
-                       "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
-                       "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "CLUSTER_M": "constexpr",
-                       "CLUSTER_N": "constexpr", "probe_buf": buffer_signature(probe), "PROBE": "constexpr"},
-                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                       "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule,
-                       "CLUSTER_M": cfg.cluster_m, "CLUSTER_N": cfg.cluster_n, "PROBE": probe,
-                       **({} if probe else {"probe_buf": None})},
-                      num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas})
+    return gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
+                     "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)

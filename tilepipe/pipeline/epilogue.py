@@ -11,8 +11,10 @@ declared storages (`EpiLoadPipelineStorage`, `LoadOrderBarrierStorage`).
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
+from tilepipe.pipeline import _trace
 from tilepipe.pipeline.ring import GuardedTiles, ProducerConsumerPipeline
 
 
@@ -40,6 +42,15 @@ class EpiLoadPipeline(GuardedTiles):
         self.pipeline.wait_producer()
         return self.tiles.index(self.pipeline.consumer_stage()), EpiLoadPipeline(self.pipeline.consumer_step(),
                                                                                self.tiles)
+
+    @builtin
+    def consume(self, _semantic=None):
+        """`with sources.consume() as stage:` for an epilogue role that reads C (`sources.tiles.index(stage.index())`)
+        and is also the last to touch it (sm_100a): waits until C landed; on exit frees the stage and `sources`
+        advances."""
+        return _trace.StageContext("consume", lambda: self.pipeline.acquire_consumer(_semantic=_semantic),
+                                   lambda stage: EpiLoadPipeline(stage.release(_semantic=_semantic), self.tiles),
+                                   _semantic)
 
     @gluon.must_use_result("Rebind it: `sources = sources.release()`.")
     @gluon.jit

@@ -415,6 +415,13 @@ class ProducerStage(_Stage):
         mbarrier.expect(_full(self.pipe, self.pipe.index, _semantic), nbytes, _semantic=_semantic)
 
     @builtin
+    def wait_filled(self, _semantic=None):
+        """Wait until the asynchronous fill this producer started (signalled through expect_bytes) has landed, for a
+        producer that reads it back itself: the scheduler reading its own CLC response."""
+        _wait(self.pipe, _probe.PRODUCER, _full(self.pipe, self.pipe.index, _semantic), self.pipe.phase, None,
+              _semantic)
+
+    @builtin
     def expect_loads(self, *descs, _semantic=None):
         """expect_bytes() for one TMA load from each descriptor: the bytes each lands in this CTA (a cluster tile's
         share: its part of a split tile, all of a shared one)."""

@@ -1,13 +1,13 @@
 """Shared-memory storage: one declaration gives the tile arrays, the barriers, their bytes and the budget.
 
 The seed's `pipeline_storage` (Mojo, SM100 structured kernels). A storage is a frozen dataclass that
-says what a kernel keeps in shared memory: tile storages (A/B stages, scale tiles, C stages, source
-tiles) and pipeline storages (barrier pairs whose count follows from the stage count). The same
-object serves the host and the kernel:
+says what a kernel keeps in shared memory (and, on sm_100a, in tensor memory): tile storages (A/B stages,
+scale tiles, C stages, source tiles), pipeline storages (barrier pairs whose count follows from the stage
+count) and TMEM accumulators (`TmemAccumulatorStorage`). The same object serves the host and the kernel:
 
 * on the host, `SmemPlan` lays the parts out (offsets, with the alignment swizzled TMA tiles need),
-  checks the total against the shared-memory limit with an error that lists every part, finds the
-  largest stage count that fits, and prints a table with the barrier map;
+  counts TMEM columns beside the bytes, checks both against the target's limits with an error that lists
+  every part, finds the largest stage count that fits, and prints a table with the barrier map;
 * in a kernel, `storage.allocate()` (a `@builtin`, reached through a constexpr plan) allocates the
   same parts and returns tile arrays or initialised `ProducerConsumerPipeline`s: sizes are written in
   one place only.
@@ -27,6 +27,7 @@ from typing import ClassVar
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout, allocate_tensor_memory
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.language import core as tl
 from triton.language.core import _unwrap_if_constexpr
@@ -37,6 +38,9 @@ from tilepipe.pipeline.ring import ProducerConsumerPipeline
 
 SMEM_LIMIT_BYTES = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}
 """Largest dynamic shared memory one block may use, per target (the opt-in limit of H100/H200 and B200)."""
+TMEM_LIMIT_COLUMNS = {"sm_90a": 0, "sm_100a": 512}
+"""Tensor-memory columns (128 lanes x 32 bits each) one block may allocate, per target: Hopper has none."""
+TMEM_MIN_COLUMNS = 32  # Triton allocates TMEM in powers of two of at least 32 columns
 
 DTYPES = {"fp16": gl.float16, "bf16": gl.bfloat16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv,
           "fp8e5": gl.float8e5, "int8": gl.int8, "uint8": gl.uint8, "int32": gl.int32, "int64": gl.int64}
@@ -45,7 +49,7 @@ _DEFAULT_ALIGNMENT = 16  # what Triton's allocator gives a buffer with no alignm
 
 
 class SmemBudgetError(ValueError):
-    """A storage plan does not fit the shared-memory limit; the message lists every part."""
+    """A storage plan does not fit the shared-memory or the TMEM limit; the message lists every part."""
 
 
 def dtype_of(name) -> gl.dtype:
@@ -139,6 +143,10 @@ class Storage:
         raise NotImplementedError
 
     def barriers(self) -> list[BarrierUse]:
+        return []
+
+    def tmem_parts(self) -> list["TmemPart"]:
+        """What this storage keeps in tensor memory (sm_100a); most storages keep nothing there."""
         return []
 
 
@@ -255,6 +263,44 @@ class SourceTileStorage(_TileArrayStorage):
     part_name: ClassVar[str] = "src"
 
 
+@dataclass(frozen=True)
+class TmemPart:
+    """One tensor-memory allocation: `stages` fp32 accumulators of `block` (rows x columns), one column per value."""
+    name: str
+    block: tuple[int, int]
+    stages: int
+
+    @property
+    def columns(self) -> int:
+        return self.stages * self.block[1]
+
+
+@dataclass(frozen=True)
+class TmemAccumulatorStorage(Storage):
+    """sm_100a: `stages` fp32 BM x BN accumulators in tensor memory, the stages of the MMA -> epilogue output pipeline
+    (double-buffered where 2 x BN <= 512 columns, so the MMA role runs the next tile while the epilogue drains one).
+
+    Gluon allocates TMEM itself (`allocate_tensor_memory` is hoisted to the kernel's entry and freed after the
+    partitions join), so the seed's TMEM address word and dealloc barrier (`TmemDeallocStorage`) have nothing to
+    do here and are not declared."""
+    stages: int
+    block_m: int
+    block_n: int
+
+    def parts(self) -> list[Part]:
+        return []
+
+    def tmem_parts(self) -> list[TmemPart]:
+        return [TmemPart("acc", (self.block_m, self.block_n), self.stages)]
+
+    @builtin
+    def allocate(self, _semantic=None):
+        """The accumulators: a [stages, BM, BN] fp32 tensor-memory descriptor (one column per fp32 value)."""
+        layout = TensorMemoryLayout((self.block_m, self.block_n), col_stride=1)
+        return allocate_tensor_memory(gl.float32, [self.stages, self.block_m, self.block_n], layout,
+                                      _semantic=_semantic)
+
+
 # ---- pipeline (barrier) storages --------------------------------------------------------------
 
 
@@ -365,10 +411,11 @@ class ClcPipelineStorage(Storage):
     consumers: tuple[str, ...]
     producer: str = "scheduler"
     throttle_producer: str = "load"
+    producer_proxy: str = "generic"  # "async": the hardware writes the response (CLC try_cancel), not the scheduler
 
     def _ring(self) -> BarrierPair:
         return BarrierPair(self.stages, "clc", self.producer, "+".join(self.consumers), 1, len(self.consumers),
-                           "generic", "generic")
+                           self.producer_proxy, "generic")
 
     def _throttle(self) -> BarrierPair:
         return BarrierPair(self.stages, "clc_throttle", self.throttle_producer, self.producer, 1, 1, "generic",
@@ -389,13 +436,6 @@ class ClcPipelineStorage(Storage):
         return ClcPipelines(ring, throttle, self.parts()[2].allocate(_semantic))
 
 
-def _single_barrier(part: Part, count: int, semantic):
-    """Allocate a one-barrier part and initialise it for `count` arrivals."""
-    barrier = part.allocate(semantic)
-    mbarrier.init(barrier.index(0, _semantic=semantic), count=count, _semantic=semantic)
-    return barrier
-
-
 @dataclass(frozen=True)
 class LoadOrderBarrierStorage(BarrierPair):
     """The load role tells the epilogue-load role that a tile's main-loop loads were issued, so C loads do not
@@ -407,31 +447,6 @@ class LoadOrderBarrierStorage(BarrierPair):
     consumer: str = "epilogue_load"
     producer_proxy: str = "generic"
     consumer_proxy: str = "generic"
-
-
-@aggregate
-class TmemDealloc:
-    """The TMEM dealloc barrier and the 32-bit TMEM address the allocating warp shares (sm_100a)."""
-    barrier: gl.shared_memory_descriptor
-    address: gl.shared_memory_descriptor
-
-
-@dataclass(frozen=True)
-class TmemDeallocStorage(Storage):
-    """sm_100a only (compiled, never run here): epilogue -> MMA barrier before TMEM is freed, plus its address."""
-    producer: str = "epilogue"
-    consumer: str = "mma"
-
-    def parts(self) -> list[Part]:
-        return [Part("barrier", "int64", (1, ), 1, kind="barrier"), Part("address", "int32", (1, 4), 1, kind="words")]
-
-    def barriers(self) -> list[BarrierUse]:
-        return [BarrierUse("tmem_dealloc", 1, 1, self.producer, self.consumer)]
-
-    @builtin
-    def allocate(self, _semantic=None):
-        barrier_part, address_part = self.parts()
-        return TmemDealloc(_single_barrier(barrier_part, 1, _semantic), address_part.allocate(_semantic))
 
 
 @dataclass(frozen=True)
@@ -452,7 +467,7 @@ class RawBarrierStorage(_SingleArrayStorage):
 
 @dataclass(frozen=True)
 class SmemPipelineBundle(Storage):
-    """The matmul family's pipelines in one declaration: input, output, scheduler, TMEM dealloc, epilogue load.
+    """The matmul family's pipelines in one declaration: input, output, scheduler, epilogue load.
 
     `allocate()` returns them as a tuple in that order, leaving out the ones declared None; its fields are the
     member names (`pipelines.input`, `pipelines.epi_load`).
@@ -460,7 +475,6 @@ class SmemPipelineBundle(Storage):
     input: InputPipelineStorage
     output: OutputPipelineStorage
     clc: ClcPipelineStorage | None = None
-    tmem_dealloc: TmemDeallocStorage | None = None
     epi_load: EpiLoadPipelineStorage | None = None
 
     def members(self) -> list[tuple[str, Storage]]:
@@ -591,14 +605,36 @@ class SmemPlan:
         return self.limit if self.limit is not None else device_limit(self.target)
 
     @property
+    def tmem_parts(self) -> list[tuple[str, TmemPart]]:
+        return [(name, part) for name, storage in self.storages for part in storage.tmem_parts()]
+
+    @property
+    def tmem_columns(self) -> int:
+        """TMEM columns the block allocates: what the parts declare, rounded up as Triton rounds it (a power of two,
+        at least 32); 0 without TMEM."""
+        declared = sum(part.columns for _, part in self.tmem_parts)
+        return 0 if declared == 0 else max(TMEM_MIN_COLUMNS, 1 << (declared - 1).bit_length())
+
+    @property
+    def tmem_limit(self) -> int:
+        return TMEM_LIMIT_COLUMNS[self.target]
+
+    @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.limit_bytes
+        return self.total_bytes <= self.limit_bytes and self.tmem_columns <= self.tmem_limit
 
     def check(self) -> "SmemPlan":
-        """Raise SmemBudgetError listing every part if the plan does not fit; returns the plan."""
-        if not self.fits:
-            raise SmemBudgetError(f"shared memory plan needs {self.total_bytes} B but {self.target} allows "
-                                  f"{self.limit_bytes} B per block:\n{self.table()}")
+        """Raise SmemBudgetError listing every part if the plan is over the shared-memory or the TMEM limit; returns
+        the plan."""
+        over = []
+        if self.total_bytes > self.limit_bytes:
+            over.append(f"shared memory plan needs {self.total_bytes} B but {self.target} allows {self.limit_bytes} "
+                        "B per block")
+        if self.tmem_columns > self.tmem_limit:
+            over.append(f"TMEM plan needs {self.tmem_columns} columns but {self.target} allows {self.tmem_limit} per "
+                        "block")
+        if over:
+            raise SmemBudgetError(f"{'; '.join(over)}:\n{self.table()}")
         return self
 
     def barrier_map(self) -> list[BarrierUse]:
@@ -612,7 +648,13 @@ class SmemPlan:
             rows.append((f"{p.storage}.{p.part.name}", "x".join(map(str, p.part.tile)), p.part.dtype,
                          str(p.part.stages), str(p.part.nbytes), str(p.offset), str(p.part.alignment)))
         rows.append(("total", "", "", "", str(self.total_bytes), "", f"limit {self.limit_bytes}"))
-        return format_table(rows)
+        if not self.tmem_parts:
+            return format_table(rows)
+        tmem = [("TMEM part", "shape", "dtype", "stages", "columns")]
+        tmem += [(f"{name}.{part.name}", "x".join(map(str, part.block)), "fp32", str(part.stages), str(part.columns))
+                 for name, part in self.tmem_parts]
+        tmem.append(("TMEM total", "", "", "", f"{self.tmem_columns} (limit {self.tmem_limit})"))
+        return f"{format_table(rows)}\n\n{format_table(tmem)}"
 
     def __str__(self) -> str:
         barriers = [("barrier", "count", "arrivals", "producer", "consumer")]

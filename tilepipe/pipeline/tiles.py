@@ -18,6 +18,8 @@ aggregate (`StandardTiles`: A and B arrays; block-scaled and blockwise-FP8 paylo
     ...
     consumer = tiles.release()
 
+    consumer = tiles.tcgen05_mma(a, b, acc, use_acc)   # sm_100a: the MMA's commit releases the slot
+
 Cursor and protocol live in the wrapped `ProducerConsumerPipeline`; this module only adds the payload.
 """
 
@@ -25,6 +27,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_mma
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 from triton.language.core import _unwrap_if_constexpr, base_value
 
@@ -142,6 +145,15 @@ class InputConsumerStage(_TileStage):
         acc = warpgroup_mma(a, b, acc, is_async=True, _semantic=_semantic)
         acc = warpgroup_mma_wait(num_outstanding=self.stage.pipe.release_lag, deps=(acc, ), _semantic=_semantic)
         return gl.tuple([acc, self.release(_semantic=_semantic)])
+
+    @gluon.must_use_result("Rebind the consumer: `consumer = tiles.tcgen05_mma(a, b, acc, use_acc)`.")
+    @builtin
+    def tcgen05_mma(self, a, b, acc, use_acc=True, _semantic=None):
+        """sm_100a: acc (TMEM) += a @ b as an async tcgen05 MMA on this stage's tiles, released by the MMA itself: its
+        commit arrives on the stage's empty barrier (the seed's `mbar()` path) once it has read the tiles, so the
+        load role refills the slot while later MMAs still run. Returns the advanced consumer."""
+        tcgen05_mma(a, b, acc, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)], _semantic=_semantic)
+        return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
 
 
 def _role_context(role, kind: str, semantic):

@@ -3,6 +3,7 @@ kernel takes its scheduler as a constexpr class (`scheduler_class(SCHEDULE)`) an
 
 from triton.experimental import gluon
 
+from tilepipe.schedulers.clc import ClcTileScheduler
 from tilepipe.schedulers.dynamic import DynamicTileScheduler
 from tilepipe.schedulers.static import StaticTileScheduler
 from tilepipe.schedulers.streamk import StreamKTileScheduler
@@ -15,9 +16,20 @@ KERNEL_SCHEDULE = {"splitk": "streamk"}
 programs, so every tile's k-steps split evenly over `splits` of them (host/configs.py: schedule_programs)."""
 SCHEDULES = SCHEDULERS + tuple(KERNEL_SCHEDULE)
 """The names matmul's `scheduler=` takes."""
+SM100_SCHEDULER_CLASSES = {"static": StaticTileScheduler, "clc": ClcTileScheduler}
+SM100_SCHEDULERS = tuple(SM100_SCHEDULER_CLASSES)
+"""The names the sm_100a GEMM's SCHEDULE takes (cluster launch control exists on sm_100a only)."""
 
 
 @gluon.constexpr_function
 def scheduler_class(name):
     """The scheduler class a kernel's SCHEDULE names."""
     return SCHEDULER_CLASSES[name]
+
+
+@gluon.constexpr_function
+def sm100_scheduler_class(name):
+    """The scheduler class the sm_100a GEMM's SCHEDULE names (the dynamic and stream-K ones are not built for it)."""
+    if name not in SM100_SCHEDULER_CLASSES:
+        raise ValueError(f"the sm_100a GEMM takes SCHEDULE in {SM100_SCHEDULERS}, got {name!r}")
+    return SM100_SCHEDULER_CLASSES[name]

@@ -22,7 +22,8 @@ from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe.pipeline.ring import _trace
 from tilepipe.pipeline.ring import ProducerConsumerPipeline
-from tilepipe.schedulers.grid import TileGrid, TileWork
+from tilepipe.schedulers.grid import TileGrid
+from tilepipe.schedulers.ringfed import RingWork, paced
 
 
 @gluon.constexpr_function
@@ -32,29 +33,8 @@ def _response_layout(num_warps):
 
 
 @aggregate
-class DynamicWork(TileWork):
+class DynamicWork(RingWork):
     """One role's current tile under the dynamic schedule, and its cursor into the scheduler ring."""
-    tile_id: gl.tensor
-    valid: gl.tensor
-    grid: TileGrid
-    ring: ProducerConsumerPipeline
-    throttle: ProducerConsumerPipeline
-    response: gl.shared_memory_descriptor
-    PACES: gl.constexpr
-    ROLE: gl.constexpr
-    finishes: gl.constexpr
-
-    @gluon.constexpr_function
-    def __init__(self, tile_id, valid, grid, ring, throttle, response, PACES, ROLE):
-        self.tile_id = tile_id
-        self.valid = valid
-        self.grid = grid
-        self.ring = ring
-        self.throttle = throttle
-        self.response = response
-        self.PACES = gl.constexpr(PACES)
-        self.ROLE = gl.constexpr(ROLE)
-        self.finishes = gl.constexpr(True)
 
     @gluon.jit
     def take(grid: TileGrid, ring: ProducerConsumerPipeline, throttle: ProducerConsumerPipeline, response,
@@ -64,11 +44,7 @@ class DynamicWork(TileWork):
             words = response.index(slot.index()).load(_response_layout(gl.num_warps()))
             tile_id = gl.max(gl.max(words, axis=1), axis=0)
         valid = tile_id < grid.num_tiles
-        if PACES:
-            if valid:
-                with throttle.produce() as taken:
-                    taken.arrive()
-        return DynamicWork(tile_id, valid, grid, ring, throttle, response, PACES, ROLE)
+        return DynamicWork(tile_id, valid, grid, ring, paced(throttle, valid, PACES), response, PACES, ROLE)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit

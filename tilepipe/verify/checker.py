@@ -96,6 +96,13 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Commit(Signal):
+    """A signal the hardware makes once the work the role issued before it completed (a tcgen05 commit: an MMA's
+    `mbarriers=` release of its input stage, a tile's accumulator hand-off). The role goes on at once; its commits
+    land later, in the order it issued them (_AsyncExplorer)."""
+
+
+@dataclass(frozen=True)
 class Step:
     """Advance the role's cursor: the stage index wraps at `stages` and flips the phase bit."""
     pipeline: str
@@ -598,6 +605,55 @@ class _Explorer:
                      "drain" if step.drain else step.where)
 
 
+class _AsyncExplorer(_Explorer):
+    """_Explorer where a role's Commit arrivals land asynchronously: each committing role gets a companion program
+    (its "commits") holding those arrivals in issue order, which may take its next one at any time after the role
+    issued it; the role's own program skips them (in a cluster: each CTA's role its own companion). Without Commits
+    it explores exactly as _Explorer."""
+
+    def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
+        super().__init__(protocol, params)
+        self.issuers: list[tuple[int, list[int]]] = []  # (role, its commit steps' indices), one per companion
+        programs, roles = list(self.programs), list(self.roles)
+        for r, (cta, role) in enumerate((cta, role) for cta in range(protocol.ctas) for role in protocol.roles):
+            indices = _commit_steps(role, self.barriers, params, cta)  # _Explorer's order: CTA, then role
+            if not indices:
+                continue
+            program = list(programs[r])
+            programs.append([program[i] for i in indices])
+            for i in indices:
+                program[i] = _ArriveStep((), program[i].where)  # issued: the role goes on
+            programs[r] = program
+            roles.append(f"{self.roles[r]} (commits)")
+            self.issuers.append((r, indices))
+        self.programs, self.roles = tuple(programs), roles
+        self.unreleased += ([], ) * len(self.issuers)
+        self.consumed += [{}] * len(self.issuers)
+
+    def _apply(self, state: tuple, r: int, step):
+        """A companion's next arrival only once its role has issued it."""
+        first = len(self.programs) - len(self.issuers)
+        if r >= first:
+            role, indices = self.issuers[r - first]
+            if indices[state[0][r]] >= state[0][role]:
+                return None
+        return super()._apply(state, r, step)
+
+    def _deadlock(self, state: tuple, blocked: list[int]) -> None:
+        """Blocked roles only: a companion waits for nothing but its role."""
+        super()._deadlock(state, [r for r in blocked if r < len(self.programs) - len(self.issuers)])
+
+
+def _commit_steps(role: Role, barriers: _Barriers, params: dict[str, int], cta: int = 0) -> list[int]:
+    """Indices, among the role's concrete steps in CTA `cta` (_concrete_steps), of the arrivals its Commits make."""
+    flat = [op for op, _ in _iterations(role.program, params)]
+    if not any(isinstance(op, Commit) for op in flat):
+        return []
+    counts = [len(_concrete_steps(Role(role.name, role.function, tuple(flat[:i]), role.release_lag), barriers,
+                                  params, cta)[0]) for i in range(len(flat) + 1)]
+    return [counts[i] for i, op in enumerate(flat) if isinstance(op, Commit) and counts[i + 1] > counts[i]]
+
+
 # ---- static checks -----------------------------------------------------------------------------------------------
 
 
@@ -710,7 +766,7 @@ def check(protocol: Protocol, trace: bool = False) -> CheckResult:
         return result
     seen = set()
     for case in protocol.cases:
-        explorer = _Explorer(protocol, dict(case))
+        explorer = _AsyncExplorer(protocol, dict(case))
         result.states += explorer.run()
         result.cases += 1
         for finding in explorer.findings.values():

@@ -36,6 +36,7 @@ class KernelReport:
     sass: str = field(repr=False)
     ttgir: str = field(repr=False)
     shared: int  # bytes of shared memory (metadata.shared)
+    tmem: int  # TMEM columns allocated (metadata.tmem_size; 0 without TMEM, and on sm_90a)
     num_warps: int  # all warps of the kernel, worker partitions included
     registers: int  # per thread, from ptxas -v
     spill_stores: int  # bytes
@@ -234,7 +235,8 @@ def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
     return {
         "name": md.name, "target": spec["target"], "ptx": kernel.asm["ptx"], "ttgir": kernel.asm["ttgir"],
-        "sass": _sass(kernel.asm["cubin"], run_dir), "shared": md.shared, "num_warps": md.num_warps,
+        "sass": _sass(kernel.asm["cubin"], run_dir), "shared": md.shared, "tmem": getattr(md, "tmem_size", None) or 0,
+        "num_warps": md.num_warps,
         "registers": registers, "spill_stores": spill_stores, "spill_loads": spill_loads,
     }
 

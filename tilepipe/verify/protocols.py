@@ -8,16 +8,17 @@ every declaration with what tracing the kernel records, so a role's pipelines an
 """
 
 from dataclasses import replace
+from itertools import product
 
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
-from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs
+from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
 from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
-from tilepipe.verify.checker import (CheckResult, Drain, Flush, Protocol, Role, check, consume, loop, produce,
-                                     trip_cases, wait_filled)
+from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Protocol, Role, Signal, Step, Wait, check,
+                                     consume, loop, produce, trip_cases, wait_filled)
 
 
 def tile_cases(stages: int):
@@ -153,6 +154,60 @@ def fp8_protocols() -> list[Protocol]:
     return protocols
 
 
+def sm100_roles(has_c: bool, subtiles: int, clc: bool = False) -> tuple[Role, ...]:
+    """tilepipe/kernels/sm100_matmul.py: epilogue, load, mma (and epilogue_load with C, the scheduler with CLC). The
+    epilogue frees a tile's accumulator after its last TMEM load, before it consumes the last C sub-tile. A tcgen05
+    commit (the input release, the accumulator signal) is a Commit: it lands at any time after it is issued, in issue
+    order, as the hardware makes it once the MMAs before it completed. A CLC response lands where it is asked for. Under
+    CLC every role takes its next tile from the ring after each tile (the last take is the "nothing cancelled" one),
+    the load role pacing the scheduler through the throttle pair once per tile it starts."""
+    with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    with_clc = (lambda *body: body) if clc else (lambda *body: ())
+    take = with_clc(*consume("clc"))
+    drain = Wait("output", "consumer"), *with_c(loop("sub", subtiles - 1, *consume("epi_load"))), Signal(
+        "output", "consumer"), *with_c(*consume("epi_load")), Step("output")
+    epilogue = Role("epilogue", "epilogue_role", (loop("tile", "tiles", *drain, *take), ))
+    load = Role("load", "load_role", (
+        loop("tile", "tiles", *with_clc(*produce("clc_throttle")), loop("k", "k", *produce("input")),
+             *with_c(*produce("load_order")), *take), Drain("input"), *with_c(Drain("load_order"))))
+    committed = Wait("input", "consumer"), Commit("input", "consumer"), Step("input")  # each MMA's commit frees it
+    mma = Role("mma", "mma_role", (
+        loop("tile", "tiles", Wait("output", "producer"), loop("k", "k", *committed), Commit("output", "producer"),
+             Step("output"), *take), Drain("output")))
+    epilogue_load = Role("epilogue_load", "epilogue_load_role", (
+        loop("tile", "tiles", *consume("load_order"), loop("sub", subtiles, *produce("epi_load")), *take),
+        Drain("epi_load")))
+    scheduler = Role("scheduler", "clc_scheduler_role", (
+        loop("tile", "tiles", *consume("clc_throttle"), *produce("clc")), Drain("clc")))
+    return (epilogue, load, mma) + ((epilogue_load, ) if has_c else ()) + ((scheduler, ) if clc else ())
+
+
+def sm100_protocols() -> list[Protocol]:
+    """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) over its plan's pipelines (sm100_roles):
+    each SM100 configuration and epilogue under the static scheduler, and the large tile's under CLC too. The bias
+    epilogue has the plain one's roles and pipelines and is left out; so is fp32 C under CLC (C's roles, fewer
+    stages), whose ~1M states per configuration would double the checker's time."""
+    from tilepipe.kernels.catalogue import SM100_EPILOGUES
+    from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
+    from tilepipe.schedulers import SM100_SCHEDULERS
+
+    protocols = []
+    for cfg, (variant, args), schedule in product(configs.SM100_CONFIGS, SM100_EPILOGUES.items(), SM100_SCHEDULERS):
+        if "bias_dtype" in args or schedule == "clc" and (cfg != configs.SM100_CONFIGS[0] or "source_dtype" in args):
+            continue
+        has_c, clc = args.get("has_c", False), schedule == "clc"
+        fitted = sm100_fitted(cfg, args["dtype"], args["c_dtype"], has_c, args.get("source_dtype"), clc)
+        plan = sm100_plan.fn(fitted.block_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages,
+                             args["dtype"], args["c_dtype"], True,
+                             src_dtype=args.get("source_dtype", args["c_dtype"]) if has_c else None, clc=clc)
+        protocols.append(Protocol(
+            "sm100_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} {variant} {schedule}",
+            plan_storages(plan), sm100_roles(has_c, cfg.block_n // EPILOGUE_N, clc), tile_cases(fitted.stages),
+            lambda cfg=fitted, args=args, schedule=schedule: sm100_matmul_spec(cfg, b_kmajor=True,
+                                                                               schedule=schedule, **args)))
+    return protocols
+
+
 def stress_protocol(stages: int, consumers: int) -> Protocol:
     """pipeline_demo.stress_kernel: one producer, `consumers` consumer roles, one item per loop trip."""
     names = [f"consumer{i}" for i in range(consumers)]
@@ -179,9 +234,11 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs, the FP8 kernels, the stress kernel and the wgmma kernel."""
+    program), the two-CTA cluster GEMMs, the FP8 kernels, the sm_100a GEMM, the stress kernel and the wgmma
+    kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
-                 for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS] + cluster_protocols() + fp8_protocols()
+                 for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
+    protocols += cluster_protocols() + fp8_protocols() + sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 

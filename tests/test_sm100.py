@@ -1,0 +1,152 @@
+"""CPU tests of the sm_100a (Blackwell) GEMM: compiled for sm_100a without a GPU, its SASS instruction mix, its shared
+and tensor memory against the plan and the limits, the plan's refusals, and which kernel a GPU gets. Nothing here runs
+a kernel: the sm_100a GEMM has been compiled, never run."""
+
+import pytest
+import torch
+
+from tilepipe.api.matmul import check_cluster, check_schedule
+from tilepipe.host.configs import SM100_CONFIGS, choose_config, sm100_config, sm100_fitted
+from tilepipe.host.device import gemm_target
+from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_operand_blocks, sm100_plan
+from tilepipe.pipeline.storage import SmemBudgetError
+from tilepipe.verify.compile import CompileError, compile_kernels
+
+LARGE, MEDIUM = SM100_CONFIGS
+# (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, bias dtype, scheduler)
+CASES = [(LARGE, "bf16", "bf16", True, False, None, None, "static"),
+         (LARGE, "fp16", "fp16", False, False, None, None, "static"),
+         (LARGE, "bf16", "bf16", True, False, None, "bf16", "static"),
+         (LARGE, "bf16", "fp32", True, False, None, None, "static"),
+         (MEDIUM, "bf16", "bf16", True, False, None, None, "static"),
+         (MEDIUM, "fp16", "fp32", False, False, None, "fp32", "static"),
+         (LARGE, "bf16", "bf16", True, True, None, None, "static"),
+         (LARGE, "fp16", "fp16", False, True, "fp32", None, "static"),
+         (MEDIUM, "bf16", "fp32", True, True, None, None, "static"),
+         (LARGE, "bf16", "bf16", True, False, None, None, "clc"),
+         (LARGE, "bf16", "bf16", True, True, None, None, "clc"),
+         (MEDIUM, "fp16", "fp16", False, False, None, "fp16", "clc")]
+CASES = [(sm100_fitted(cfg, dtype, c_dtype, has_c, source, schedule == "clc"), dtype, c_dtype, kmajor, has_c, source,
+          bias, schedule) for cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule in CASES]  # as launched
+OVER_SMEM = LARGE.__class__(128, 256, 64, stages=5, c_stages=2, num_warps=4)  # 240 KB of operand stages
+
+
+def case_id(case) -> str:
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule = case
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.stages}-{dtype}-{c_dtype}-{'kmajor' if kmajor else 'rowmajor'}" + (
+        f"-{source or c_dtype}C" if has_c else "") + (f"-{bias}bias" if bias else "") + f"-{schedule}"
+
+
+@pytest.fixture(scope="module")
+def reports():
+    specs = [sm100_matmul_spec(*case[:7], schedule=case[7]) for case in CASES]
+    return compile_kernels(specs + [sm100_matmul_spec(OVER_SMEM, "bf16", "bf16", True)])
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[case_id(case) for case in CASES])
+def test_sm100_gemm_instruction_mix(reports, index):
+    """Per k-step BK/16 UTCHMMA (K = 16 each) and the A and B TMA loads; one tcgen05 commit frees each input stage and
+    one per tile hands the accumulator over (UTCBAR x 2); the epilogue reads BN / EPI_N TMEM sub-tiles (LDTM) and
+    TMA-stores each (with C, the epilogue-load role TMA-loads each C sub-tile); no spills; smem and TMEM as planned
+    and within the limits."""
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule = CASES[index]
+    report = reports[index]
+    assert not isinstance(report, CompileError), report
+    assert report.target == "sm_100a"
+    assert report.count("UTCHMMA", "sass") == cfg.block_k // 16 == report.count("tcgen05.mma.cta_group::1.kind::f16")
+    assert report.count("HGMMA", "sass") == 0 and report.count("wgmma") == 0
+    assert report.count("UTCBAR", "sass") == 2 == report.count("tcgen05.commit")
+    b_boxes = 1 if kmajor else cfg.block_n * 2 // 128  # TMA boxes are at most 128 bytes wide (128-byte swizzle)
+    subtiles = cfg.block_n // EPILOGUE_N
+    assert report.count("UTMALDG", "sass") == 1 + b_boxes + (subtiles if has_c else 0)  # C: one box per sub-tile
+    assert report.count("LDTM", "sass") == subtiles == report.count("tcgen05.ld.sync")
+    assert report.count("UTMASTG", "sass") == subtiles
+    assert report.spill_stores == report.spill_loads == 0
+    assert (report.count("ld.global") > 0) == (bias is not None)  # only the bias is read without TMA
+    plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
+                         src_dtype=(source or c_dtype) if has_c else None, clc=schedule == "clc")
+    assert 0 <= report.shared - plan.total_bytes < 256  # + warp_specialize's capture scratch
+    assert report.shared <= 227 * 1024
+    assert report.tmem == plan.tmem_columns == 2 * cfg.block_n <= 512  # double-buffered accumulators
+    # CLC: the scheduler's one try_cancel per loop trip (UGETNEXTWORKID), its own read of whether it cancelled, and
+    # each reader's (epilogue, load, mma, epilogue-load) whether and which; the MMA role never asks which tile
+    clc = schedule == "clc"
+    assert report.count("UGETNEXTWORKID", "sass") == clc == report.count("clusterlaunchcontrol.try_cancel")
+    readers = 3 + has_c
+    assert report.count("query_cancel.is_canceled") == (1 + readers if clc else 0)
+    assert report.count("query_cancel.get_first_ctaid") == (readers - 1 if clc else 0)
+
+
+def test_plan_over_the_smem_limit_is_a_compile_error(reports):
+    with pytest.raises(SmemBudgetError, match="shared memory plan needs"):
+        sm100_plan.fn(128, 256, 64, OVER_SMEM.stages, 2, "bf16", "bf16", True)
+    error = reports[-1]
+    assert isinstance(error, CompileError) and "shared memory plan needs" in str(error) and "operands.a" in str(error)
+
+
+def test_accumulators_are_double_buffered_where_tmem_allows():
+    for block_n, stages, columns in ((256, 2, 512), (128, 2, 256), (64, 2, 128)):
+        plan = sm100_plan.fn(128, block_n, 64, 2, 2, "bf16", "bf16", True)
+        assert plan.accumulators.stages == stages and plan.tmem_columns == columns
+        assert plan.pipelines.output.stages == stages  # one accumulator pipeline stage per TMEM accumulator
+
+
+@pytest.mark.parametrize("c_dtype", ["bf16", "fp16", "fp32"])
+def test_every_sm100_config_fits(c_dtype):
+    for cfg in SM100_CONFIGS:
+        assert sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", c_dtype,
+                             True).fits
+    assert choose_config(8192, 8192, torch.bfloat16, 148, SM100_CONFIGS) == LARGE  # 2048 tiles: full waves
+    assert choose_config(1024, 1024, torch.bfloat16, 148, SM100_CONFIGS) == MEDIUM  # 64 tiles of 128 x 128
+
+
+def test_c_stages_take_operand_stages_only_where_needed():
+    """A bf16 C sub-tile ring fits beside 4 stages of 128 x 256; an fp32 one (or an fp32 D with C) leaves 3."""
+    bf16, fp32 = torch.bfloat16, torch.float32
+    assert sm100_config(8192, 8192, bf16, bf16, 148) == LARGE
+    assert sm100_config(8192, 8192, bf16, bf16, 148, bf16) == LARGE
+    assert sm100_config(8192, 8192, bf16, bf16, 148, fp32).stages == 3
+    assert sm100_config(8192, 8192, bf16, fp32, 148, fp32).stages == 3
+    assert sm100_config(1024, 1024, bf16, bf16, 148, fp32).stages == 5
+
+
+@pytest.mark.parametrize("capability, target", [((9, 0), "sm_90a"), ((10, 0), "sm_100a"), ((10, 3), "sm_100a")])
+def test_gemm_target_by_capability(capability, target):
+    assert gemm_target(capability) == target
+
+
+@pytest.mark.parametrize("capability, name, words", [
+    ((12, 0), "NVIDIA GeForce RTX 5090", ("RTX 5090 is sm_120", "consumer Blackwell")),
+    ((10, 1), "NVIDIA Thor", ("Thor is sm_101", )), ((8, 0), "NVIDIA A100", ("A100 is sm_80", ))])
+def test_other_gpus_get_an_error_naming_the_device(capability, name, words):
+    with pytest.raises(RuntimeError) as error:
+        gemm_target(capability, name)
+    assert all(word in str(error.value) for word in words) and "sm_90" in str(error.value)
+
+
+@pytest.mark.parametrize("arch, scheduler, ok", [("sm_100a", None, True), ("sm_100a", "clc", True),
+                                                 ("sm_100a", "streamk", False), ("sm_100a", "dynamic", False),
+                                                 ("sm_90a", "dynamic", True), ("sm_90a", "clc", False)])
+def test_each_gemm_takes_its_own_schedulers(arch, scheduler, ok):
+    if ok:
+        check_schedule(scheduler, arch)
+        return
+    with pytest.raises(ValueError, match=f"scheduler '{scheduler}' is not built for {arch}"):
+        check_schedule(scheduler, arch)
+
+
+def test_sm100_shares_the_launch_path_without_clusters():
+    """The sm_100a GEMM takes matmul_kernel's arguments (CLUSTER_M/N included, always 1, one CTA per program) with C
+    and D in EPILOGUE_N-column boxes; a config with a cluster (Hopper-only for now) is refused, by matmul as by the
+    spec builder."""
+    spec = sm100_matmul_spec(MEDIUM, "bf16", "bf16", True)
+    assert spec.constexprs["CLUSTER_M"] == spec.constexprs["CLUSTER_N"] == 1 and spec.options["num_ctas"] == 1
+    assert sm100_operand_blocks(MEDIUM, True)["c"] == ((MEDIUM.block_m, EPILOGUE_N), ())
+    clustered = MEDIUM.__class__(128, 128, 64, stages=4, num_warps=4, cluster_m=2)
+    with pytest.raises(ValueError, match="sm_100a GEMM runs without clusters"):
+        sm100_matmul_spec(clustered, "bf16", "bf16", True)
+    with pytest.raises(ValueError, match="2x1 cluster is built for sm_90a"):
+        check_cluster(clustered, "static", "sm_100a")
+    check_cluster(clustered, "static", "sm_90a")
+    with pytest.raises(ValueError, match="does not hand out cluster tiles"):
+        check_cluster(clustered, "streamk", "sm_90a")

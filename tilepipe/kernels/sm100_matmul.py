@@ -1,0 +1,166 @@
+"""Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
+written only with tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; it has not run on a GPU (none here).
+
+Roles (tiles in grouped order; SCHEDULE "static": one CTA per SM, tilepipe/schedulers/static.py; "clc": one CTA per
+tile, running CTAs take over pending ones' tiles through cluster launch control, tilepipe/schedulers/clc.py):
+  epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
+            accumulator after its last TMEM load, then scales (adds C or the bias), and TMA-stores each sub-tile from
+            a small ring of shared-memory buffers
+  load      (1 warp)   TMA A and B tiles into the input tile pipeline (the load role of the sm_90a GEMM)
+  mma       (1 warp)   tcgen05 MMAs from the input stages into a TMEM accumulator stage; each MMA's commit frees its
+            input stage, one commit per tile hands the accumulator to the epilogue
+  epilogue_load (1 warp, with C)  TMA-loads each C sub-tile into a source stage once the tile's main-loop loads were
+            issued (the sm_90a GEMM's role and load-order pipeline); the epilogue reads it and frees the stage
+  scheduler (1 warp, clc)  try_cancel into the scheduler ring, paced by the load role; every other role reads it
+The accumulators are double-buffered in TMEM where two fit (2 x BN <= 512 columns): the MMA role runs tile i + 1's
+main loop while the epilogue drains tile i.
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major); C of any dtype the descriptor gives. The
+arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes), so one host launch serves both; the
+dynamic and stream-K schedules are not built for sm_100a (schedulers.sm100_scheduler_class refuses them), nor are
+clusters (CLUSTER_M and CLUSTER_N stay 1: sm100_operand_blocks refuses a config with one).
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role
+from tilepipe.kernels.matmul import operand_blocks
+from tilepipe.kernels.spec import gemm_spec
+from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
+from tilepipe.pipeline.probe import Probe
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, ClcPipelineStorage, EpiLoadPipelineStorage,
+                                       InputPipelineStorage, LoadOrderBarrierStorage, OutputPipelineStorage,
+                                       OutputTileStorage, SmemPipelineBundle, SmemPlan, SourceTileStorage,
+                                       StandardTileStorage, TmemAccumulatorStorage)
+from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers import sm100_scheduler_class
+from tilepipe.schedulers.clc import clc_scheduler_role
+
+EPILOGUE_N = 32
+"""Columns of one epilogue sub-tile: a 32x32b TMEM load of 32 fp32 values per thread, and the D TMA box's width."""
+CLC_STAGES = 2  # CLC responses in flight: the throttle keeps the scheduler one tile ahead of the load role
+
+
+@gluon.constexpr_function
+def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
+               src_dtype=None, clc=False):
+    """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
+    sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns), and the pipelines
+    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads). Refused
+    (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
+    b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
+    acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
+    has_c = src_dtype is not None
+    readers = ("epilogue", "load", "mma") + (("epilogue_load", ) if has_c else ())
+    storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
+                    d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages),
+                    accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
+                    pipelines=SmemPipelineBundle(
+                        InputPipelineStorage(stages), OutputPipelineStorage(acc_stages),
+                        clc=ClcPipelineStorage(CLC_STAGES, readers, producer_proxy="async") if clc else None,
+                        epi_load=EpiLoadPipelineStorage(sub_stages, consumer_proxy="generic") if has_c else None))
+    if has_c:
+        storages.update(src_tiles=SourceTileStorage(src_dtype, (block_m, epi_n), sub_stages),
+                        load_order=LoadOrderBarrierStorage())
+    return SmemPlan("sm_100a", **storages).check()
+
+
+@gluon.jit
+def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles, B_KMAJOR: gl.constexpr):
+    consumer = inputs.consumer()
+    work = sched.work()
+    while work.valid:
+        with accs.produce() as acc:  # waits until the epilogue drained this accumulator
+            for k in range(k_tiles):
+                tiles = consumer.acquire()
+                b = tiles.b_tile()
+                if B_KMAJOR:
+                    b = b.permute((1, 0))
+                consumer = tiles.tcgen05_mma(tiles.a_tile(), b, acc.tile(), use_acc=k > 0)
+            acc.commit()  # the accumulator is final once every MMA issued so far completed
+        work = work.next()
+    accs.drain()
+
+
+@gluon.jit
+def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
+                  beta, bias_ptr, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
+    BM: gl.constexpr = accs.tiles.shape[1]
+    BN: gl.constexpr = accs.tiles.shape[2]
+    EPI_N: gl.constexpr = d_desc.block_type.shape[1]
+    SUBTILES: gl.constexpr = BN // EPI_N
+    layout: gl.constexpr = accs.tiles.index(0).slice(0, EPI_N).get_reg_layout()  # of a sub-tile's TMEM load
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
+        with accs.consume_explicit() as acc:
+            for j in gl.static_range(SUBTILES):
+                d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
+                if j == SUBTILES - 1:
+                    acc.arrive()  # every TMEM load of the tile is done: the MMA role may overwrite the accumulator
+                if HAS_C:
+                    with sources.consume() as source:  # C sub-tile j has landed; freed once read
+                        d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
+                elif HAS_BIAS:
+                    d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
+                else:
+                    d = alpha * d
+                stores.store(d_desc, [pid_m * BM, pid_n * BN + j * EPI_N], d, j)
+        work = work.next()
+    stores.drain()
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
+def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
+                        STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
+                        HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr,
+                        CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, probe_buf=None,
+                        PROBE: gl.constexpr = 0):
+    """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
+    sub-tile stages; no cluster); `workspace` is not read (neither scheduler keeps global state)."""
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
+    PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
+                                    d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None, SCHEDULE == "clc")
+    k_tiles = gl.cdiv(K, BK)
+    smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
+    sched = sm100_scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
+    inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
+    accs = OutputTilePipeline(smem.pipelines.output, smem.accumulators)
+    if HAS_C:
+        sources = EpiLoadPipeline(smem.pipelines.epi_load, smem.src_tiles)
+        load_order = LoadOrderBarrier(smem.load_order)
+    else:  # never used without C, but the epilogue (the default partition) and load_role take them
+        sources = EpiLoadPipeline(smem.pipelines.output, smem.d_tiles)
+        load_order = LoadOrderBarrier(smem.pipelines.output)
+    warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sources, sched, d_desc, alpha, beta,
+                                      bias_ptr, N, HAS_C, HAS_BIAS)),
+                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
+                      WORKER_REGS),
+                     (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
+                     else None,
+                     (clc_scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "clc" else None])
+
+
+def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False,
+                      source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
+                      schedule: str = "static"):
+    """sm100_matmul_kernel for one configuration and scheduler as a KernelSpec (sm_100a): D of `c_dtype`, with a C of
+    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE,
+    `schedule` SCHEDULE."""
+    return gemm_spec(f"{__name__}:sm100_matmul_kernel", cfg, dtype, c_dtype, b_kmajor,
+                     sm100_operand_blocks(cfg, b_kmajor), "sm_100a", has_c, source_dtype, bias_dtype, probe, schedule)
+
+
+def sm100_operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
+    """operand_blocks for sm100_matmul_kernel: A's and B's, with C and D in BM x EPILOGUE_N boxes (the epilogue's
+    sub-tiles). Clusters are Hopper-only for now: a `cfg` with one raises ValueError."""
+    if cfg.cluster.num_ctas > 1:
+        raise ValueError(f"the sm_100a GEMM runs without clusters (they are built for sm_90a only); got a config "
+                         f"with a {cfg.cluster_m}x{cfg.cluster_n} cluster: use cluster_m = cluster_n = 1")
+    return {**operand_blocks(cfg, b_kmajor), "c": ((cfg.block_m, EPILOGUE_N), ())}
