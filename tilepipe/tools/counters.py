@@ -116,7 +116,8 @@ def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=os.environ)
     if done.returncode != 0:
         raise RuntimeError(f"ncu exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    labels = json.loads(done.stderr.strip().splitlines()[-1])
+    # the child's last stderr line that is a JSON list: Triton's extensions may print more at interpreter exit
+    labels = json.loads(next(line for line in reversed(done.stderr.splitlines()) if line.startswith("[")))
     kernels = parse(done.stdout)
     if len(kernels) != 2 * len(labels):
         names = [kernel["kernel"] for kernel in kernels]
