@@ -74,7 +74,7 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
 
 
 def run_matmul(options: dict) -> bool:
-    """matmul_kernel in one catalogue variant (epilogue and scheduler) on SHAPE, B K-major."""
+    """matmul_kernel in one catalogue variant (epilogue and scheduler, or a two-CTA cluster) on SHAPE, B K-major."""
     import torch
 
     import tilepipe
@@ -89,7 +89,11 @@ def run_matmul(options: dict) -> bool:
     elif options.get("bias_dtype"):  # one row broadcast: read as a bias
         c, beta = torch.randn(N, dtype=dtypes[options["bias_dtype"]], device="cuda").expand(M, N), 1.0
     reference = a.cpu().double() @ w.cpu().double().t() + (0.0 if c is None else beta * c.cpu().double())
-    got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options["schedule"])
+    cluster = options.get("cluster")
+    config = None if cluster is None else tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cluster[0],
+                                                                cluster_n=cluster[1])
+    got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
+                          config=config)
     return close(got, reference)
 
 
@@ -134,6 +138,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     options = variant.options
     if variant.kernel == "matmul_kernel":
         return lambda: run_matmul(options)
+    if variant.kernel == "sm100_matmul_kernel":  # tilepipe.matmul dispatches to it on sm_100/sm_103 only
+        return lambda: run_matmul(options) if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "matmul_fp8 scaled":
         return lambda: run_fp8("tensor") and run_fp8("row")
     if variant.kernel == "matmul_fp8 blockwise":
@@ -147,6 +153,20 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "pipeline_demo wgmma":
         return lambda: pipeline_demo.run_wgmma(options["stages"], 2, options["stages"] + 2)["ok"]
     raise ValueError(f"the sanitizer driver cannot launch {variant.kernel!r} ({variant.name}): add it to launcher()")
+
+
+def _on_sm100() -> bool:
+    import torch
+
+    from tilepipe.host.device import device_target
+
+    return device_target(torch.cuda.current_device()) == "sm_100a"
+
+
+def _skipped(variant: Variant, why: str) -> bool:
+    """A variant this GPU cannot run: said in the log, not counted as wrong."""
+    print(f"{MARK} skipped {variant.name}: {why}", flush=True)
+    return True
 
 
 def drive(indices: list[int] | None = None) -> int:
