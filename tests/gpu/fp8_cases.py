@@ -54,10 +54,10 @@ def operands(M: int, N: int, K: int, a_dtype: torch.dtype, b_dtype: torch.dtype,
 
 
 def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | None = None) -> dict:
-    if schedule is not None:
-        import tilepipe.api.fp8
+    if schedule is not None:  # (a function-level `import tilepipe.api.fp8` would make `tilepipe` local here)
+        from tilepipe.api import fp8 as fp8_api
 
-        tilepipe.api.fp8.fp8_schedule_for = lambda *args: schedule
+        fp8_api.fp8_schedule_for = lambda *args: schedule
     torch.manual_seed(0)
     failures, worst = [], 0.0
     for M, N, K in SHAPES:
