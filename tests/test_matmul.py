@@ -254,3 +254,10 @@ def test_rows_off_sectors_are_restaged_where_the_model_says_it_pays(monkeypatch,
     a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K, dtype=torch.bfloat16)
     views = staging.sector_aligned(a, b, M, N, K, LARGE_16BIT, 0)
     assert sum(view == "restaged" for view in views if isinstance(view, str)) == restaged
+
+
+def test_rows_off_sectors_with_a_partial_last_vector_are_not_restaged():
+    """The copy moves whole 16-byte vectors and ends its last block at the last column: a row of 299 bf16 values
+    would make that block start off a vector boundary (a misaligned-address fault the H100 sweep found, call 88)."""
+    padded = torch.empty(300, 312, dtype=torch.bfloat16)  # 624-byte rows: 16 bytes off a sector
+    assert staging.off_sectors(padded[:, :304]) and not staging.off_sectors(padded[:, :299])

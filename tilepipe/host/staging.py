@@ -36,11 +36,12 @@ def tma_ready(t: torch.Tensor) -> torch.Tensor:
 
 def off_sectors(t: torch.Tensor) -> bool:
     """Rows that start off 32-byte L2 sectors (TMA then pulls about twice the sectors: docs/perf-log.md rows 17-18),
-    of a tensor the restaging copy can take (16-bit, at least its BLOCK_C columns)."""
-    from tilepipe.kernels.restage import BLOCK_C
+    of a tensor the restaging copy can take (16-bit, at least its BLOCK_C columns, whole 16-byte vectors per row: its
+    last block is moved back to end at the last column, which must stay on a vector boundary)."""
+    from tilepipe.kernels.restage import BLOCK_C, VEC
 
     return (((t.stride(0) * t.element_size()) % SECTOR_BYTES != 0 or t.data_ptr() % SECTOR_BYTES != 0)
-            and t.element_size() == 2 and t.shape[1] >= BLOCK_C and t.shape[0] > 0)
+            and t.element_size() == 2 and t.shape[1] >= BLOCK_C and t.shape[1] % VEC.value == 0 and t.shape[0] > 0)
 
 
 def sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cfg: MatmulConfig,
