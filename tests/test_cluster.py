@@ -73,3 +73,22 @@ def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(rep
 def test_unclustered_gemm_has_no_cluster_instructions(reports):
     rep = reports["1x1", False]
     assert not MULTICAST.search(rep.ptx) and "shared::cluster.b64" not in rep.ptx and "reqnctapercluster" not in rep.ptx
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (1, 2)], ids=("2x1", "1x2"))
+def test_fp8_scaled_gemm_in_a_cluster_multicasts_the_shared_operand(shape):
+    """The per-tensor/per-row FP8 kernel in a two-CTA cluster: the same multicast and remote releases as the 16-bit
+    GEMM, FP8's 128-byte K tiles (each CTA expects the shared 128x128 tile whole and half of the split one)."""
+    import torch
+
+    from tilepipe.host.configs import fp8_configs
+    from tilepipe.kernels.matmul_fp8 import scaled_spec
+    from tilepipe.verify.compile import compile_kernel
+
+    base = fp8_configs(False, torch.bfloat16)[0]
+    cfg = MatmulConfig(base.block_m, base.block_n, base.block_k, base.stages, cluster_m=shape[0], cluster_n=shape[1])
+    rep = compile_kernel(scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", False))
+    assert rep.spill_stores == rep.spill_loads == 0 and ".reqnctapercluster 2" in rep.ptx
+    assert len(MULTICAST.findall(rep.ptx)) == 1 and rep.count("mbarrier.arrive.shared::cluster.b64") == 2
+    own = base.block_m * base.block_k + base.block_n * base.block_k  # bytes of A and B tiles per CTA (fp8)
+    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], {own};", rep.ptx)

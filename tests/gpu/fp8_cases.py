@@ -9,6 +9,7 @@ wgmma's limited-precision accumulation (per-tensor/per-row accumulate over all o
 
 import json
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -54,7 +55,14 @@ def operands(M: int, N: int, K: int, a_dtype: torch.dtype, b_dtype: torch.dtype,
 
 
 def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | None = None) -> dict:
-    if schedule is not None:  # (a function-level `import tilepipe.api.fp8` would make `tilepipe` local here)
+    """`schedule`: "static", "streamk", "splitk" forced; or a cluster shape ("2x1", "1x2") forced through config=."""
+    config = None
+    if schedule in ("2x1", "1x2"):
+        from tilepipe.host.configs import fp8_configs
+
+        cm, cn = map(int, schedule.split("x"))
+        config = replace(fp8_configs(False, OUT[out_name])[0], cluster_m=cm, cluster_n=cn)
+    elif schedule is not None:  # (a function-level `import tilepipe.api.fp8` would make `tilepipe` local here)
         from tilepipe.api import fp8 as fp8_api
 
         fp8_api.fp8_schedule_for = lambda *args: schedule
@@ -63,7 +71,7 @@ def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | N
     for M, N, K in SHAPES:
         a, b, sa, sb, ref = operands(M, N, K, FP8[a_name], FP8[b_name], scaling)
         out = torch.full((M, N), float("nan"), device="cuda", dtype=OUT[out_name])
-        got = tilepipe.matmul_fp8(a, b, sa, sb, out=out)
+        got = tilepipe.matmul_fp8(a, b, sa, sb, out=out, config=config)
         torch.cuda.synchronize()
         err = float((got.double() - ref).norm() / ref.norm())
         worst = max(worst, err)

@@ -28,7 +28,8 @@ from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
 def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
-               out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None) -> torch.Tensor:
+               out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None,
+               config: MatmulConfig | None = None) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...).
 
     a is (M, K) row-major and b is (K, N) column-major (`w.t()` of a row-major (N, K) weight): fp8 wgmma reads both
@@ -36,9 +37,12 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     transpose is a full extra pass over the operand: pass `b.t().contiguous().t()` to pay it explicitly).
     Dtypes: float8_e4m3fn, or float8_e5m2 for one of the two. Scales are float32 (see the module table); D is
     bf16, fp16 or fp32, written into `out` when given. Rows that TMA cannot address (K not a multiple of 16) are
-    staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input.
+    staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input. `config`
+    overrides the tile configuration (per-tensor and per-row scales: also a 2x1 or 1x2 cluster, static schedule).
     """
     if torch.compiler.is_compiling():  # an opaque custom op for the compiler (tilepipe.api.library)
+        if config is not None:
+            raise ValueError("config= is not supported under torch.compile")
         if out is None:
             return torch.ops.tilepipe.matmul_fp8(a, b, scale_a, scale_b, out_dtype=out_dtype)
         torch.ops.tilepipe.matmul_fp8_out(out, a, b, scale_a, scale_b, out_dtype=out_dtype)
@@ -46,7 +50,8 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     try:  # a repeated call geometry skips validation and configuration: see _Fp8Plan
         key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, scale_a.shape,
                scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(), scale_b.dtype,
-               scale_b.device, out_dtype, None if out is None else (out.shape, out.stride(), out.dtype, out.device))
+               scale_b.device, out_dtype, None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+               config)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):  # not tensors, or unhashable: the checks say which
         key = plan = None
@@ -54,11 +59,12 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
         result = plan.run((a, b, scale_a, scale_b), out)
         if result is not None:
             return result
-    return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key)
+    return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key, config)
 
 
 def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-                out_dtype: torch.dtype, out: torch.Tensor | None, key: tuple | None) -> torch.Tensor:
+                out_dtype: torch.dtype, out: torch.Tensor | None, key: tuple | None,
+                config: MatmulConfig | None = None) -> torch.Tensor:
     """matmul_fp8 with every check and staging copy, remembering a plan for the call's geometry (`key`) when the
     launch read the call's own tensors."""
     M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
@@ -75,8 +81,13 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     if device_target(device) != "sm_90a":
         raise NotImplementedError("tilepipe.matmul_fp8 runs on Hopper (sm_90) only: its sm_100 (Blackwell) kernels are "
                                   "not built yet")
-    cfg = fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
-    schedule = fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device))
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    if config is not None and config.cluster.num_ctas > 1 and mode == "blockwise":
+        raise ValueError("config: the blockwise FP8 kernel has no cluster variant yet (cluster_m = cluster_n = 1)")
+    cfg = config or fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
+    schedule = ("static" if cfg.cluster.num_ctas > 1 else
+                fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
@@ -136,8 +147,11 @@ def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
                    out: torch.Tensor, device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
     """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
+    from tilepipe.kernels.matmul import operand_blocks
+
     stride = 1 if per_row else 0
-    tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (out, (cfg.block_m, cfg.block_n)))
+    blocks = operand_blocks(cfg, True)  # a cluster's tiles, split or shared over its CTAs
+    tma = ((a, *blocks["a"]), (b, *blocks["b"]), (out, *blocks["c"]))
     return _launch("scaled_matmul_kernel", tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg,
                    schedule)
 
@@ -145,16 +159,17 @@ def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
                       device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
     """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
-    tma = ((a, (cfg.block_m, cfg.block_k)), (b, (cfg.block_n, cfg.block_k)), (sa_t, (1, cfg.block_m)),
-           (sb_t, BlockwiseFP8TileStorage.b_scale_tile), (out, (cfg.block_m, cfg.block_n)))
+    tma = ((a, (cfg.block_m, cfg.block_k), ()), (b, (cfg.block_n, cfg.block_k), ()), (sa_t, (1, cfg.block_m), ()),
+           (sb_t, BlockwiseFP8TileStorage.b_scale_tile, ()), (out, (cfg.block_m, cfg.block_n), ()))
     return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg, schedule)
 
 
-def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], pointers: tuple, extra: tuple,
+def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple], ...], pointers: tuple, extra: tuple,
             variant: object, device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
-    fp8_schedule_for) with its arguments in order: TMA operands (tensor, block), pointers, the scheduler's workspace,
-    then M, N, K, the config's stage counts and GROUP_M, `extra` scalars and the kernel's schedule. The first call
+    fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases), pointers, the
+    scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
+    schedule and (scaled kernel) the cluster shape. The first call
     per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
     the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers (planned for
     this stream under stream-K)."""
@@ -163,9 +178,11 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], 
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, KERNEL_SCHEDULE.get(schedule, schedule))
+    if kernel == "scaled_matmul_kernel":
+        scalars += (cfg.cluster_m, cfg.cluster_n)
     grid = persistent_grid(M, b.shape[0], K, cfg, device, schedule)
-    key = (kernel, variant, scalars[-1], cfg, a.dtype, b.dtype, out.dtype, device)
-    args = (*(TmaOperand.of(t) for t, _ in tma), *(p.data_ptr() for p in pointers),
+    key = (kernel, variant, KERNEL_SCHEDULE.get(schedule, schedule), cfg, a.dtype, b.dtype, out.dtype, device)
+    args = (*(TmaOperand.of(t) for t, _, _ in tma), *(p.data_ptr() for p in pointers),
             workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
     launcher = _LAUNCHERS.launch(key, grid, stream, args)
     if launcher is not None:
@@ -175,9 +192,9 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int]], ...], 
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_matmul_kernel
 
     jit = scaled_matmul_kernel if kernel == "scaled_matmul_kernel" else blockwise_matmul_kernel
-    launched = jit[grid](*(tensor_descriptor(t, block) for t, block in tma), *pointers,
+    launched = jit[grid](*(tensor_descriptor(t, block, cga) for t, block, cga in tma), *pointers,
                          out if workspace is None else workspace,  # unread by static: any tensor types it
-                         *scalars, num_warps=cfg.num_warps, **BUILD_OPTIONS)
+                         *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, launched)
     return None
 

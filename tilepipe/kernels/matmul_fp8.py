@@ -10,6 +10,8 @@ matmul_fp8_blockwise.py.
 Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial tiles meet through a workspace as
 in matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
 TMA store overlapped with the next tile's main loop); load and store are the shared GEMM roles (gemm_roles.py).
+In a CLUSTER_M x CLUSTER_N cluster (static schedule) the blocks are the cluster's and the shared operand is
+multicast, as in matmul.py.
 """
 
 from triton.experimental import gluon
@@ -17,6 +19,7 @@ from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role
 from tilepipe.kernels.spec import tile_desc
+from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, InputPipelineStorage, OutputPipelineStorage,
@@ -26,26 +29,33 @@ from tilepipe.schedulers import scheduler_class
 
 
 @gluon.constexpr_function
-def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dtype, blockwise=False):
+def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dtype, blockwise=False, cluster_m=1,
+             cluster_n=1):
     """Shared memory: operand stages (plus the blockwise scales), output stages, and the pipelines between roles.
 
     Blockwise: the MMA role reads the scales with ordinary loads before it frees a stage, so the input pipeline's
-    consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot).
+    consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot). A cluster
+    (scaled kernel only) splits and shares the blocks as pipeline/cluster.py says.
     """
+    cluster = Cluster(cluster_m, cluster_n)
+    if blockwise and cluster.num_ctas > 1:
+        raise ValueError("the blockwise FP8 kernel has no cluster variant yet")
     storage = BlockwiseFP8TileStorage if blockwise else StandardTileStorage
     return SmemPlan("sm_90a",
-                    operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages),
-                    c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages),
+                    operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages,
+                                     a_cga=cluster.a, b_cga=cluster.b(True)),
+                    c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages, cga=cluster.c),
                     pipelines=SmemPipelineBundleNoClc(
-                        InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async"),
+                        InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async",
+                                             multicast=cluster.num_ctas > 1),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async")))
 
 
 @gluon.constexpr_function
-def accumulator_layout(num_warps, block_n):
-    """wgmma's fp32 accumulator layout: warpgroups stacked along M."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 32])
+def accumulator_layout(num_warps, block_n, bases=()):
+    """FP8 wgmma's fp32 accumulator layout: warpgroups stacked along M (in a cluster, each CTA's part)."""
+    return wgmma_accumulator(num_warps, block_n, bases, 32)
 
 
 @gluon.jit
@@ -61,7 +71,7 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
                     SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
-    acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
+    acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
@@ -91,13 +101,16 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
 @gluon.jit(do_not_specialize=["scale_a", "scale_b", "M", "N", "K"])  # one binary per configuration
 def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M, N, K, STAGES: gl.constexpr,
                          C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SA_STRIDE: gl.constexpr,
-                         SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr):
+                         SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
+                         CLUSTER_N: gl.constexpr = 1):
     """D = (A @ B^T) * scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row).
-    SCHEDULE: "static" or "streamk"; `workspace`: stream-K's flags and partial tiles (unread by static)."""
+    SCHEDULE: "static" or "streamk"; `workspace`: stream-K's flags and partial tiles (unread by static). Launched
+    with num_ctas = CLUSTER_M * CLUSTER_N (static only), the blocks are a cluster's tiles."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype)
+    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, False,
+                                  CLUSTER_M, CLUSTER_N)
     sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace)
     inputs, outputs = allocate_roles(PLAN)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N, SA_STRIDE,
@@ -111,19 +124,24 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
 
 
 def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool, schedule: str = "static"):
-    """scaled_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec (sm_90a)."""
+    """scaled_matmul_kernel for one configuration (and its cluster) and schedule as a tilepipe.verify.compile
+    KernelSpec (sm_90a)."""
+    from tilepipe.kernels.matmul import operand_blocks
     from tilepipe.kernels.spec import KernelSpec
 
     stride = 1 if per_row else 0
+    blocks = operand_blocks(cfg, True)
     return KernelSpec(f"{__name__}:scaled_matmul_kernel",
-                      {"a_desc": tile_desc(a_dtype, (cfg.block_m, cfg.block_k)),
-                       "b_desc": tile_desc(b_dtype, (cfg.block_n, cfg.block_k)),
-                       "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "scale_a": "*fp32", "scale_b": "*fp32",
+                      {"a_desc": tile_desc(a_dtype, *blocks["a"]), "b_desc": tile_desc(b_dtype, *blocks["b"]),
+                       "d_desc": tile_desc(c_dtype, *blocks["c"]), "scale_a": "*fp32", "scale_b": "*fp32",
                        "workspace": "*i32", "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr",
                        "C_STAGES": "constexpr", "GROUP_M": "constexpr", "SA_STRIDE": "constexpr",
-                       "SB_STRIDE": "constexpr", "SCHEDULE": "constexpr"},
+                       "SB_STRIDE": "constexpr", "SCHEDULE": "constexpr", "CLUSTER_M": "constexpr",
+                       "CLUSTER_N": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SA_STRIDE": stride,
-                       "SB_STRIDE": stride, "SCHEDULE": schedule},
-                      num_warps=cfg.num_warps, divisible_by_16=("workspace", ))  # the JIT's: the scales unspecialized
+                       "SB_STRIDE": stride, "SCHEDULE": schedule, "CLUSTER_M": cfg.cluster_m,
+                       "CLUSTER_N": cfg.cluster_n},
+                      num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas},
+                      divisible_by_16=("workspace", ))  # the JIT's: the scales unspecialized
 
 
