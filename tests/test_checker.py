@@ -66,7 +66,8 @@ def test_every_shipped_kernel_passes(shipped):
     kernels = {r.kernel for r in shipped}
     assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *(f"{epilogue} {schedule}" for epilogue in MATMUL_EPILOGUES
                                                               for schedule in ("dynamic", "streamk")),
-                       "matmul_fp8 scaled", "matmul_fp8 blockwise", "sm100_matmul_kernel", "pipeline_demo stress",
+                       "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 blockwise", "sm100_matmul_kernel",
+                       "pipeline_demo stress",
                        "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))

@@ -3,6 +3,7 @@ cuBLAS, report what each compiles to (no GPU needed), or run the pipeline protoc
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from tilepipe._text import format_table
@@ -48,6 +49,9 @@ def report() -> int:
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", "streamk"),
               restage_spec()]
+    specs += [scaled_spec(replace(fp8_configs(False, torch.bfloat16)[0], cluster_m=m, cluster_n=n), "fp8e4nv",
+                          "fp8e4nv", "bf16", False) for m, n in (v.options["cluster"] for v in shipped_variants()
+                                                                 if v.kernel == "matmul_fp8 scaled cluster")]
     rows = [("kernel", "target", "smem B", "TMEM cols", "regs", "spills B", "mbarriers", "mma", "tma", "tmem ld")]
     failed = 0
     for spec, rep in zip(specs, compile_kernels(specs)):

@@ -51,6 +51,8 @@ def shipped_variants() -> list[Variant]:
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
+    variants += [Variant("matmul_fp8 scaled cluster", f"matmul_fp8 scaled cluster {m}x{n}", {"cluster": (m, n)})
+                 for m, n in ((2, 1), (1, 2))]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))

@@ -151,6 +151,16 @@ def fp8_protocols() -> list[Protocol]:
                 name = f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> {c_dtype}"
                 protocols.append(Protocol("matmul_fp8 " + ("blockwise" if blockwise else "scaled"), name,
                                           plan_storages(plan), roles, tile_cases(cfg.stages), spec))
+    cfg = fp8_configs(False, torch.bfloat16)[0]  # two-CTA clusters: both CTAs over the multicast input ring
+    for m, n in ((2, 1), (1, 2)):
+        plan = fp8_plan.fn(cfg.block_m * m, cfg.block_n * n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
+                           "fp8e4nv", "bf16", False, m, n)
+        pair = replace(cfg, cluster_m=m, cluster_n=n)
+        protocols.append(Protocol("matmul_fp8 scaled cluster", f"{m}x{n} {cfg.block_m}x{cfg.block_n} "
+                                  f"stages={cfg.stages} -> bf16", plan_storages(plan),
+                                  matmul_roles(False, "scaled_mma_role"),
+                                  trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)),
+                                  lambda pair=pair: scaled_spec(pair, "fp8e4nv", "fp8e4nv", "bf16", True), ctas=2))
     return protocols
 
 

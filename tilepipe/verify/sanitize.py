@@ -97,8 +97,9 @@ def run_matmul(options: dict) -> bool:
     return close(got, reference)
 
 
-def run_fp8(scaling: str) -> bool:
-    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE."""
+def run_fp8(scaling: str, cluster: tuple[int, int] | None = None) -> bool:
+    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE (per-tensor and per-row: in a two-CTA
+    `cluster` when given)."""
     import torch
 
     import tilepipe
@@ -117,7 +118,14 @@ def run_fp8(scaling: str) -> bool:
     else:
         full_a, full_b = sa.cpu().double(), sb.cpu().double()
     reference = (a.cpu().double() * full_a) @ (w.cpu().double().t() * full_b)
-    got = tilepipe.matmul_fp8(a, w.t(), sa, sb)
+    config = None
+    if cluster is not None:
+        from dataclasses import replace
+
+        from tilepipe.host.configs import fp8_configs
+
+        config = replace(fp8_configs(False, torch.bfloat16)[0], cluster_m=cluster[0], cluster_n=cluster[1])
+    got = tilepipe.matmul_fp8(a, w.t(), sa, sb, config=config)
     return close(got, reference)
 
 
@@ -142,6 +150,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_matmul(options) if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "matmul_fp8 scaled":
         return lambda: run_fp8("tensor") and run_fp8("row")
+    if variant.kernel == "matmul_fp8 scaled cluster":
+        return lambda: run_fp8("tensor", options["cluster"]) and run_fp8("row", options["cluster"])
     if variant.kernel == "matmul_fp8 blockwise":
         return lambda: run_fp8("blockwise")
     if variant.kernel == "restage_rows_kernel":
