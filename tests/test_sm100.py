@@ -2,6 +2,8 @@
 and tensor memory against the plan and the limits, the plan's refusals, and which kernel a GPU gets. Nothing here runs
 a kernel: the sm_100a GEMM has been compiled, never run."""
 
+import re
+
 import pytest
 import torch
 
@@ -75,6 +77,45 @@ def test_sm100_gemm_instruction_mix(reports, index):
     readers = 3 + has_c
     assert report.count("query_cancel.is_canceled") == (1 + readers if clc else 0)
     assert report.count("query_cancel.get_first_ctaid") == (readers - 1 if clc else 0)
+
+
+def innermost_loop(ptx: str, marker: str) -> list[str]:
+    """The PTX lines of the innermost loop (a `$L__` label up to a branch back to it) that holds `marker`."""
+    lines = ptx.splitlines()
+    labels = {match.group(1): i for i, line in enumerate(lines) if (match := re.match(r"(\$L__\w+):", line.strip()))}
+    loops = [(labels[match.group(1)], i) for i, line in enumerate(lines)
+             if (match := re.search(r"\bbra(?:\.uni)?\s+(\$L__\w+);", line)) and labels.get(match.group(1), i + 1) <= i]
+    start, end = min(((a, b) for a, b in loops if any(marker in line for line in lines[a:b + 1])),
+                     key=lambda loop: loop[1] - loop[0])
+    return lines[start:end + 1]
+
+
+@pytest.mark.parametrize("index", [i for i, case in enumerate(CASES) if not case[4]],
+                         ids=[case_id(case) for case in CASES if not case[4]])
+def test_sm100_gemm_per_k_step_and_per_tile(reports, index):
+    """What docs/blackwell-vs-upstream.md compares with the upstream Gluon tutorials, where it sits. One k-step of the
+    MMA role: one wait for the stage, BK/16 MMAs and one commit (the last MMA's, which frees the stage); the
+    accumulator's commit is the tile's, outside that loop. One k-step of the load role: one wait, one expect, the A
+    box and B's boxes. Per tile, the epilogue waits once and makes two named barriers per sub-tile (after the store
+    wait, before the TMA store) plus one before freeing the accumulator. Static schedule: each role's mbarrier waits
+    (epilogue 1, load 1, MMA 2) plus the drains at role exit (a wait per input stage, per accumulator)."""
+    cfg, dtype, c_dtype, kmajor, has_c, source, bias, schedule = CASES[index]
+    ptx = reports[index].ptx
+    mma_step = innermost_loop(ptx, "tcgen05.mma.")
+    assert sum("tcgen05.mma." in line for line in mma_step) == cfg.block_k // 16
+    assert sum("tcgen05.commit" in line for line in mma_step) == 1
+    assert sum("mbarrier.try_wait" in line for line in mma_step) == 1
+    load_step = innermost_loop(ptx, "cp.async.bulk.tensor.2d.shared")
+    b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
+    assert sum("cp.async.bulk.tensor.2d.shared" in line for line in load_step) == 1 + b_boxes
+    assert sum("mbarrier.try_wait" in line for line in load_step) == 1
+    assert sum("expect_tx" in line for line in load_step) == 1
+    subtiles = cfg.block_n // EPILOGUE_N
+    clc = schedule == "clc"
+    assert reports[index].count("bar.sync \t0, 128;") == 2 * subtiles + 1 + clc  # CLC: the epilogue frees a ring slot
+    assert reports[index].count("tcgen05.wait::ld") == subtiles
+    if not clc:
+        assert reports[index].count("mbarrier.try_wait") == 4 + cfg.stages + 2
 
 
 def test_plan_over_the_smem_limit_is_a_compile_error(reports):

@@ -46,23 +46,27 @@ def run(dtype: str, out_dtype: str, layout: str, shapes: list[tuple[int, int, in
 SPLITK_SHAPES = [(1, 4096, 4096), (8, 1000, 4096), (33, 4000, 3000), (64, 1000, 4096), (96, 2000, 4096),
                  (17, 520, 8200), (100, 264, 1000), (128, 130, 2000)]
 """Small M with ragged N and K: split 2 to 16 ways over tiles of 64 rows (one or two rows of tiles)."""
+CHOSEN_SPLITK_SHAPES = [(8, 1000, 14352), (33, 2000, 12000), (96, 1000, 16000)]
+"""Small M with long K, where matmul's own choice is split-K (predict_us: one program a tile would stream its
+k-steps for longer than the split's DRAM time and fixup; SPLITK_SHAPES are too short for that)."""
 
 
 def run_splitk(dtype: str, out_dtype: str, layout: str) -> dict:
-    """SPLITK_SHAPES under scheduler="splitk" and under matmul's own choice, which must pick split-K for most of
-    them (else this would test the static schedule twice)."""
+    """SPLITK_SHAPES under scheduler="splitk", and with CHOSEN_SPLITK_SHAPES under matmul's own choice, which must
+    pick split-K for the latter (else this would test the static schedule twice)."""
     from tilepipe.host.configs import config_for, schedule_for, schedule_programs, tile_count
     from tilepipe.host.device import sm_count
 
     sms, device = sm_count(torch.cuda.current_device()), torch.cuda.current_device()
     chosen, split = [], 0
-    for M, N, K in SPLITK_SHAPES:
+    for M, N, K in SPLITK_SHAPES + CHOSEN_SPLITK_SHAPES:
         cfg = config_for(M, N, K, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor", device)
         chosen.append(schedule_for(M, N, K, cfg, sms))
         split += schedule_programs(M, N, K, cfg, sms, "splitk") > tile_count(M, N, cfg)
     results = [run(dtype, out_dtype, layout, SPLITK_SHAPES, scheduler="splitk"),
-               run(dtype, out_dtype, layout, SPLITK_SHAPES)]
-    ok = all(r["ok"] for r in results) and chosen.count("splitk") * 2 > len(chosen) and split == len(chosen)
+               run(dtype, out_dtype, layout, SPLITK_SHAPES + CHOSEN_SPLITK_SHAPES)]
+    ok = (all(r["ok"] for r in results) and chosen[len(SPLITK_SHAPES):] == ["splitk"] * len(CHOSEN_SPLITK_SHAPES)
+          and split == len(chosen))
     return {"case": f"splitk {dtype}->{out_dtype} b={layout}", "ok": ok, "chosen": chosen, "split": split,
             "worst_rel_err": max(r["worst_rel_err"] for r in results),
             "failures": [f for r in results for f in r["failures"]]}

@@ -59,7 +59,8 @@ STREAMK_MIN_GAIN = 1.05
 STREAMK_FIXUP_US = 10.0
 """What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
 (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
-14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json)."""
+14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json). Those launches add
+one partial a finisher; streamk_fixup_us scales it to other tiles and shares."""
 
 SECTOR_BYTES, LINE_BYTES = 32, 128
 RESTAGE_GAIN = 0.25
@@ -147,12 +148,24 @@ def tile_us(cfg: MatmulConfig, K: int) -> float:
 
 # ---- predicted time, and small M (decode) plans: 64-row tiles, split-K (issue 20) -------------------------
 
-DRAM_BYTES_PER_US = 3.0e6
-"""What the H100's HBM3 gives a streaming GEMM (3.35 TB/s peak, about 90%): the floor of a memory-bound GEMM."""
+DRAM_BYTES_PER_US = 2.6e6
+"""What a streaming GEMM gets from the H100's HBM3 (3.35 TB/s peak): the slope of the static decode rows of
+bench/results/shapes-h100.json whose time is their bytes (the 64-row tile at N x K = 4096 x 4096, 6144 x 4096 and
+14336 x 4096, M = 1 to 96: 24.4-57.6 us for 34-121 MB; least squares 2.62 TB/s, L2_DIRTY_BYTES the intercept)."""
+L2_DIRTY_BYTES = 20e6
+"""What a GEMM at the DRAM floor moves besides its operands and output, up to its operand bytes (the same fit's
+intercept: 7.6 us at DRAM_BYTES_PER_US, 19.8 MB; cuBLAS's rows give 9.3 us with its launch): the dirty lines
+do_bench's 256 MB write leaves in the 50 MB L2, written back as the operands' reads evict them (a likely cause,
+not measured apart: docs/perf-log.md row 21). A compute-bound GEMM hides it under its k-steps."""
 LOAD_LATENCY_US = 1.5
 """From a TMA load's issue to its landing, loaded: one SM keeps its stages' bytes in flight once per this long."""
 SM_BYTES_PER_US = 110e3
-"""The most one SM's TMA loads bring in (about 64 bytes a clock at 1.75 GHz)."""
+"""The most one SM's TMA loads bring in from L2 (about 64 bytes a clock at 1.75 GHz)."""
+SM_DRAM_BYTES_PER_US = 84e3
+"""The most one SM's TMA loads bring in where B comes from DRAM: at most two rows of tiles (small M), whose programs
+read each B panel at about the same time, so none finds its lines in L2. The 64-row tile's 24 KiB k-steps took
+0.28-0.29 us (84-88 KB/us) at N x K = 4096 x 14336, M = 1 to 32, static on 32 SMs (bench/results/shapes-h100.json),
+where its 8 stages at LOAD_LATENCY_US would allow 0.19; at M = 96 (two rows, 64 SMs) 0.26."""
 LAUNCH_US = 4.0
 """What a launch adds to its main loops: the launch, the prologue, the first loads' latency, the last epilogue."""
 MMA_EFFICIENCY = {4: 0.83, 8: 1.0}
@@ -171,22 +184,38 @@ with equal tiles; split-K before stream-K: one unit a program)."""
 def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: int, in_bytes: int = 2,
                out_bytes: int = 2, sm_flops: float = SM_FLOPS) -> float:
     """Predicted kernel time of one GEMM: the busiest program's k-steps, each as long as its wgmma or its operand
-    loads (whichever is slower), or every operand and output byte once at DRAM speed where that is longer; plus
-    the partial tiles' fixup and LAUNCH_US. A padded tile (M below its rows) costs its full wgmma."""
+    loads (whichever is slower; at most SM_DRAM_BYTES_PER_US where one or two rows of tiles read B from DRAM), or
+    every operand and output byte once at DRAM speed (plus L2_DIRTY_BYTES) where that is longer; plus the partial
+    tiles' fixup (streamk_fixup_us) and LAUNCH_US. A padded tile (M below its rows) costs its full wgmma."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
     programs = schedule_programs(M, N, K, cfg, sms, schedule)
     if KERNEL_SCHEDULE.get(schedule, schedule) == "streamk":
         dp_tiles, ragged = streamk_split(tiles, programs)
         steps = dp_tiles // programs * k_tiles + -(-(tiles - dp_tiles) * k_tiles // programs)
-        fixup = STREAMK_FIXUP_US * bm * bn / (128 * 256) if ragged else 0.0  # measured at 128x256, by area
+        fixup = streamk_fixup_us(cfg, tiles - dp_tiles, programs) if ragged else 0.0
     else:
         steps, fixup = -(-tiles // programs) * k_tiles, 0.0
     stage_bytes = (bm + bn) * bk * in_bytes
-    stream = min(SM_BYTES_PER_US, cfg.stages * stage_bytes / LOAD_LATENCY_US)
+    sm_bytes = SM_DRAM_BYTES_PER_US if M <= 2 * cfg.tile_m else SM_BYTES_PER_US
+    stream = min(sm_bytes, cfg.stages * stage_bytes / LOAD_LATENCY_US)
     step_us = max(2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6, stage_bytes / stream)
-    dram_us = ((M + N) * K * in_bytes + M * N * out_bytes) / DRAM_BYTES_PER_US
+    reads = (M + N) * K * in_bytes
+    dram_us = (reads + M * N * out_bytes + min(reads, L2_DIRTY_BYTES)) / DRAM_BYTES_PER_US
     return max(steps * step_us, dram_us) + fixup + LAUNCH_US
+
+
+def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> float:
+    """What the partial tiles add to a stream-K (or split-K) launch: one fp32 tile's trip through memory (half of
+    STREAMK_FIXUP_US at 128x256, by area) for the contributors' stores (made at once), and one for each partial its
+    finisher then loads and adds, one after another. The finisher adds programs / split_tiles partials on average,
+    one fewer where the programs' ranges end on tile boundaries (split-K: splits - 1), at least one where they do
+    not. At 64x128, where the split schedules share static's DRAM time (the K = 4096 decode rows of
+    bench/results/shapes-h100.json), split-K over 2 or 4 programs a tile measured 0.4-3.6 us over static and
+    stream-K 3.6-6.7, against 2.5-5.0 and 2.7-6.4 here (4 splits cost less than modelled: 2.4-3.6 us, not 5.0);
+    blockwise FP8 split 8 ways at 64x2048x7168 measured 25.6 us in all, 25.7 predicted."""
+    share = programs / split_tiles - 1 if programs % split_tiles == 0 else max(1.0, programs / split_tiles)
+    return STREAMK_FIXUP_US / 2 * cfg.block_m * cfg.block_n / (128 * 256) * (1 + share)
 
 
 def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:
