@@ -15,8 +15,9 @@ TMA store overlapped with the next tile's main loop); load and store are the sha
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_unit
 from tilepipe.kernels.spec import tile_desc
+from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, InputPipelineStorage, OutputPipelineStorage,
@@ -44,8 +45,8 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
 
 @gluon.constexpr_function
 def accumulator_layout(num_warps, block_n):
-    """wgmma's fp32 accumulator layout: warpgroups stacked along M."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 32])
+    """FP8 wgmma's fp32 accumulator layout: warpgroups stacked along M."""
+    return wgmma_accumulator(num_warps, block_n, (), 32)
 
 
 @gluon.jit
@@ -65,12 +66,7 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
-        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
-        k_begin, k_end = work.k_steps(k_tiles)
-        for k in range(k_begin, k_end):
-            tiles = consumer.acquire()
-            acc, consumer = tiles.wgmma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc)
-        acc, consumer = consumer.retire(acc)
+        acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, True)  # FP8: B always K-major
         if work.finishes:  # the scales multiply the whole sum: a stream-K finisher adds the partials first
             acc = work.add_partials(acc)
             pid_m, pid_n = work.coords()

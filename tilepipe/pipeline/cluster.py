@@ -60,10 +60,11 @@ def ctas_splitting(bases) -> int:
 
 
 @gluon.constexpr_function
-def wgmma_accumulator(num_warps, block_n, bases):
+def wgmma_accumulator(num_warps, block_n, bases=(), instr_k=16):
     """The wgmma accumulator layout of a [BM, block_n] cluster tile split over the CTAs as `bases` say: each CTA's
-    warps cover its own part, one instruction as wide as a CTA's columns."""
+    warps cover its own part, one instruction as wide as a CTA's columns (`instr_k`: 16 for 16-bit operands, 32 for
+    FP8)."""
     bases = [list(basis) for basis in bases]
     cols_per_cta = block_n // 2 if any(basis[1] for basis in bases) else block_n
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, cols_per_cta, 16],
-                                     cga_layout=bases)
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                     instr_shape=[16, cols_per_cta, instr_k], cga_layout=bases)
