@@ -78,3 +78,19 @@ def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr
     """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
     cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
     return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
+
+
+@gluon.jit
+def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
+               B_KMAJOR: gl.constexpr):
+    """An sm_90a MMA role's main loop for one scheduler unit: a fresh accumulator, one wgmma per k-step of the unit
+    on the input stages (B transposed when K-major), the last ones retired. Returns (acc, the consumer)."""
+    acc = gl.zeros([BM, BN], gl.float32, acc_layout)
+    k_begin, k_end = work.k_steps(k_tiles)
+    for k in range(k_begin, k_end):
+        tiles = consumer.acquire()
+        b = tiles.b_tile()
+        if B_KMAJOR:
+            b = b.permute((1, 0))
+        acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
+    return consumer.retire(acc)

@@ -22,7 +22,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role,
-                                        store_role)
+                                        store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
@@ -76,15 +76,7 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
-        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
-        k_begin, k_end = work.k_steps(k_tiles)
-        for k in range(k_begin, k_end):
-            tiles = consumer.acquire()
-            b = tiles.b_tile()
-            if B_KMAJOR:
-                b = b.permute((1, 0))
-            acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
-        acc, consumer = consumer.retire(acc)
+        acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
         if work.finishes:
             acc = work.add_partials(acc)
             with outputs.produce() as out:

@@ -17,7 +17,7 @@ multicast, as in matmul.py.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_unit
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.output import OutputTilePipeline
@@ -75,12 +75,7 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
-        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
-        k_begin, k_end = work.k_steps(k_tiles)
-        for k in range(k_begin, k_end):
-            tiles = consumer.acquire()
-            acc, consumer = tiles.wgmma(tiles.a_tile(), tiles.b_tile().permute((1, 0)), acc)
-        acc, consumer = consumer.retire(acc)
+        acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, True)  # FP8: B always K-major
         if work.finishes:  # the scales multiply the whole sum: a stream-K finisher adds the partials first
             acc = work.add_partials(acc)
             pid_m, pid_n = work.coords()

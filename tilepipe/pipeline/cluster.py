@@ -60,7 +60,7 @@ def ctas_splitting(bases) -> int:
 
 
 @gluon.constexpr_function
-def wgmma_accumulator(num_warps, block_n, bases, instr_k=16):
+def wgmma_accumulator(num_warps, block_n, bases=(), instr_k=16):
     """The wgmma accumulator layout of a [BM, block_n] cluster tile split over the CTAs as `bases` say: each CTA's
     warps cover its own part, one instruction as wide as a CTA's columns (`instr_k`: 16 for 16-bit operands, 32 for
     FP8)."""

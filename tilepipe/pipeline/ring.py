@@ -127,11 +127,9 @@ class ProducerConsumerPipeline:
                consumer_proxy="async", probe=None, multicast=False, _semantic=None, _generator=None):
         """Allocate 2 x num_stages barriers per CTA (and, `multicast`, a pair barrier per stage in a two-CTA
         cluster) from one declaration and initialise them."""
-        ctas, stages = _unwrap_if_constexpr(gl.num_ctas(_semantic=_semantic)), _unwrap_if_constexpr(num_stages)
-        barriers = gl.allocate_shared_memory(gl.int64, [2 * stages, ctas], mbarrier.MBarrierLayout.multicta(ctas),
-                                             _semantic=_semantic)
-        pair = gl.allocate_shared_memory(gl.int64, [stages, 1], mbarrier.MBarrierLayout.multicta(ctas, True),
-                                         _semantic=_semantic) if _unwrap_if_constexpr(multicast) else None
+        stages = _unwrap_if_constexpr(num_stages)
+        barriers = allocate_barriers(2 * stages, False, name, _semantic)
+        pair = allocate_barriers(stages, True, name, _semantic) if _unwrap_if_constexpr(multicast) else None
         pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
                                                       name, producer_proxy, consumer_proxy, probe, pair,
                                                       _semantic=_semantic)
@@ -309,6 +307,16 @@ def _library_revision() -> str:
 
 
 _LIB_REV = gl.constexpr(_library_revision())
+
+
+def allocate_barriers(count: int, pair: bool, name: str, semantic):
+    """`count` mbarriers of every CTA of the launch ([count, CTAs]), or with `pair` one per two-CTA pair, in its first
+    CTA ([count, 1]): the one allocation rule of pipelines and storage parts."""
+    ctas = _unwrap_if_constexpr(gl.num_ctas(_semantic=semantic))
+    if pair and ctas != 2:
+        raise _trace.ProtocolError(f"{name}: pair barriers need a two-CTA cluster, the kernel has {ctas} CTAs")
+    return gl.allocate_shared_memory(gl.int64, [count, ctas // 2 if pair else ctas],
+                                     mbarrier.MBarrierLayout.multicta(ctas, pair), _semantic=semantic)
 
 
 def _advanced(pipe, semantic):

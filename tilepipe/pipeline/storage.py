@@ -30,11 +30,10 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout, allocate_tensor_memory
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.language import core as tl
-from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe._text import format_table
 from tilepipe.pipeline.cluster import Bases, cga_list, ctas_splitting
-from tilepipe.pipeline.ring import ProducerConsumerPipeline
+from tilepipe.pipeline.ring import ProducerConsumerPipeline, allocate_barriers
 
 SMEM_LIMIT_BYTES = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}
 """Largest dynamic shared memory one block may use, per target (the opt-in limit of H100/H200 and B200)."""
@@ -116,13 +115,7 @@ class Part:
         """Allocate this part in the kernel being traced (barriers: [count, CTAs that hold one], one per CTA or
         per pair of the launch's cluster)."""
         if self.kind in ("barrier", "pair_barrier"):
-            pair = self.kind == "pair_barrier"
-            ctas = _unwrap_if_constexpr(gl.num_ctas(_semantic=semantic))
-            if pair and ctas != 2:
-                raise ValueError(f"{self.name}: pair barriers need a two-CTA cluster, the kernel has {ctas} CTAs")
-            layout = mbarrier.MBarrierLayout.multicta(ctas, pair)
-            return gl.allocate_shared_memory(gl.int64, [self.stages, ctas // 2 if pair else ctas], layout,
-                                             _semantic=semantic)
+            return allocate_barriers(self.stages, self.kind == "pair_barrier", self.name, semantic)
         return gl.allocate_shared_memory(dtype_of(self.dtype), self.shape, self.layout, _semantic=semantic)
 
 

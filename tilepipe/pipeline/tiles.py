@@ -32,6 +32,7 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 from triton.language.core import _unwrap_if_constexpr, base_value
 
 from tilepipe.pipeline import _trace
+from tilepipe.pipeline.cluster import ctas_splitting
 from tilepipe.pipeline.ring import ConsumerStage, ProducerConsumerPipeline, ProducerStage
 
 Payload = base_value
@@ -43,7 +44,7 @@ accessors (`tile(field)` reaches any other array). The storages give `StandardTi
 def _shared_by_cluster(tile) -> bool:
     """Whether every CTA of the cluster holds all of `tile` (a replicated cga layout), so one multicast fills it."""
     bases = tile.type.layout.cga_layout
-    return bool(bases) and not any(any(basis) for basis in bases)
+    return bool(bases) and ctas_splitting(bases) == 1
 
 
 def _payload_tile(payload, field: str, stage_index, j, k_group_size: int, semantic):
