@@ -13,11 +13,14 @@ them and nothing else (only triton and torch are imported), and checks its own r
 - `smem_ring`: a 1-warp producer writing a 16-byte slot with ordinary stores (every lane the same words) and
   arriving on its full barrier, read by two consumer partitions that arrive on its empty barrier (the dynamic
   scheduler's tile-id ring).
+- `oversized_smem`: no warp specialization, one 64 KB shared buffer. Loading a kernel that needs more than 48 KB of
+  shared memory makes Triton's module loader try a function attribute first and fall back on its rejection, a
+  CUDA API error memcheck reports for every such kernel.
 
 A hazard racecheck reports here as it does in tilepipe is the tool not modelling that hand-off (every access is
 ordered by an mbarrier arrive/wait pair or the warp_specialize barrier, and the results are exact). Run under the
 sanitizer by `python -m tilepipe.verify.sanitize` (gpu_check.sh's sanitize part), or alone:
-`compute-sanitizer --tool racecheck python scripts/sanitize_repro.py [capture|tma_ring|tma_ring_fenced|smem_ring ...]`.
+`compute-sanitizer --tool racecheck python scripts/sanitize_repro.py [capture|tma_ring|tma_ring_fenced|smem_ring|oversized_smem ...]`.
 """
 
 import sys
@@ -123,6 +126,16 @@ def smem_ring_kernel(out_ptr, n_items):
                         (_slot_consumer, (slots, full, empty, out_ptr, n_items, 1, 1))], [1, 1], [24, 24])
 
 
+@gluon.jit
+def oversized_smem_kernel(x_ptr, out_ptr):
+    """out = x (a 128 x 128 fp32 tile) through one 64 KB shared buffer."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [gl.num_warps(), 1], [1, 0])
+    offs = gl.arange(0, 128, gl.SliceLayout(1, layout))[:, None] * 128 + gl.arange(0, 128, gl.SliceLayout(0, layout))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [128, 128], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
+                                    gl.load(x_ptr + offs))
+    gl.store(out_ptr + offs, buf.load(layout))
+
+
 def run(name: str) -> bool:
     """Launch one repro kernel on the GPU; whether its result is exact."""
     import torch
@@ -139,8 +152,13 @@ def run(name: str) -> bool:
         desc = TensorDescriptor.from_tensor(x, block, gl.NVMMASharedLayout.get_default_for(block, gl.float16))
         tma_ring_kernel[(1, )](desc, out, n_tiles, name == "tma_ring_fenced", num_warps=DEFAULT_WARPS)
         expected = x
+    elif name == "oversized_smem":
+        x = torch.randn(128, 128, device="cuda")
+        out = torch.full_like(x, float("nan"))
+        oversized_smem_kernel[(1, )](x, out, num_warps=DEFAULT_WARPS)
+        expected = x
     else:
-        n_items = 4 * STAGES.value + 1
+        n_items = 32 * STAGES.value + 1  # many laps, so reads of one lap meet writes of the next
         out = torch.full((n_items, 2), -1, dtype=torch.int32, device="cuda")
         smem_ring_kernel[(1, )](out, n_items, num_warps=DEFAULT_WARPS)
         expected = torch.arange(n_items, device="cuda", dtype=torch.int32)[:, None].expand(n_items, 2)
@@ -148,7 +166,7 @@ def run(name: str) -> bool:
     return bool(torch.equal(out, expected))
 
 
-KERNELS = ("capture", "tma_ring", "tma_ring_fenced", "smem_ring")
+KERNELS = ("capture", "tma_ring", "tma_ring_fenced", "smem_ring", "oversized_smem")
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(KERNELS)

@@ -76,6 +76,42 @@ def test_a_group_is_explained_only_by_an_entry_naming_its_tool_kernels_and_lines
         assert explain(ring, [{**entry, **change}]) is None, change
 
 
+def test_an_entry_names_a_kernels_entry_line_by_its_def_and_follows_it():
+    """Racecheck places Triton's warp_specialize dispatch at the kernel's def line: 'def MODULE:FUNCTION' is that
+    line, wherever the function now starts."""
+    import inspect
+
+    from tilepipe.kernels.matmul import matmul_kernel
+
+    lines, first = inspect.getsourcelines(matmul_kernel.fn)
+    line = first + next(i for i, text in enumerate(lines) if text.startswith("def "))
+    assert sanitize.resolve("def tilepipe.kernels.matmul:matmul_kernel") == f"matmul.py:{line}"
+    entry = {"tool": "racecheck", "kernels": ["matmul_kernel"], "locations": ["def tilepipe.kernels.matmul:matmul_kernel"],
+             "verdict": "tool limitation", "reason": "dispatch word"}
+    at_def = Group("racecheck", "Error: Race", ("matmul_kernel", ), (f"matmul.py:{line}", ))
+    assert explain(at_def, [entry]) == "tool limitation: dispatch word"
+    assert explain(Group("racecheck", "Error: Race", ("matmul_kernel", ), (f"matmul.py:{line + 1}", )), [entry]) is None
+
+
+def test_an_api_error_is_named_by_what_it_says():
+    api = [g for g in group(parse("memcheck", MEMCHECK)) if not g.kernels][0]
+    entry = {"tool": "memcheck", "kernels": [], "locations": [], "what": api.what, "verdict": "benign", "reason": "why"}
+    assert explain(api, [entry]) == "benign: why"
+    assert explain(api, [{**entry, "what": "Program hit something else"}]) is None
+
+
+def test_an_explanation_by_a_repro_holds_only_if_the_repro_reported_the_same_tool():
+    found = {"tool": "racecheck", "reason": "tool limitation: reproduced by scripts/sanitize_repro.py smem_ring: x"}
+    seen = [{"tool": "racecheck", "variants": ["repro smem_ring"]}]
+    sanitize.require_reproduced(found, seen)
+    assert found["reason"] is not None
+    for repro_groups in ([], [{"tool": "memcheck", "variants": ["repro smem_ring"]}],
+                         [{"tool": "racecheck", "variants": ["repro tma_ring"]}]):
+        found = {"tool": "racecheck", "reason": "tool limitation: reproduced by scripts/sanitize_repro.py smem_ring"}
+        sanitize.require_reproduced(found, repro_groups)
+        assert found["reason"] is None and found["unreproduced"] == "smem_ring"
+
+
 def test_the_allow_list_loads_and_every_entry_gives_its_reason(tmp_path):
     load_allow_list()
     todo = tmp_path / "allow.json"
@@ -130,10 +166,12 @@ def test_repro_kernels_compile_with_the_hand_offs_they_stand_for(monkeypatch):
                                                              "out_ptr": "*fp16", "n_tiles": "i32",
                                                              "FENCE": "constexpr"}, {"FENCE": fence})
                for fence in (False, True)),
-             KernelSpec("sanitize_repro:smem_ring_kernel", {"out_ptr": "*i32", "n_items": "i32"})]
-    capture, tma_ring, fenced, smem_ring = compile_kernels(specs)
-    for report in (capture, tma_ring, fenced, smem_ring):
+             KernelSpec("sanitize_repro:smem_ring_kernel", {"out_ptr": "*i32", "n_items": "i32"}),
+             KernelSpec("sanitize_repro:oversized_smem_kernel", {"x_ptr": "*fp32", "out_ptr": "*fp32"})]
+    capture, tma_ring, fenced, smem_ring, oversized = compile_kernels(specs)
+    for report in (capture, tma_ring, fenced, smem_ring, oversized):
         assert not isinstance(report, CompileError), report
+    assert oversized.shared > 48 * 1024 and oversized.count("mbarrier") == 0  # over the loader's 48 KB line only
     assert tma_ring.count("fence.proxy.async") == 0 < fenced.count("fence.proxy.async")
     assert capture.count("barrier.sync") > 0 and capture.count("mbarrier") == 0  # the capture hand-off only
     assert tma_ring.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 1

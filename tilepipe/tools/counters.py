@@ -32,7 +32,8 @@ BF16_SHAPES = [(1536, 2816, 4096), (896, 4864, 4096), (8192, 8192, 8192), (7168,
 """One exact wave of 128x256 tiles; SMs + 1 tiles (stream-K by default); the large square; K = 3000 (rows 6000 bytes
 apart, off 128-byte lines) against K = 3072."""
 CLUSTER_SHAPES = [(8192, 8192, 8192), (7168, 5120, 3000)]
-"""Shapes of BF16_SHAPES also run with matmul's tile in a 2x1 cluster (B multicast), to see the L2 traffic it saves."""
+"""Shapes of BF16_SHAPES (and the per-tensor FP8 one) also run with their tile in a 2x1 cluster (B multicast), to
+see the L2 traffic it saves."""
 FP8_SHAPES = [(8192, 8192, 8192, "tensor"), (4096, 7168, 16384, "blockwise")]
 _SCALES = {"second": 1e6, "msecond": 1e3, "usecond": 1.0, "nsecond": 1e-3, "s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3,
            "hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0, "cycle/nsecond": 1.0, "cycle/usecond": 1e-3,
@@ -47,7 +48,8 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
 
     from dataclasses import replace
 
-    from tilepipe.host.configs import config_for
+    from tilepipe.host.configs import config_for, fp8_config_for
+    from tilepipe.host.device import sm_count
 
     found = []
     for M, N, K in BF16_SHAPES:
@@ -66,6 +68,13 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
         found.append((f"fp8 {scaling} {M}x{N}x{K}", lambda a=a, b=b, sa=sa, sb=sb: tilepipe.matmul_fp8(a, b, sa, sb),
                       lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
                                                                      use_fast_accum=scaling == "tensor")))
+        if scaling == "tensor" and (M, N, K) in CLUSTER_SHAPES:
+            tile = fp8_config_for(M, N, False, torch.bfloat16, sm_count(torch.cuda.current_device()))
+            pair = replace(tile, cluster_m=2)
+            found.append((f"fp8 {scaling} {M}x{N}x{K} cluster 2x1", lambda a=a, b=b, sa=sa, sb=sb, c=pair:
+                          tilepipe.matmul_fp8(a, b, sa, sb, config=c),
+                          lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
+                                                                          use_fast_accum=True)))
     return found
 
 

@@ -314,21 +314,43 @@ def group(reports: list[Report]) -> list[Group]:
 
 
 def load_allow_list(path: Path = ALLOW_LIST) -> list[dict[str, Any]]:
-    """The allow-list's entries; each must say why (a non-empty reason and verdict, not TODO)."""
+    """The allow-list's entries; each must say why (a non-empty reason and verdict, not TODO). A report without a
+    kernel or source line (a CUDA API error) is named by its tool and what it says, with empty kernels and locations."""
     entries = json.loads(path.read_text())["entries"]
     for entry in entries:
-        missing = [k for k in ("tool", "kernels", "locations", "reason", "verdict") if not entry.get(k)]
+        missing = [k for k in ("tool", "reason", "verdict") if not entry.get(k)]
+        missing += [k for k in ("kernels", "locations") if not isinstance(entry.get(k), list)]
+        if not (entry.get("kernels") and entry.get("locations")) and not entry.get("what"):
+            missing.append("what (an entry without kernels and locations names the report by what it says)")
         if missing or "TODO" in entry["reason"] or "TODO" in entry["verdict"]:
             raise ValueError(f"{path.name}: entry {entry} lacks {missing or 'a reason (TODO left in)'}")
     return entries
 
 
+def resolve(location: str) -> str:
+    """An allow-list location as reports write it. 'def MODULE:FUNCTION' is the line of that @gluon.jit function's
+    `def`, where racecheck places code Triton generates for the whole kernel (warp_specialize's dispatch), so the
+    entry follows the function when lines above it move; any other location is taken as written."""
+    if not location.startswith("def "):
+        return location
+    import importlib
+    import inspect
+
+    module, _, name = location[len("def "):].partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    fn = getattr(fn, "fn", fn)  # a JITFunction wraps the Python function
+    lines, first = inspect.getsourcelines(fn)
+    offset = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
+    return f"{Path(inspect.getsourcefile(fn)).name}:{first + offset}"
+
+
 def explain(group: Group, entries: list[dict[str, Any]]) -> str | None:
-    """The reason of the allow-list entry that names this group's tool, kernels and exact source lines (and, if it
-    says, what the report says), else None."""
+    """The reason of the allow-list entry that names this group's tool, kernels and exact source lines (file name and
+    line; and, if it says, what the report says), else None."""
     for entry in entries:
         if (entry["tool"] == group.tool and sorted(entry["kernels"]) == list(group.kernels)
-                and sorted(entry["locations"]) == list(group.locations)
+                and sorted(Path(resolve(where)).name for where in entry["locations"])
+                == sorted(Path(where).name for where in group.locations)
                 and entry.get("what", group.what) == group.what):
             return f"{entry['verdict']}: {entry['reason']}"
     return None
@@ -380,11 +402,25 @@ def sanitize(tools: tuple[str, ...] = TOOLS, budget_s: float = BUDGET_S) -> dict
             if target == "tilepipe":
                 found.reason = explain(found, entries)
             summary["groups" if target == "tilepipe" else "repro_groups"].append(found.__dict__)
+    for found in summary["groups"]:
+        require_reproduced(found, summary["repro_groups"])
     unexplained = [g for g in summary["groups"] if g["reason"] is None]
     incomplete = [r for r in summary["runs"] if r["target"] == "tilepipe" and (
         r["status"] != "ok" or r["variants_done"] != count or (r["claimed"] and not r["reports"]))]
     summary.update(unexplained=len(unexplained), ok=not unexplained and not incomplete and not summary["warm_up"])
     return summary
+
+
+REPRODUCED_BY = re.compile(r"reproduced by scripts/sanitize_repro\.py (\w+)")
+
+
+def require_reproduced(found: dict[str, Any], repro_groups: list[dict[str, Any]]) -> None:
+    """An explanation that says a repro kernel reproduces the report holds only if, in this very run, that kernel
+    got a report from the same tool; otherwise the group is unexplained again (`unreproduced` names the kernel)."""
+    named = REPRODUCED_BY.search(found["reason"] or "")
+    if named and not any(r["tool"] == found["tool"] and f"repro {named.group(1)}" in r["variants"]
+                         for r in repro_groups):
+        found.update(reason=None, unreproduced=named.group(1))
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -405,6 +441,8 @@ def print_summary(summary: dict[str, Any]) -> None:
                   f"{', '.join(g['variants'][:6])}{' ...' if len(g['variants']) > 6 else ''}")
             if g["reason"]:
                 print(f"      {g['reason']}")
+            if g.get("unreproduced"):
+                print(f"      its allow-list entry says repro {g['unreproduced']} reproduces it, which it did not in this run")
     unexplained = [g for g in summary["groups"] if g["reason"] is None]
     if unexplained:
         print("allow-list entries to judge (scripts/sanitize-allow.json), one per unexplained group:")
