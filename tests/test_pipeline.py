@@ -131,3 +131,12 @@ def test_prev_copy_is_not_loop_carried():
     assert "scf.for" not in broken.ttgir  # prev not carried: the loop computes nothing that is stored
     assert "scf.for" in fixed.ttgir and not re.search(r"tt\.store %\w+, %c0_i32", fixed.ttgir)
     assert store.search(fixed.ttgir)
+
+
+def test_try_wait_outcomes_kernel_compiles_with_four_real_tries():
+    """The GPU test that sees both answers (tests/kernels/try_wait_outcomes.py) asks four non-blocking tries."""
+    from tilepipe.kernels.spec import KernelSpec
+    from tilepipe.verify.compile import compile_kernel
+
+    report = compile_kernel(KernelSpec("tests.kernels.try_wait_outcomes:try_wait_outcomes", {"out_ptr": "*i32"}))
+    assert report.count(TRY) == 4

@@ -17,9 +17,9 @@ TIMEOUT_S = 120
 @pytest.fixture(scope="module")
 def runs():
     commands = [["-m", "tilepipe.examples.pipeline_demo", *case] for case in CASES]
-    commands.append(["-m", "tests.kernels.prev_copy"])
+    commands += [["-m", "tests.kernels.prev_copy"], ["-m", "tests.kernels.try_wait_outcomes"]]
     results = run_all_guarded(commands, TIMEOUT_S, parallel=8)
-    return dict(zip(CASES + [("prev_copy", )], results))
+    return dict(zip(CASES + [("prev_copy", ), ("try_wait_outcomes", )], results))
 
 
 @pytest.mark.gpu
@@ -32,3 +32,9 @@ def test_pipeline_case(runs, case):
 def test_prev_copy_root_cause(runs):
     """The unfixed kernel really stores the pre-loop value on the GPU: the cause of the `prev = s` hangs."""
     assert_ok(runs[("prev_copy", )])
+
+
+@pytest.mark.gpu
+def test_try_wait_answers_both_ways(runs):
+    """The non-blocking try is real: 'not ready' before a phase completes, 'ready' after, from every thread."""
+    assert_ok(runs[("try_wait_outcomes", )])
