@@ -27,7 +27,7 @@ tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
 runs() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 if [ "$part" = shapes ]; then
     name="${BENCH_NAME:-shapes-h100}"
-    timeout 230 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
+    timeout 330 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
     bench=$?
     cp "bench/results/$name.json" "$out/" 2>/dev/null
     pids=()

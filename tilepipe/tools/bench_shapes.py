@@ -4,8 +4,9 @@ and its predicted time (host/configs.py: predict_us) written beside the measurem
 
 Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair ratios). Each row also holds the
 predicted time of the chosen tile under each schedule the cost model compares, and bf16 rows that tile's measured
-time under each (one do_bench median each), to calibrate the model; small-M rows also time the choice before the
-small-M model (the wave heuristic's tile, static), an A/B in the same process. Rows may
+time under each (one do_bench median each), to calibrate the model; large-M bf16 rows also time matmul's other
+tiles under static and stream-K and the chosen tile in a 2x1 cluster (other_candidates); small-M rows time the
+choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process. Rows may
 be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
 the rows measured before it; `missing` lists the table rows not measured).
 """
@@ -13,14 +14,15 @@ the rows measured before it; `missing` lists the table rows not measured).
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, fp8_config_for,
+from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, default_configs,
+                                   fp8_config_for,
                                    fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
                                    schedule_programs)
 from tilepipe.host.device import sm_count
@@ -95,12 +97,24 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
         return {"predicted_us": round(us, 2), "measured_us": round(measured, 2), "rel_err": _rel_err(ours, theirs)}
 
     schedules = {name: timed(cfg, name, us) for name, us in predicted.items()}
+    if M > DECODE_M:  # every other tile matmul could take, under each schedule: the data to choose tiles by time
+        sms = sm_count(device)
+        for tile, name in other_candidates(cfg):
+            schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
     if M <= DECODE_M:  # the choice before issue 20's small-M model: the wave heuristic's tile, static
         sms = sm_count(device)
         old = choose_config(M, N, torch.bfloat16, sms)
         schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
     return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,
                 predicted[schedule], schedules)
+
+
+def other_candidates(chosen: MatmulConfig) -> list[tuple[MatmulConfig, str]]:
+    """(tile, schedule) pairs beside the chosen tile for a large-M bf16 row: each of matmul's other tiles under
+    static and stream-K, and the chosen tile in a 2x1 cluster (static: the only schedule clusters take)."""
+    others = [(tile, name) for tile in default_configs(torch.bfloat16) if tile != chosen
+              for name in ("static", "streamk")]
+    return others + [(replace(chosen, cluster_m=2), "static")]
 
 
 def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
