@@ -38,13 +38,15 @@ if [ "$part" = shapes ]; then
                 "fp8_cases blockwise e4m3 e4m3 bf16 streamk" "fp8_cases blockwise e4m3 e4m3 bf16 splitk" \
                 "fp8_cases tensor e4m3 e4m3 bf16"; do
         set -- $case
-        (timeout 100 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; echo "exit=$?" >> "$out/${case// /_}.log") &
+        # printf's leading newline: triton 3.9's exit notes end without one
+        (timeout 100 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; printf '\nexit=%s\n' $? >> "$out/${case// /_}.log") &
         pids+=($!)
     done
     wait "${pids[@]}"
     grep -h '^{' "$out"/*_cases_*.log | cut -c1-400
     grep -L '^exit=0$' "$out"/*_cases_*.log | sed 's/^/FAILED: /'
     [ -n "$(grep -L '^exit=0$' "$out"/*_cases_*.log)" ] && tests=1
+    tar -czf "$out/cases.tgz" -C "$out" $(cd "$out" && ls *_cases_*.log) && rm -f "$out"/*_cases_*.log  # one file back
     cat "$out/bench.log"
     echo "split-K gpu cases exit=$tests, bench --shapes exit=$bench"
     [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]

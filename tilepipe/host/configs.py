@@ -62,6 +62,14 @@ STREAMK_FIXUP_US = 10.0
 14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json). Those launches add
 one partial a finisher; streamk_fixup_us scales it to other tiles and shares."""
 
+UNIT_FILL_US = 2.5
+"""What a unit of work's first k-step costs over a steady one (its pipeline fills): about 2.5 us against 0.75 at
+128x256x64 in the H100 timelines of 2560^3 (docs/perf-log.md row 36). Stream-K at large M gives a program two
+partial units (a tile's head and another's tail) where whole tiles start once."""
+MEDIUM_RATE = 0.93
+"""MEDIUM's k-step rate as a share of LARGE_16BIT's: the 9 large-M bf16 rows of bench/results/shapes-h100-v2.json
+ran static 128x128 at 1.01 of its predicted time (median) and 128x256 at 0.93."""
+
 SECTOR_BYTES, LINE_BYTES = 32, 128
 RESTAGE_GAIN = 0.25
 """What rows off 32-byte sectors cost a GEMM whose A and B both have them, as a share of its aligned time: H100,
@@ -98,8 +106,9 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 
 def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     """The tile scheduler matmul uses when not told (tilepipe/schedulers/): stream-K with `cfg`'s tiles where an even
-    split of the k-steps plus its fixup (STREAMK_FIXUP_US) is predicted STREAMK_MIN_GAIN faster than whole tiles, in
-    waves, of `cfg` or of MEDIUM (its wave count may be lower), else static.
+    split of the k-steps plus its fixup (STREAMK_FIXUP_US) and two more pipeline fills (UNIT_FILL_US) is predicted
+    STREAMK_MIN_GAIN faster than whole tiles, in waves, of `cfg` or of MEDIUM (its wave count may be lower; at
+    MEDIUM_RATE), else static.
 
     Predictions count full-rate tile times (SM_FLOPS); SMALL tiles are left out of the comparison since they run
     well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
@@ -113,8 +122,9 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     tiles = tile_count(M, N, cfg)
     if tiles <= sms or tiles % sms == 0:
         return "static"
-    whole = min(-(-tile_count(M, N, c) // sms) * tile_us(c, K) for c in (cfg, MEDIUM))
-    split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US
+    whole = min(-(-tile_count(M, N, cfg) // sms) * tile_us(cfg, K),
+                -(-tile_count(M, N, MEDIUM) // sms) * tile_us(MEDIUM, K) / MEDIUM_RATE)
+    split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US + 2 * UNIT_FILL_US
     return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
 
 
