@@ -1,4 +1,4 @@
-"""CPU tests of the sm_100a (Blackwell) GEMM: compiled for sm_100a without a GPU, its SASS instruction mix, its shared
+"""CPU tests of the sm_100a (Blackwell) GEMMs (16-bit and FP8): compiled for sm_100a without a GPU, its SASS instruction mix, its shared
 and tensor memory against the plan and the limits, the plan's refusals, and which kernel a GPU gets. Nothing here runs
 a kernel: the sm_100a GEMM has been compiled, never run."""
 
@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from tilepipe.api.matmul import check_cluster, check_schedule
-from tilepipe.host.configs import SM100_CONFIGS, choose_config, sm100_config, sm100_fitted
+from tilepipe.host.configs import (GL_DTYPES, SM100_CONFIGS, SM100_FP8_CONFIGS, choose_config, sm100_config,
+                                   sm100_fitted, sm100_fp8_config)
 from tilepipe.host.device import gemm_target
+from tilepipe.kernels.matmul_fp8 import scaled_spec
 from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_operand_blocks, sm100_plan
 from tilepipe.pipeline.storage import SmemBudgetError
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -191,3 +193,48 @@ def test_sm100_shares_the_launch_path_without_clusters():
     check_cluster(clustered, "static", "sm_90a")
     with pytest.raises(ValueError, match="does not hand out cluster tiles"):
         check_cluster(clustered, "streamk", "sm_90a")
+
+
+# ---- the FP8 GEMM on sm_100a (sm100_scaled_matmul_kernel: compiled, never run) -----------------------------------
+
+# (config, A dtype, B dtype, D dtype, per-row scales)
+FP8_CASES = [(SM100_FP8_CONFIGS[0], "fp8e4nv", "fp8e4nv", "bf16", False),
+             (SM100_FP8_CONFIGS[0], "fp8e4nv", "fp8e5", "fp32", True),
+             (SM100_FP8_CONFIGS[1], "fp8e5", "fp8e4nv", "fp16", True)]
+FP8_CASES = [(sm100_fitted(cfg, a, out), a, b, out, per_row) for cfg, a, b, out, per_row in FP8_CASES]
+
+
+@pytest.fixture(scope="module")
+def fp8_reports():
+    return compile_kernels([scaled_spec(cfg, a, b, out, per_row, target="sm_100a")
+                            for cfg, a, b, out, per_row in FP8_CASES])
+
+
+@pytest.mark.parametrize("index", range(len(FP8_CASES)),
+                         ids=[f"{c[0].block_n}-{c[1]}x{c[2]}-{c[3]}-{'row' if c[4] else 'tensor'}" for c in FP8_CASES])
+def test_sm100_fp8_gemm_instruction_mix(fp8_reports, index):
+    """tcgen05's f8f6f4 MMA (UTCQMMA, K = 32 each: BK/32 a k-step, A and B of their own fp8 formats), the same commits,
+    TMA and TMEM sub-tile reads as the 16-bit GEMM, the scales read by pointer in the epilogue (the only non-TMA
+    global loads), no spills, and shared memory and TMEM within the limits."""
+    cfg, a, b, out, per_row = FP8_CASES[index]
+    report = fp8_reports[index]
+    assert not isinstance(report, CompileError), report
+    assert report.count("UTCQMMA", "sass") == cfg.block_k // 32 == report.count("tcgen05.mma.cta_group::1.kind::f8f6f4")
+    assert report.count("UTCHMMA", "sass") == 0 and report.count("wgmma") == 0
+    assert report.count("UTCBAR", "sass") == 2 == report.count("tcgen05.commit")
+    subtiles = cfg.block_n // EPILOGUE_N
+    assert report.count("UTMALDG", "sass") == 2 and report.count("UTMASTG", "sass") == subtiles
+    assert report.count("LDTM", "sass") == subtiles
+    assert report.count("ld.global") > 0 and report.spill_stores == report.spill_loads == 0
+    plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, a, out, True, b_dtype=b)
+    assert 0 <= report.shared - plan.total_bytes < 256 and report.shared <= 227 * 1024
+    assert report.tmem == plan.tmem_columns <= 512
+
+
+def test_sm100_fp8_config_fits_each_output_dtype():
+    """sm100_fp8_config keeps the wave heuristic's tile and as many stages as fit beside D's sub-tile buffers."""
+    for out in (torch.bfloat16, torch.float32):
+        cfg = sm100_fp8_config(8192, 8192, out, 148)
+        assert (cfg.block_m, cfg.block_n, cfg.block_k) == (128, 256, 128)
+        assert sm100_plan.fn(128, 256, 128, cfg.stages, cfg.c_stages, "fp8e4nv", GL_DTYPES[out], True).total_bytes \
+            <= 227 * 1024

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SMALL, fp8_configs,
-                                   sm100_fitted, small_m_configs)
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SM100_FP8_CONFIGS,
+                                   SMALL, fp8_configs, sm100_fitted, small_m_configs)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -44,6 +44,8 @@ def report() -> int:
                                              v.options["schedule"] == "clc"), b_kmajor=True, **v.options)
               for v in shipped_variants() if v.kernel == "sm100_matmul_kernel"]
     specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
+    specs += [scaled_spec(sm100_fitted(cfg, "fp8e4nv", "bf16"), "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")
+              for cfg in SM100_FP8_CONFIGS]  # the sm_100a FP8 GEMM (tcgen05 f8f6f4)
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),

@@ -1,7 +1,7 @@
 """GPU, sm_100/sm_103 only (B200, B300): tilepipe.matmul's sm_100a GEMM against a float64 reference, every dtype pair
-and B layout, its residual and bias-row epilogues, and both its schedulers computing every tile exactly once (CLC
+and B layout, its residual and bias-row epilogues, matmul_fp8's per-tensor and per-row scales, and both its schedulers computing every tile exactly once (CLC
 included, over repeated launches and CUDA-graph replays). Skipped with the reason on every other machine; these tests
-have never run (no Blackwell GPU has been available), so the sm_100a GEMM is compiled and checked on the CPU only."""
+have never run (no Blackwell GPU has been available), so the sm_100a GEMMs are compiled and checked on the CPU only."""
 
 import pytest
 
@@ -13,6 +13,8 @@ CASES += [("residual", "bf16", "bf16", "kmajor"), ("residual", "fp16", "fp16", "
           ("residual", "bf16", "fp32", "kmajor")]
 SCHEDULER_CASES = [("launches", schedule, out) for schedule in ("static", "clc") for out in ("fp32", "bf16")]
 SCHEDULER_CASES += [("graphs", "clc"), ("bias", "clc")]
+FP8_CASES = [("tensor", "e4m3", "e4m3", "bf16"), ("row", "e4m3", "e5m2", "fp32"), ("tensor", "e5m2", "e4m3", "fp16"),
+             ("row", "e4m3", "e4m3", "bf16")]  # matmul_fp8 there: sm100_scaled_matmul_kernel
 TIMEOUT_S = 240
 
 
@@ -25,7 +27,8 @@ def runs():
         pytest.skip(f"needs an sm_100/sm_103 GPU (B200, B300) for the sm_100a GEMM; this one is "
                     f"{torch.cuda.get_device_name()} (sm_{capability[0]}{capability[1]})")
     return {**run_cases("tests.gpu.matmul_cases", CASES, TIMEOUT_S, parallel=4),
-            **run_cases("tests.gpu.scheduler_cases", SCHEDULER_CASES, TIMEOUT_S, parallel=2)}
+            **run_cases("tests.gpu.scheduler_cases", SCHEDULER_CASES, TIMEOUT_S, parallel=2),
+            **run_cases("tests.gpu.fp8_cases", FP8_CASES, TIMEOUT_S, parallel=4)}
 
 
 @pytest.mark.gpu
@@ -37,4 +40,10 @@ def test_sm100_matmul_matches_float64(runs, case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", SCHEDULER_CASES, ids=" ".join)
 def test_sm100_schedulers_compute_every_tile_once(runs, case):
+    assert_ok(runs[case])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", FP8_CASES, ids=" ".join)
+def test_sm100_fp8_matches_float64(runs, case):
     assert_ok(runs[case])

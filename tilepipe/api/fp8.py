@@ -16,7 +16,7 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 import torch
 
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out, check_out_dtype, scaling_of
-from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for
+from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_fp8_config
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (LauncherCache, LaunchPlan, TmaOperand, persistent_grid, scheduler_workspace,
                                   tensor_descriptor)
@@ -30,7 +30,10 @@ from tilepipe.schedulers import KERNEL_SCHEDULE
 def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
                out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None,
                config: MatmulConfig | None = None) -> torch.Tensor:
-    """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...).
+    """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...). On an
+    sm_100/sm_103 GPU (B200, B300) per-tensor and per-row scaling launch the sm_100a kernel
+    (kernels/sm100_matmul.py: sm100_scaled_matmul_kernel, compiled and checked on the CPU only, never run);
+    blockwise scaling there raises NotImplementedError.
 
     a is (M, K) row-major and b is (K, N) column-major (`w.t()` of a row-major (N, K) weight): fp8 wgmma reads both
     operands K-major from shared memory, so other layouts are refused rather than transposed behind your back (a
@@ -78,23 +81,28 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         return out.zero_()
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
-    if device_target(device) != "sm_90a":
-        raise NotImplementedError("tilepipe.matmul_fp8 runs on Hopper (sm_90) only: its sm_100 (Blackwell) kernels are "
-                                  "not built yet")
+    arch = device_target(device)
     if config is not None and not isinstance(config, MatmulConfig):
         raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
-    if config is not None and config.cluster.num_ctas > 1 and mode == "blockwise":
-        raise ValueError("config: the blockwise FP8 kernel has no cluster variant yet (cluster_m = cluster_n = 1)")
-    cfg = config or fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
-    schedule = ("static" if cfg.cluster.num_ctas > 1 else
-                fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
+    if config is not None and config.cluster.num_ctas > 1 and (mode == "blockwise" or arch == "sm_100a"):
+        raise ValueError(f"config: the {'sm_100a' if arch == 'sm_100a' else 'blockwise'} FP8 kernel has no cluster "
+                         f"variant yet (cluster_m = cluster_n = 1)")
+    if arch == "sm_100a":
+        if mode == "blockwise":
+            raise NotImplementedError("tilepipe.matmul_fp8: blockwise scales on sm_100 (Blackwell) are not built yet; "
+                                      "per-tensor and per-row scales are (compiled for sm_100a, never run)")
+        cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
+    else:
+        cfg = config or fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
+        schedule = ("static" if cfg.cluster.num_ctas > 1 else  # clusters run the static schedule only
+                    fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
         launch = _launch_blockwise(*operands, *scales, target, device, cfg, schedule)
     else:
         scales = (scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous())
-        launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg, schedule)
+        launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg, schedule, arch)
     if target is not out:
         out.copy_(target)
     elif launch is not None and key is not None and all(
@@ -145,15 +153,17 @@ def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
 
 
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
-                   out: torch.Tensor, device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
-    """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N)."""
+                   out: torch.Tensor, device: int, cfg: MatmulConfig, schedule: str, arch: str) -> LaunchPlan | None:
+    """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N); on sm_100a the Blackwell kernel,
+    whose D blocks are its epilogue's sub-tiles."""
     from tilepipe.kernels.matmul import operand_blocks
+    from tilepipe.kernels.sm100_matmul import sm100_operand_blocks
 
     stride = 1 if per_row else 0
-    blocks = operand_blocks(cfg, True)  # a cluster's tiles, split or shared over its CTAs
-    tma = ((a, *blocks["a"]), (b, *blocks["b"]), (out, *blocks["c"]))
-    return _launch("scaled_matmul_kernel", tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg,
-                   schedule)
+    blocks = (sm100_operand_blocks if arch == "sm_100a" else operand_blocks)(cfg, True)  # a cluster's tiles, split
+    tma = ((a, *blocks["a"]), (b, *blocks["b"]), (out, *blocks["c"]))                  # or shared over its CTAs
+    kernel = "sm100_scaled_matmul_kernel" if arch == "sm_100a" else "scaled_matmul_kernel"
+    return _launch(kernel, tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg, schedule)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
@@ -169,7 +179,7 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple],
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
     fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases), pointers, the
     scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
-    schedule and (scaled kernel) the cluster shape. The first call
+    schedule and (the scaled kernels) the cluster shape. The first call
     per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
     the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers (planned for
     this stream under stream-K)."""
@@ -178,7 +188,7 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple],
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, KERNEL_SCHEDULE.get(schedule, schedule))
-    if kernel == "scaled_matmul_kernel":
+    if kernel != "blockwise_matmul_kernel":  # the scaled kernels take the cluster shape
         scalars += (cfg.cluster_m, cfg.cluster_n)
     grid = persistent_grid(M, b.shape[0], K, cfg, device, schedule)
     key = (kernel, variant, KERNEL_SCHEDULE.get(schedule, schedule), cfg, a.dtype, b.dtype, out.dtype, device)
@@ -188,10 +198,11 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple],
     if launcher is not None:
         return LaunchPlan(launcher, grid, device, args, tuple(range(len(tma) + len(pointers))),
                           None if workspace is None else stream)
-    from tilepipe.kernels.matmul_fp8 import scaled_matmul_kernel
-    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_matmul_kernel
+    from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_matmul
 
-    jit = scaled_matmul_kernel if kernel == "scaled_matmul_kernel" else blockwise_matmul_kernel
+    jit = {"scaled_matmul_kernel": matmul_fp8.scaled_matmul_kernel, "sm100_scaled_matmul_kernel":
+           sm100_matmul.sm100_scaled_matmul_kernel, "blockwise_matmul_kernel":
+           matmul_fp8_blockwise.blockwise_matmul_kernel}[kernel]
     launched = jit[grid](*(tensor_descriptor(t, block, cga) for t, block, cga in tma), *pointers,
                          out if workspace is None else workspace,  # unread by static: any tensor types it
                          *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)

@@ -309,6 +309,18 @@ D); two 256-column fp32 accumulators fill TMEM's 512 columns. A tuple, not names
 configurations (verify/protocols.py: matmul_configs) do not take them."""
 
 
+SM100_FP8_CONFIGS = (MatmulConfig(128, 256, 128, stages=4, c_stages=2, num_warps=4),
+                     MatmulConfig(128, 128, 128, stages=6, c_stages=2, num_warps=4))
+"""The sm_100a FP8 GEMM's tiles (kernels/sm100_matmul.py: sm100_scaled_matmul_kernel), largest first: SM100_CONFIGS
+with BK = 128 (128 bytes of fp8, as on sm_90a), the same bytes a stage."""
+
+
+def sm100_fp8_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+    """The sm_100a FP8 GEMM's configuration: the wave-efficiency choice among SM100_FP8_CONFIGS, with as many operand
+    stages as fit beside D's sub-tile buffers (sm100_fitted)."""
+    return sm100_fitted(choose_config(M, N, out_dtype, sms, SM100_FP8_CONFIGS), "fp8e4nv", GL_DTYPES[out_dtype])
+
+
 def sm100_config(M: int, N: int, dtype: torch.dtype, out_dtype: torch.dtype, sms: int,
                  source_dtype: torch.dtype | None = None, schedule: str = "static") -> MatmulConfig:
     """The sm_100a GEMM's configuration: the wave-efficiency choice among SM100_CONFIGS (no autotune cache or stream-K

@@ -34,6 +34,9 @@ SM100_EPILOGUES = {
     "sm100 matmul +bias": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16"),
 }
 """sm100_matmul_kernel's epilogues, as sm100_matmul_spec arguments (compiled for sm_100a only: never run here)."""
+SM100_FP8 = {"sm100 matmul_fp8 scaled": dict(per_row=True)}
+"""sm100_scaled_matmul_kernel (per-tensor and per-row scales share it: only a scale stride differs; compiled for
+sm_100a only: never run here)."""
 FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
 """The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""
 STRESS_STAGES = (1, 2, 4, 8)
@@ -43,12 +46,13 @@ WGMMA_STAGES = (2, 4, 8)
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs, the sm_100a GEMM's epilogues under its schedulers, the FP8
-    kernels (also under stream-K), the restaging copy, and the pipeline examples the demo runs."""
+    kernels (also under stream-K) and the sm_100a FP8 GEMM, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
+    variants += [Variant("sm100_scaled_matmul_kernel", name, options) for name, options in SM100_FP8.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant("matmul_fp8 scaled cluster", f"matmul_fp8 scaled cluster {m}x{n}", {"cluster": (m, n)})

@@ -118,15 +118,22 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
 # ---- ahead-of-time specs ------------------------------------------------------------------------
 
 
-def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool, schedule: str = "static"):
+def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool, schedule: str = "static",
+                target: str = "sm_90a"):
     """scaled_matmul_kernel for one configuration (and its cluster) and schedule as a tilepipe.verify.compile
-    KernelSpec (sm_90a)."""
+    KernelSpec; on target "sm_100a" its Blackwell form, kernels/sm100_matmul.py: sm100_scaled_matmul_kernel (the
+    same arguments, D in BM x EPILOGUE_N boxes)."""
     from tilepipe.kernels.matmul import operand_blocks
     from tilepipe.kernels.spec import KernelSpec
 
     stride = 1 if per_row else 0
-    blocks = operand_blocks(cfg, True)
-    return KernelSpec(f"{__name__}:scaled_matmul_kernel",
+    if target == "sm_100a":
+        from tilepipe.kernels.sm100_matmul import sm100_operand_blocks
+
+        fn, blocks = "tilepipe.kernels.sm100_matmul:sm100_scaled_matmul_kernel", sm100_operand_blocks(cfg, True)
+    else:
+        fn, blocks = f"{__name__}:scaled_matmul_kernel", operand_blocks(cfg, True)
+    return KernelSpec(fn,
                       {"a_desc": tile_desc(a_dtype, *blocks["a"]), "b_desc": tile_desc(b_dtype, *blocks["b"]),
                        "d_desc": tile_desc(c_dtype, *blocks["c"]), "scale_a": "*fp32", "scale_b": "*fp32",
                        "workspace": "*i32", "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr",
@@ -136,7 +143,7 @@ def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool, sc
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SA_STRIDE": stride,
                        "SB_STRIDE": stride, "SCHEDULE": schedule, "CLUSTER_M": cfg.cluster_m,
                        "CLUSTER_N": cfg.cluster_n},
-                      num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas},
+                      target=target, num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas},
                       divisible_by_16=("workspace", ))  # the JIT's: the scales unspecialized
 
 

@@ -1,10 +1,13 @@
 """Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
-written only with tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; it has not run on a GPU (none here).
+and its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel, per-tensor and per-row
+scales), written only with tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; neither has run on a GPU
+(none here).
 
 Roles (tiles in grouped order; SCHEDULE "static": one CTA per SM, tilepipe/schedulers/static.py; "clc": one CTA per
 tile, running CTAs take over pending ones' tiles through cluster launch control, tilepipe/schedulers/clc.py):
   epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
-            accumulator after its last TMEM load, then scales (adds C or the bias), and TMA-stores each sub-tile from
+            accumulator after its last TMEM load, then scales (adds C or the bias; FP8: multiplies by the row and
+            column scales), and TMA-stores each sub-tile from
             a small ring of shared-memory buffers
   load      (1 warp)   TMA A and B tiles into the input tile pipeline (the load role of the sm_90a GEMM)
   mma       (1 warp)   tcgen05 MMAs from the input stages into a TMEM accumulator stage; each MMA's commit frees its
@@ -45,16 +48,17 @@ CLC_STAGES = 2  # CLC responses in flight: the throttle keeps the scheduler one 
 
 @gluon.constexpr_function
 def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
-               src_dtype=None, clc=False):
+               src_dtype=None, clc=False, b_dtype=None):
     """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
     sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns), and the pipelines
-    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads). Refused
+    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads); B's stages of
+    `b_dtype` where it differs from A's (FP8: e4m3 with e5m2). Refused
     (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
     has_c = src_dtype is not None
     readers = ("epilogue", "load", "mma") + (("epilogue_load", ) if has_c else ())
-    storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
+    storages = dict(operands=StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages),
                     d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages),
                     accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
                     pipelines=SmemPipelineBundle(
@@ -86,7 +90,10 @@ def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles
 
 @gluon.jit
 def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
-                  beta, bias_ptr, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
+                  beta, bias_ptr, scale_a, scale_b, M, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
+    """SA_STRIDE / SB_STRIDE >= 0 (the FP8 GEMM): each row's and column's scale multiplies D, scale_a[row * SA_STRIDE]
+    and scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row), read once a tile; -1: no scales."""
     BM: gl.constexpr = accs.tiles.shape[1]
     BN: gl.constexpr = accs.tiles.shape[2]
     EPI_N: gl.constexpr = d_desc.block_type.shape[1]
@@ -95,6 +102,9 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiL
     work = sched.work()
     while work.valid:
         pid_m, pid_n = work.coords()
+        if SA_STRIDE >= 0:
+            rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, layout))
+            row_scales = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)[:, None]
         with accs.consume_explicit() as acc:
             for j in gl.static_range(SUBTILES):
                 d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
@@ -105,6 +115,9 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiL
                         d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
                 elif HAS_BIAS:
                     d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
+                elif SA_STRIDE >= 0:
+                    cols = pid_n * BN + j * EPI_N + gl.arange(0, EPI_N, gl.SliceLayout(0, layout))
+                    d = d * row_scales * gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)[None, :]
                 else:
                     d = alpha * d
                 stores.store(d_desc, [pid_m * BM, pid_n * BN + j * EPI_N], d, j)
@@ -112,20 +125,18 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiL
     stores.drain()
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
-def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
-                        STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
-                        HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr,
-                        CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, probe_buf=None,
-                        PROBE: gl.constexpr = 0):
-    """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
-    sub-tile stages; no cluster); `workspace` is not read (neither scheduler keeps global state)."""
-    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
+@gluon.jit
+def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N, K, alpha, beta, STAGES: gl.constexpr,
+               C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+               HAS_BIAS: gl.constexpr, SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr,
+               workspace, probe_buf, PROBE: gl.constexpr):
+    """The GEMM both kernels below launch: its plan, scheduler and pipelines, then the roles."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
-                                    d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None, SCHEDULE == "clc")
+                                    d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None, SCHEDULE == "clc",
+                                    b_desc.dtype)
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
     sched = sm100_scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
@@ -138,13 +149,39 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
         sources = EpiLoadPipeline(smem.pipelines.output, smem.d_tiles)
         load_order = LoadOrderBarrier(smem.pipelines.output)
     warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sources, sched, d_desc, alpha, beta,
-                                      bias_ptr, N, HAS_C, HAS_BIAS)),
+                                      bias_ptr, scale_a, scale_b, M, N, HAS_C, HAS_BIAS, SA_STRIDE, SB_STRIDE)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
                      (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS),
                      (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
                      else None,
                      (clc_scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "clc" else None])
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
+def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
+                        STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
+                        HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr,
+                        CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, probe_buf=None,
+                        PROBE: gl.constexpr = 0):
+    """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
+    sub-tile stages; no cluster); `workspace` is not read (neither scheduler keeps global state)."""
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
+    sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, bias_ptr, bias_ptr, M, N, K, alpha, beta, STAGES, C_STAGES,
+               GROUP_M, B_KMAJOR, HAS_C, HAS_BIAS, -1, -1, SCHEDULE, workspace, probe_buf, PROBE)
+
+
+@gluon.jit(do_not_specialize=["scale_a", "scale_b", "M", "N", "K"])  # one binary per configuration
+def sm100_scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M, N, K, STAGES: gl.constexpr,
+                               C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SA_STRIDE: gl.constexpr,
+                               SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
+                               CLUSTER_N: gl.constexpr = 1):
+    """The FP8 GEMM (kernels/matmul_fp8.py's scaled_matmul_kernel, with its arguments) on sm_100a: D = (A @ B^T) *
+    scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE], A and B K-major e4m3/e5m2 (tcgen05's f8f6f4 MMA, fp32
+    accumulation in TMEM), D in BM x EPILOGUE_N boxes; no cluster, no C."""
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
+    sm100_gemm(a_desc, b_desc, d_desc, d_desc, scale_a, scale_a, scale_b, M, N, K, 1.0, 0.0, STAGES, C_STAGES,
+               GROUP_M, True, False, False, SA_STRIDE, SB_STRIDE, SCHEDULE, workspace, None, 0)
 
 
 def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False,

@@ -196,8 +196,10 @@ def sm100_protocols() -> list[Protocol]:
     """tilepipe/kernels/sm100_matmul.py (compiled for sm_100a, never run) over its plan's pipelines (sm100_roles):
     each SM100 configuration and epilogue under the static scheduler, and the large tile's under CLC too. The bias
     epilogue has the plain one's roles and pipelines and is left out; so is fp32 C under CLC (C's roles, fewer
-    stages), whose ~1M states per configuration would double the checker's time."""
+    stages), whose ~1M states per configuration would double the checker's time. The FP8 kernel
+    (sm100_scaled_matmul_kernel) runs the plain epilogue's roles over its own plan, at each FP8 tile."""
     from tilepipe.kernels.catalogue import SM100_EPILOGUES
+    from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
     from tilepipe.schedulers import SM100_SCHEDULERS
 
@@ -215,6 +217,14 @@ def sm100_protocols() -> list[Protocol]:
             plan_storages(plan), sm100_roles(has_c, cfg.block_n // EPILOGUE_N, clc), tile_cases(fitted.stages),
             lambda cfg=fitted, args=args, schedule=schedule: sm100_matmul_spec(cfg, b_kmajor=True,
                                                                                schedule=schedule, **args)))
+    for cfg in configs.SM100_FP8_CONFIGS:  # the FP8 kernel: the plain epilogue's roles, its scales read in place
+        fitted = sm100_fitted(cfg, "fp8e4nv", "bf16")
+        plan = sm100_plan.fn(fitted.block_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages,
+                             "fp8e4nv", "bf16", True)
+        protocols.append(Protocol(
+            "sm100_scaled_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} per-row static",
+            plan_storages(plan), sm100_roles(False, cfg.block_n // EPILOGUE_N), tile_cases(fitted.stages),
+            lambda cfg=fitted: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")))
     return protocols
 
 

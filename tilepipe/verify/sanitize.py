@@ -148,6 +148,9 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_matmul(options)
     if variant.kernel == "sm100_matmul_kernel":  # tilepipe.matmul dispatches to it on sm_100/sm_103 only
         return lambda: run_matmul(options) if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
+    if variant.kernel == "sm100_scaled_matmul_kernel":  # tilepipe.matmul_fp8 dispatches to it on sm_100/sm_103 only
+        return lambda: (run_fp8("tensor") and run_fp8("row")) if _on_sm100() else _skipped(
+            variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "matmul_fp8 scaled":
         return lambda: run_fp8("tensor") and run_fp8("row")
     if variant.kernel == "matmul_fp8 scaled cluster":
