@@ -5,7 +5,7 @@ import torch
 
 import tilepipe
 from tilepipe.host import staging
-from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LAUNCH_US, MEDIUM, MatmulConfig,
+from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LAUNCH_US, MEDIUM,
                                    MEDIUM_FP32_SOURCE, SMALL, SPLIT_MIN_STEPS, choose_config, predict_us,
                                    schedule_for, schedule_programs, small_m_config, small_m_configs, tile_count,
                                    tile_us)
@@ -25,15 +25,13 @@ CASES += [(cfg, "bf16", c_dtypes[-1], not has_c, has_c, None, None, schedule) fo
           for has_c in (False, True) for schedule in ("dynamic", "streamk")]
 CASES += [(MEDIUM_FP32_SOURCE, "bf16", "bf16", True, True, "fp32", None, "streamk"),
           (LARGE_16BIT, "bf16", "bf16", True, False, None, "bf16", "streamk")]
-# small M's 64-row tiles (NARROW, SMALL) with shared memory filled with stages, under stream-K's kernel (split-K) and
-# static
-(DECODE, DECODE_WIDE, _), DECODE_FP32 = small_m_configs(torch.bfloat16), small_m_configs(torch.float32)[0]
+# small M's 64-row tiles with shared memory filled with stages, under stream-K's kernel (split-K) and static
+DECODE, DECODE_FP32 = small_m_configs(torch.bfloat16)[0], small_m_configs(torch.float32)[0]
 CASES += [(DECODE, "bf16", "bf16", True, False, None, None, "streamk"), (DECODE, "bf16", "bf16", True, True, None,
                                                                          None, "streamk"),
           (DECODE, "bf16", "bf16", True, False, None, "bf16", "streamk"), (DECODE, "fp16", "fp16", False, False, None,
                                                                            None, "static"),
-          (DECODE_FP32, "bf16", "fp32", True, False, None, None, "streamk"),
-          (DECODE_WIDE, "bf16", "bf16", True, False, None, None, "streamk")]
+          (DECODE_FP32, "bf16", "fp32", True, False, None, None, "streamk")]
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +48,10 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
-    # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A is BK/64 boxes (16-bit), B K-major as many, a
-    # row-major B tile BN/64
-    a_boxes = cfg.block_k * 2 // 128
-    b_boxes = a_boxes if kmajor else cfg.block_n * 2 // 128
+    # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
+    b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
     c_boxes = cfg.block_n * (4 if "fp32" in (c_dtype, source_dtype) else 2) // 128 if has_c else 0  # C loads
-    assert report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == a_boxes + b_boxes + c_boxes
+    assert report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 1 + b_boxes + c_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
@@ -103,30 +99,28 @@ def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
 
 
 def test_small_m_tiles_fill_shared_memory_with_stages():
-    """Small M's 64-row tiles (NARROW, SMALL) take as many stages as fit (bytes in flight for a memory-bound GEMM)."""
-    for out in (torch.bfloat16, torch.float32):
-        c_dtype = "fp32" if out == torch.float32 else "bf16"
-        narrow, wide, _ = small_m_configs(out)
-        assert (narrow.block_m, narrow.block_n, narrow.block_k) == (64, 64, 128) and narrow.stages == 6
-        assert (wide.block_m, wide.block_n, wide.num_warps) == (64, 128, 4) and wide.stages > SMALL.stages
-        for cfg in (narrow, wide):
-            more = matmul_plan.fn(64, cfg.block_n, cfg.block_k, cfg.stages + 1, 1, "bf16", c_dtype, True, True)
-            assert not more.fits
+    """Small M's 64-row tile takes more stages than SMALL (bytes in flight for a memory-bound GEMM), as many as fit."""
+    for out, cfg in ((torch.bfloat16, DECODE), (torch.float32, DECODE_FP32)):
+        assert (cfg.block_m, cfg.block_n, cfg.num_warps) == (64, 128, 4) and cfg.stages > SMALL.stages
+        more = matmul_plan.fn(64, 128, 64, cfg.stages + 1, 1, "bf16", "fp32" if out == torch.float32 else "bf16",
+                              True, True)
+        assert not more.fits
 
 
-def test_small_m_takes_the_narrow_tile_and_split_k_only_for_few_tiles():
-    """Decode shapes of the shapes table (M = 1 to 96; N x K = 4096 x 4096, 14336 x 4096, 4096 x 14336, 6144 x 4096):
-    NARROW under the static schedule, 64 to 224 programs streaming B at the DRAM floor (bench/results/
-    decode-tiles-h100.json: 22.3-57.0 us, the fastest timed or within 2.2% of it; SMALL's split-K at 4096 x 14336 took
-    61.3). Split-K stays where one program a tile would stream longer than DRAM: N = 1024 and below at long K."""
+def test_small_m_takes_split_k_where_its_programs_would_stream_longer_than_dram():
+    """Decode shapes: 64-row tiles; split-K where one program a tile would stream its k-steps for longer than all
+    bytes take from DRAM plus the split's fixup (32 tiles x 4 splits at N x K = 4096 x 14336: 60.8 us against 69.6
+    static on the H100, bench/results/shapes-h100.json), static where DRAM bounds the tiles already (4096 x 4096:
+    static 25.3 against split-K 28.1 us; 112 tiles at 14336 x 4096)."""
     sms = 132
-    for M in (1, 8, 32, 96):
-        for N, K in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)):
-            cfg = small_m_config(M, N, K, torch.bfloat16, sms)
-            assert cfg == DECODE and schedule_for(M, N, K, cfg, sms) == "static"
-    cfg = small_m_config(1, 1024, 16384, torch.bfloat16, sms)
-    assert schedule_for(1, 1024, 16384, cfg, sms) == "splitk"
-    assert schedule_programs(1, 1024, 16384, cfg, sms, "splitk") == 128  # 16 tiles x 8 splits
+    for M in (1, 8, 32, 64):
+        cfg = small_m_config(M, 4096, 14336, torch.bfloat16, sms)
+        assert cfg == DECODE and schedule_for(M, 4096, 14336, cfg, sms) == "splitk"
+        assert schedule_programs(M, 4096, 14336, cfg, sms, "splitk") == 128
+        for N, K in ((4096, 4096), (14336, 4096)):
+            assert schedule_for(M, N, K, small_m_config(M, N, K, torch.bfloat16, sms), sms) == "static"
+    assert predict_us(1, 4096, 14336, DECODE, "splitk", sms) < 0.7 * predict_us(1, 4096, 14336, MEDIUM, "static",
+                                                                                 sms)
 
 
 def test_split_k_grid_splits_every_tile_evenly():
@@ -134,8 +128,8 @@ def test_split_k_grid_splits_every_tile_evenly():
     where the tiles already fill half the machine or K is short."""
     sms = 132
     for M, N, K in ((1, 4096, 4096), (17, 520, 8200), (100, 264, 1000), (64, 9000, 4096), (1, 128, 128)):
-        tiles, k_tiles = tile_count(M, N, DECODE_WIDE), -(-K // DECODE_WIDE.block_k)
-        programs = schedule_programs(M, N, K, DECODE_WIDE, sms, "splitk")
+        tiles, k_tiles = tile_count(M, N, DECODE), -(-K // DECODE.block_k)
+        programs = schedule_programs(M, N, K, DECODE, sms, "splitk")
         splits = programs // tiles
         assert programs <= sms and (programs % tiles == 0 or programs == sms)
         assert splits == 1 or k_tiles // splits >= SPLIT_MIN_STEPS
@@ -186,45 +180,28 @@ NOT_MODELLED = {("96x14336x4096", "streamk"): "224 tiles in two rows, 1.7 a prog
 def test_predicted_time_is_within_15_percent_of_the_h100_decode_rows():
     """Calibration of small M (the decode terms of predict_us: DRAM_BYTES_PER_US, L2_DIRTY_BYTES,
     SM_DRAM_BYTES_PER_US, streamk_fixup_us) against the 16 "decode bf16" rows of bench/results/shapes-h100.json (H100,
-    M = 1 to 96): every schedule timed on the row's 64x128 tile within DECODE_ERROR, but NOT_MODELLED."""
+    M = 1 to 96): every schedule timed on the chosen 64-row tile within DECODE_ERROR, but NOT_MODELLED; and the tile
+    and schedule the model picks (small_m_config, schedule_for) the measured fastest of those timed, the old choice
+    ("before: ...") included, or within CHOICE_SLACK of it."""
     import json
     from pathlib import Path
+
+    from tilepipe.tools.bench_shapes import describe
 
     record = json.loads((Path(__file__).parents[1] / "bench/results/shapes-h100.json").read_text())
     rows = [row for row in record["rows"] if row["group"] == "decode bf16"]
     assert len(rows) == 16
     for row in rows:
         M, N, K = map(int, row["shape"].split("x"))
-        assert row["config"] == "64x128x64 s8 w4"
-        for schedule, timing in row["schedules"].items():
-            if not schedule.startswith("before") and (row["shape"], schedule) not in NOT_MODELLED:
-                predicted = predict_us(M, N, K, DECODE_WIDE, schedule, 132)
-                assert abs(timing["measured_us"] / predicted - 1) < DECODE_ERROR, (row["shape"], schedule, predicted)
-
-
-def test_the_small_m_choice_is_the_fastest_tile_timed():
-    """bench/results/decode-tiles-h100.json (H100, one process, do_bench medians): on each of its 6 decode shapes,
-    64x64 and 64x128 tiles with 6 to 12 stages, static and split-K. Every timing within DECODE_ERROR of predict_us;
-    the tile and schedule the model picks (small_m_config, schedule_for) the fastest timed, or within CHOICE_SLACK."""
-    import json
-    import re
-    from pathlib import Path
-
-    record = json.loads((Path(__file__).parents[1] / "bench/results/decode-tiles-h100.json").read_text())
-    assert len(record["rows"]) == 6
-    for row in record["rows"]:
-        M, N, K = row["shape"]
-        timed = {}
-        for name, us in row.items():
-            if (found := re.fullmatch(r"(\d+)x(\d+)x(\d+)s(\d+) (static|splitk)", name)) and isinstance(us, float):
-                bm, bn, bk, stages = map(int, found.groups()[:4])
-                cfg = MatmulConfig(bm, bn, bk, stages=stages, num_warps=4)
-                timed[(cfg, found.group(5))] = us
-                assert abs(us / predict_us(M, N, K, cfg, found.group(5), 132) - 1) < DECODE_ERROR, (row["shape"], name)
-        assert len(timed) == 8
         cfg = small_m_config(M, N, K, torch.bfloat16, 132)
-        chosen = timed[(cfg, schedule_for(M, N, K, cfg, 132))]
-        assert chosen <= CHOICE_SLACK * min(timed.values()), (row["shape"], cfg, chosen, min(timed.values()))
+        assert describe(cfg) == row["config"], row["shape"]
+        measured = {name: timing["measured_us"] for name, timing in row["schedules"].items()}
+        for schedule, us in measured.items():
+            if not schedule.startswith("before") and (row["shape"], schedule) not in NOT_MODELLED:
+                predicted = predict_us(M, N, K, cfg, schedule, 132)
+                assert abs(us / predicted - 1) < DECODE_ERROR, (row["shape"], schedule, us, predicted)
+        chosen = schedule_for(M, N, K, cfg, 132)
+        assert measured[chosen] <= CHOICE_SLACK * min(measured.values()), (row["shape"], chosen, measured)
 
 
 def test_dynamic_plan_declares_every_other_role_as_a_ring_consumer():

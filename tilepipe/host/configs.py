@@ -51,11 +51,6 @@ MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
-NARROW = MatmulConfig(64, 64, 128, stages=6, num_warps=4)
-"""Small M's narrow tile: twice SMALL's programs along N, each streaming half the B panel, with 128-wide k-steps so a
-stage still moves 32 KB. H100, same process (bench/results/decode-tiles-h100.json): 22.3 us against SMALL's 24.3-25.7
-at M = 32 and 96, N x K = 4096 x 4096; 57.0 against 61.3 at 4096 x 14336; no slower than SMALL elsewhere but at M = 1,
-4096 x 4096 (25.0 against 24.5)."""
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 MIN_WAVE_EFFICIENCY = 0.75
 STREAMK_MIN_GAIN = 1.05
@@ -267,32 +262,24 @@ def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> 
 
 @cache
 def small_m_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
-    """The tiles small M chooses from: NARROW and SMALL (64 rows) with as many stages as fit beside the output tile
-    (the loads of a memory-bound GEMM want bytes in flight), and MEDIUM."""
+    """The tiles small M chooses from: 64 rows with as many stages as fit beside the output tile (the loads of a
+    memory-bound GEMM want bytes in flight), and MEDIUM."""
     from tilepipe.kernels.matmul import matmul_plan
 
     c_dtype = GL_DTYPES[out_dtype]
 
-    def fitted(cfg: MatmulConfig) -> MatmulConfig:
-        def fits(stages: int) -> bool:
-            plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, 1, "bf16", c_dtype, True, True)
-            return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+    def fits(stages: int) -> bool:
+        plan = matmul_plan.fn(64, 128, 64, stages, 1, "bf16", c_dtype, True, True)
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
 
-        return replace(cfg, stages=max(s for s in range(1, MAX_STAGES + 1) if fits(s)))
-
-    return fitted(NARROW), fitted(SMALL), MEDIUM
+    return replace(SMALL, stages=max(s for s in range(SMALL.stages, MAX_STAGES + 1) if fits(s))), MEDIUM
 
 
 @cache
 def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """Small M's tile: the one of least predicted time under the schedule schedule_for would give it; of equal ones
-    (at the DRAM floor), the one with the most programs: more SMs share the B panel, so none streams at its cap."""
-    def rank(cfg: MatmulConfig) -> tuple[float, int]:
-        schedule = schedule_by_time(M, N, K, cfg, sms)
-        return (predict_us(M, N, K, cfg, schedule, sms, out_bytes=out_dtype.itemsize),
-                -schedule_programs(M, N, K, cfg, sms, schedule))
-
-    return min(small_m_configs(out_dtype), key=rank)
+    """Small M's tile: the one of least predicted time under the schedule schedule_for would give it."""
+    return min(small_m_configs(out_dtype), key=lambda cfg: predict_us(
+        M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms, out_bytes=out_dtype.itemsize))
 
 
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
