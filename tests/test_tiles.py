@@ -26,10 +26,15 @@ def test_k_groups_share_a_barrier_pair(reports, case):
     assert 0 <= report.shared - planned < 256
 
 
-def test_a_kernel_authors_own_payload_compiles_to_the_same_code(reports):
-    """The payload is an open trait, as the seed's TilePayload: a kernel's own aggregate with A and B arrays (and a
-    field of its own) goes through the same pipeline and gives the same instructions as the storage's payload."""
+def test_a_kernel_authors_own_three_operand_payload_goes_through_the_same_pipeline(reports):
+    """The payload is an open trait, as the seed's TilePayload: a kernel's own aggregate with a third array (E, reached
+    by its field name) shares the storage payload's barriers; each k-step loads and multiplies one more tile, and the
+    group's one expect counts its bytes (tests/gpu/test_tiles_gpu.py runs it)."""
     own = compile_kernels([spec(4, 2, own_payload=True)])[0]
+    plain = reports[(4, 2)]
     assert not isinstance(own, CompileError), own
-    assert own.sass == reports[(4, 2)].sass
-
+    assert own.count("mbarrier.init") == plain.count("mbarrier.init") == 4
+    assert own.count("mbarrier.arrive.expect_tx") == 1
+    assert own.count("cp.async.bulk.tensor") == 3 * 2 and own.count("wgmma.mma_async") == 2 * plain.count(
+        "wgmma.mma_async")
+    assert own.spill_stores == 0
