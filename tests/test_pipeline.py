@@ -133,10 +133,13 @@ def test_prev_copy_is_not_loop_carried():
     assert store.search(fixed.ttgir)
 
 
-def test_try_wait_outcomes_kernel_compiles_with_four_real_tries():
-    """The GPU test that sees both answers (tests/kernels/try_wait_outcomes.py) asks four non-blocking tries."""
+def test_try_wait_outcomes_kernel_compiles_with_six_real_tries():
+    """The GPU test that sees both answers (tests/kernels/try_wait_outcomes.py) asks six non-blocking tries, two of
+    them with the suspend hint."""
     from tilepipe.kernels.spec import KernelSpec
     from tilepipe.verify.compile import compile_kernel
 
     report = compile_kernel(KernelSpec("tests.kernels.try_wait_outcomes:try_wait_outcomes", {"out_ptr": "*i32"}))
-    assert report.count(TRY) == 4
+    assert report.count(TRY) == 6
+    hinted = re.findall(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 p, \[%r\d+\], %r\d+, %r\d+;", report.ptx)
+    assert len(hinted) == 2  # the suspend hint: try_wait's fourth operand

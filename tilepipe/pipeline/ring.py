@@ -184,15 +184,17 @@ class ProducerConsumerPipeline:
         _wait(self, _probe.CONSUMER, _full(self, self.index, _semantic), self.phase, ready, _semantic)
 
     @gluon.jit
-    def try_wait_consumer(self):
-        """Producer side: whether the consumers already released the current slot, without waiting for it."""
+    def try_wait_consumer(self, suspend_ns: gl.constexpr = 0):
+        """Producer side: whether the consumers already released the current slot, without waiting for it (longer
+        than about `suspend_ns` nanoseconds, when given: the seed's suspend hint)."""
         gl.static_assert(not self.multicast, "try_wait_consumer: a multicast ring's pair barrier lives in another CTA")
-        return _try_wait(self.consumer_mbar(self.index), self.phase ^ 1)
+        return _try_wait(self.consumer_mbar(self.index), self.phase ^ 1, suspend_ns)
 
     @gluon.jit
-    def try_wait_producer(self):
-        """Consumer side: whether the producer already filled the current slot, without waiting for it."""
-        return _try_wait(self.producer_mbar(self.index), self.phase)
+    def try_wait_producer(self, suspend_ns: gl.constexpr = 0):
+        """Consumer side: whether the producer already filled the current slot, without waiting for it (longer than
+        about `suspend_ns` nanoseconds, when given)."""
+        return _try_wait(self.producer_mbar(self.index), self.phase, suspend_ns)
 
     @gluon.must_use_result("Rebind it: `pipe = pipe.producer_step()`.")
     @builtin
@@ -258,14 +260,14 @@ class ProducerConsumerPipeline:
         return ConsumerStage(self, _trace.open_stage("consumer", self.name, _semantic))
 
     @gluon.jit
-    def try_acquire_producer(self):
+    def try_acquire_producer(self, suspend_ns: gl.constexpr = 0):
         """The seed's non-blocking try: `ready`, to pass to acquire_producer(ready) after other work."""
-        return self.try_wait_consumer()
+        return self.try_wait_consumer(suspend_ns)
 
     @gluon.jit
-    def try_acquire_consumer(self):
+    def try_acquire_consumer(self, suspend_ns: gl.constexpr = 0):
         """The seed's non-blocking try: `ready`, to pass to acquire_consumer(ready) after other work."""
-        return self.try_wait_producer()
+        return self.try_wait_producer(suspend_ns)
 
     # ---- context managers ---------------------------------------------------------------------
 
@@ -332,12 +334,18 @@ def _advanced(pipe, semantic):
 
 
 @gluon.jit
-def _try_wait(barrier, parity):
+def _try_wait(barrier, parity, SUSPEND_NS: gl.constexpr = 0):
     """One thread's non-blocking test of `barrier` for the phase with parity `parity` (PTX try_wait, which may
-    suspend the thread for a short, hardware-chosen time). A "not ready" may be spurious; "ready" never is."""
-    done = gl.inline_asm_elementwise(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
-        "=r,r,r", [barrier, parity], dtype=gl.int32, is_pure=False, pack=1)
+    suspend the thread for a short time: hardware-chosen, or with SUSPEND_NS > 0 at most about that many nanoseconds,
+    the seed's suspend hint). A "not ready" may be spurious; "ready" never is."""
+    if SUSPEND_NS > 0:
+        done = gl.inline_asm_elementwise(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2, $3; selp.u32 $0, 1, 0, p; }",
+            "=r,r,r,r", [barrier, parity, gl.to_tensor(SUSPEND_NS)], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        done = gl.inline_asm_elementwise(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+            "=r,r,r", [barrier, parity], dtype=gl.int32, is_pure=False, pack=1)
     return done != 0
 
 
