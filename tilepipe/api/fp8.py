@@ -71,6 +71,8 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     """matmul_fp8 with every check and staging copy, remembering a plan for the call's geometry (`key`) when the
     launch read the call's own tensors."""
     M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     else:
@@ -82,8 +84,6 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
     arch = device_target(device)
-    if config is not None and not isinstance(config, MatmulConfig):
-        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
     if config is not None and config.cluster.num_ctas > 1 and (mode == "blockwise" or arch == "sm_100a"):
         raise ValueError(f"config: the {'sm_100a' if arch == 'sm_100a' else 'blockwise'} FP8 kernel has no cluster "
                          f"variant yet (cluster_m = cluster_n = 1)")

@@ -1,7 +1,6 @@
 """Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
-and its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel, per-tensor and per-row
-scales), written only with tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; neither has run on a GPU
-(none here).
+and its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel), written only with
+tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; neither has run on a GPU (none here).
 
 Roles (tiles in grouped order; SCHEDULE "static": one CTA per SM, tilepipe/schedulers/static.py; "clc": one CTA per
 tile, running CTAs take over pending ones' tiles through cluster launch control, tilepipe/schedulers/clc.py):
@@ -92,8 +91,7 @@ def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles
 def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
                   beta, bias_ptr, scale_a, scale_b, M, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
                   SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
-    """SA_STRIDE / SB_STRIDE >= 0 (the FP8 GEMM): each row's and column's scale multiplies D, scale_a[row * SA_STRIDE]
-    and scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row), read once a tile; -1: no scales."""
+    """SA_STRIDE, SB_STRIDE >= 0 (FP8): D times scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE]; -1: no scales."""
     BM: gl.constexpr = accs.tiles.shape[1]
     BN: gl.constexpr = accs.tiles.shape[2]
     EPI_N: gl.constexpr = d_desc.block_type.shape[1]
@@ -176,9 +174,8 @@ def sm100_scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspa
                                C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SA_STRIDE: gl.constexpr,
                                SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
                                CLUSTER_N: gl.constexpr = 1):
-    """The FP8 GEMM (kernels/matmul_fp8.py's scaled_matmul_kernel, with its arguments) on sm_100a: D = (A @ B^T) *
-    scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE], A and B K-major e4m3/e5m2 (tcgen05's f8f6f4 MMA, fp32
-    accumulation in TMEM), D in BM x EPILOGUE_N boxes; no cluster, no C."""
+    """kernels/matmul_fp8.py's scaled_matmul_kernel (its arguments) on sm_100a: A and B K-major e4m3/e5m2 (tcgen05's
+    f8f6f4 MMA, fp32 accumulation in TMEM), D in BM x EPILOGUE_N boxes; no cluster, no C."""
     gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
     sm100_gemm(a_desc, b_desc, d_desc, d_desc, scale_a, scale_a, scale_b, M, N, K, 1.0, 0.0, STAGES, C_STAGES,
                GROUP_M, True, False, False, SA_STRIDE, SB_STRIDE, SCHEDULE, workspace, None, 0)
