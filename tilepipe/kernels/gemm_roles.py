@@ -1,5 +1,6 @@
 """The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
-and sm_100a), the TMA store warp and the epilogue-load warp, and the bias read of the epilogues. Each walks its tiles
+and sm_100a), the TMA store warp and the epilogue-load warp, the C pipelines they take, and the bias read of the
+epilogues. Each walks its tiles
 through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
@@ -11,6 +12,19 @@ from tilepipe.pipeline.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
 WORKER_REGS = gl.constexpr(40)
+
+
+@gluon.jit
+def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr):
+    """The C pipeline (into `c_tiles`, where C lands) and load-order barrier a GEMM's roles take. Without C they are
+    stand-ins over the output pipeline, never used: a role (the default partition above all) cannot be handed None."""
+    if HAS_C:
+        sources = EpiLoadPipeline(smem.pipelines.epi_load, c_tiles)
+        load_order = LoadOrderBarrier(smem.load_order)
+    else:
+        sources = EpiLoadPipeline(smem.pipelines.output, c_tiles)
+        load_order = LoadOrderBarrier(smem.pipelines.output)
+    return sources, load_order
 
 
 @gluon.jit

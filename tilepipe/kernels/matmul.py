@@ -21,11 +21,11 @@ tile's BN bias values straight from global memory in its epilogue.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role,
-                                        store_role, wgmma_unit)
+from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, column_bias, epilogue_load_role,
+                                        load_role, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
-from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
@@ -118,12 +118,8 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
-    if HAS_C:  # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
-        sources = EpiLoadPipeline(smem.pipelines.epi_load, smem.src_tiles if OWN_SOURCE else smem.c_tiles)
-        load_order = LoadOrderBarrier(smem.load_order)
-    else:  # never used without C, but the default partition (mma_role) cannot be handed None
-        sources = EpiLoadPipeline(smem.pipelines.output, smem.c_tiles)
-        load_order = LoadOrderBarrier(smem.pipelines.output)
+    # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
+    sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR, HAS_C,
                                  HAS_BIAS)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,

@@ -25,10 +25,11 @@ clusters (CLUSTER_M and CLUSTER_N stay 1: sm100_operand_blocks refuses a config 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, column_bias, epilogue_load_role, load_role
+from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, column_bias, epilogue_load_role,
+                                        load_role)
 from tilepipe.kernels.matmul import operand_blocks
 from tilepipe.kernels.spec import gemm_spec
-from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
@@ -140,12 +141,7 @@ def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N,
     sched = sm100_scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     accs = OutputTilePipeline(smem.pipelines.output, smem.accumulators)
-    if HAS_C:
-        sources = EpiLoadPipeline(smem.pipelines.epi_load, smem.src_tiles)
-        load_order = LoadOrderBarrier(smem.load_order)
-    else:  # never used without C, but the epilogue (the default partition) and load_role take them
-        sources = EpiLoadPipeline(smem.pipelines.output, smem.d_tiles)
-        load_order = LoadOrderBarrier(smem.pipelines.output)
+    sources, load_order = c_pipelines(smem, smem.src_tiles if HAS_C else smem.d_tiles, HAS_C)  # C sub-tiles land
     warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sources, sched, d_desc, alpha, beta,
                                       bias_ptr, scale_a, scale_b, M, N, HAS_C, HAS_BIAS, SA_STRIDE, SB_STRIDE)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
