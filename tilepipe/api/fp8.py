@@ -15,6 +15,7 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 
 import torch
 
+from tilepipe.api.matmul import check_cluster
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out, check_out_dtype, scaling_of
 from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_fp8_config
 from tilepipe.host.device import device_index, device_target, sm_count
@@ -84,9 +85,8 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
     arch = device_target(device)
-    if config is not None and config.cluster.num_ctas > 1 and (mode == "blockwise" or arch == "sm_100a"):
-        raise ValueError(f"config: the {'sm_100a' if arch == 'sm_100a' else 'blockwise'} FP8 kernel has no cluster "
-                         f"variant yet (cluster_m = cluster_n = 1)")
+    if config is not None and config.cluster.num_ctas > 1 and mode == "blockwise":
+        raise ValueError("config: the blockwise FP8 kernel has no cluster variant yet (cluster_m = cluster_n = 1)")
     if arch == "sm_100a":
         if mode == "blockwise":
             raise NotImplementedError("tilepipe.matmul_fp8: blockwise scales on sm_100 (Blackwell) are not built yet; "
@@ -96,6 +96,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         cfg = config or fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
         schedule = ("static" if cfg.cluster.num_ctas > 1 else  # clusters run the static schedule only
                     fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
+    check_cluster(cfg, schedule, arch)
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
@@ -187,11 +188,12 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple],
     M, K = a.shape
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
-    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, KERNEL_SCHEDULE.get(schedule, schedule))
+    kernel_schedule = KERNEL_SCHEDULE.get(schedule, schedule)
+    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, kernel_schedule)
     if kernel != "blockwise_matmul_kernel":  # the scaled kernels take the cluster shape
         scalars += (cfg.cluster_m, cfg.cluster_n)
     grid = persistent_grid(M, b.shape[0], K, cfg, device, schedule)
-    key = (kernel, variant, KERNEL_SCHEDULE.get(schedule, schedule), cfg, a.dtype, b.dtype, out.dtype, device)
+    key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
     args = (*(TmaOperand.of(t) for t, _, _ in tma), *(p.data_ptr() for p in pointers),
             workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
     launcher = _LAUNCHERS.launch(key, grid, stream, args)

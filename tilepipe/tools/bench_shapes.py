@@ -22,8 +22,7 @@ import torch
 import tilepipe
 from tilepipe._text import format_table
 from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, default_configs,
-                                   fp8_config_for,
-                                   fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
+                                   fp8_config_for, fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
                                    schedule_programs)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
@@ -97,12 +96,11 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
         return {"predicted_us": round(us, 2), "measured_us": round(measured, 2), "rel_err": _rel_err(ours, theirs)}
 
     schedules = {name: timed(cfg, name, us) for name, us in predicted.items()}
+    sms = sm_count(device)
     if M > DECODE_M:  # every other tile matmul could take, under each schedule: the data to choose tiles by time
-        sms = sm_count(device)
         for tile, name in other_candidates(cfg):
             schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
-    if M <= DECODE_M:  # the choice before issue 20's small-M model: the wave heuristic's tile, static
-        sms = sm_count(device)
+    else:  # the choice before issue 20's small-M model: the wave heuristic's tile, static
         old = choose_config(M, N, torch.bfloat16, sms)
         schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
     return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,

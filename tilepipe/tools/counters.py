@@ -65,16 +65,15 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     for M, N, K, scaling in FP8_SHAPES:
         a, b = _fp8_operands(M, N, K)
         sa, sb = _scales(M, N, K, scaling)
+        theirs = lambda a=a, b=b, sa=sa, sb=sb, fast=scaling == "tensor": torch._scaled_mm(  # noqa: E731
+            a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
         found.append((f"fp8 {scaling} {M}x{N}x{K}", lambda a=a, b=b, sa=sa, sb=sb: tilepipe.matmul_fp8(a, b, sa, sb),
-                      lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
-                                                                     use_fast_accum=scaling == "tensor")))
+                      theirs))
         if scaling == "tensor" and (M, N, K) in CLUSTER_SHAPES:
             tile = fp8_config_for(M, N, False, torch.bfloat16, sm_count(torch.cuda.current_device()))
             pair = replace(tile, cluster_m=2)
             found.append((f"fp8 {scaling} {M}x{N}x{K} cluster 2x1", lambda a=a, b=b, sa=sa, sb=sb, c=pair:
-                          tilepipe.matmul_fp8(a, b, sa, sb, config=c),
-                          lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
-                                                                          use_fast_accum=True)))
+                          tilepipe.matmul_fp8(a, b, sa, sb, config=c), theirs))
     return found
 
 

@@ -20,6 +20,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -330,10 +331,12 @@ def load_allow_list(path: Path = ALLOW_LIST) -> list[dict[str, Any]]:
     return entries
 
 
+@cache
 def resolve(location: str) -> str:
-    """An allow-list location as reports write it. 'def MODULE:FUNCTION' is the line of that @gluon.jit function's
-    `def`, where racecheck places code Triton generates for the whole kernel (warp_specialize's dispatch), so the
-    entry follows the function when lines above it move; any other location is taken as written."""
+    """An allow-list location as reports write it, worked out once per location (explain asks for every group).
+    'def MODULE:FUNCTION' is the line of that @gluon.jit function's `def`, where racecheck places code Triton
+    generates for the whole kernel (warp_specialize's dispatch), so the entry follows the function when lines above
+    it move; any other location is taken as written."""
     if not location.startswith("def "):
         return location
     import importlib
