@@ -7,7 +7,8 @@
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
 # names the Triton it ran. `shapes` (issue 20, about 5 minutes): `python -m tilepipe bench --shapes`
-# (bench/results/shapes-h100.json, copied to $OUT), then the split-K and FP8 stream-K GPU cases, one process each.
+# (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB and FP8 stream-K GPU cases, one
+# process each.
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
@@ -36,7 +37,8 @@ if [ "$part" = shapes ]; then
                 "scheduler_cases graphs splitk" "scheduler_cases bias splitk" "scheduler_cases launches default fp32" \
                 "fp8_cases tensor e4m3 e4m3 bf16 streamk" "fp8_cases row e4m3 e5m2 fp32 splitk" \
                 "fp8_cases blockwise e4m3 e4m3 bf16 streamk" "fp8_cases blockwise e4m3 e4m3 bf16 splitk" \
-                "fp8_cases tensor e4m3 e4m3 bf16"; do
+                "fp8_cases tensor e4m3 e4m3 bf16" "matmul_cases swap 64 static bf16" "matmul_cases swap 64 splitk fp32" \
+                "fp8_cases tensor e4m3 e4m3 bf16 swap-static" "fp8_cases row e4m3 e5m2 fp32 swap-splitk"; do
         set -- $case
         # printf's leading newline: triton 3.9's exit notes end without one
         (timeout 100 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; printf '\nexit=%s\n' $? >> "$out/${case// /_}.log") &
@@ -48,7 +50,7 @@ if [ "$part" = shapes ]; then
     [ -n "$(grep -L '^exit=0$' "$out"/*_cases_*.log)" ] && tests=1
     tar -czf "$out/cases.tgz" -C "$out" $(cd "$out" && ls *_cases_*.log) && rm -f "$out"/*_cases_*.log  # one file back
     cat "$out/bench.log"
-    echo "split-K gpu cases exit=$tests, bench --shapes exit=$bench"
+    echo "split-K / swap-AB gpu cases exit=$tests, bench --shapes exit=$bench"
     [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
     exit
 fi

@@ -75,8 +75,12 @@ def test_default_candidates_fit_shared_memory():
     from tilepipe.kernels.matmul import matmul_plan
     for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
         cands = autotune.default_candidates(out_dtype)
-        assert len(set(cands)) == len(cands) >= 4
-        assert any(cfg.cluster_m == 2 for cfg in cands)
-        for cfg in cands:
+        small_m = autotune.default_candidates(out_dtype, M=8)
+        assert len(set(cands)) == len(cands) >= 4 and set(cands) < set(small_m)
+        assert any(cfg.cluster_m == 2 for cfg in cands) and not any(cfg.swap_ab for cfg in cands)
+        assert sum(cfg.swap_ab for cfg in small_m) == 2  # swap-AB's 64- and 128-row tiles, B K-major only
+        assert not any(cfg.swap_ab for cfg in autotune.default_candidates(out_dtype, M=8, b_kmajor=False))
+        for cfg in small_m:
             assert matmul_plan.fn(cfg.tile_m, cfg.tile_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", c_dtype,
-                                  True, True, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n).fits
+                                  True, True, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n,
+                                  swap_ab=cfg.swap_ab).fits

@@ -52,8 +52,10 @@ def test_every_row_gets_a_configuration_and_a_predicted_time(h100):
                     schedule == "static" and predicted["static"] < configs.STREAMK_MIN_GAIN * best)
             if M <= configs.DECODE_M and not group.startswith("FP8"):
                 assert cfg.block_m == 64
+    cfg, schedule, _ = plan("decode bf16", 96, 4096, 14336, 0)
+    assert schedule == "splitk" and not cfg.swap_ab
     cfg, schedule, _ = plan("decode bf16", 1, 4096, 14336, 0)
-    assert schedule == "splitk"
+    assert schedule == "static" and cfg.swap_ab  # swap-AB's 64 programs stream B whole (tests/test_swap_ab.py)
 
 
 def fake_row(group: str, M: int, N: int, K: int) -> ShapeRow:

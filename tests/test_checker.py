@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from tilepipe.host.configs import MEDIUM, MatmulConfig
-from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, shipped_variants
+from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_SWAP, shipped_variants
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume,
                                      format_results, loop, produce, trip_cases, wait_filled)
@@ -64,9 +64,11 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *(f"{epilogue} {schedule}" for epilogue in MATMUL_EPILOGUES
-                                                              for schedule in ("dynamic", "streamk")),
-                       "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 blockwise", "sm100_matmul_kernel",
+    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *MATMUL_SWAP,
+                       *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
+                         for schedule in ("dynamic", "streamk")),
+                       "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
+                       "matmul_fp8 blockwise", "sm100_matmul_kernel",
                        "sm100_scaled_matmul_kernel",
                        "pipeline_demo stress",
                        "pipeline_demo wgmma"}

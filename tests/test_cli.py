@@ -45,7 +45,8 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K
     assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
     assert any("HAS_BIAS=True" in row for row in rows)
-    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 6  # +2 clusters
+    # 4 + 2 clusters + 2 swap-AB
+    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 8
     sm100 = [row.split() for row in rows if row.startswith("sm100_matmul_kernel")]  # each epilogue + the medium tile
     assert len(sm100) == sum(v.kernel == "sm100_matmul_kernel" for v in shipped_variants()) + 1
     assert all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] in ("256", "512") for row in sm100)

@@ -9,7 +9,7 @@ from pathlib import Path
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SM100_FP8_CONFIGS,
-                                   SMALL, fp8_configs, sm100_fitted, small_m_configs)
+                                   SMALL, fp8_configs, sm100_fitted, small_m_configs, swap_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -33,7 +33,8 @@ def report() -> int:
     specs += [pipeline_demo.wgmma_spec(4)]
     # the sm_90a GEMM (wgmma): every epilogue under every scheduler of the catalogue and the cluster GEMMs, at the
     # largest tile that takes it, plus the other tiles
-    specs += [matmul_spec(MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
+    specs += [matmul_spec(swap_config(32, torch.bfloat16) if "swap_ab" in v.options else
+                          MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
@@ -54,6 +55,8 @@ def report() -> int:
     specs += [scaled_spec(replace(fp8_configs(False, torch.bfloat16)[0], cluster_m=m, cluster_n=n), "fp8e4nv",
                           "fp8e4nv", "bf16", False) for m, n in (v.options["cluster"] for v in shipped_variants()
                                                                  if v.kernel == "matmul_fp8 scaled cluster")]
+    specs += [scaled_spec(swap_config(32, torch.bfloat16, kernel="scaled"), "fp8e4nv", "fp8e4nv", "bf16", True,
+                          v.options["schedule"]) for v in shipped_variants() if v.kernel == "matmul_fp8 scaled swap-AB"]
     rows = [("kernel", "target", "smem B", "TMEM cols", "regs", "spills B", "mbarriers", "mma", "tma", "tmem ld")]
     failed = 0
     for spec, rep in zip(specs, compile_kernels(specs)):

@@ -1,7 +1,7 @@
 """GPU correctness of tilepipe.matmul_fp8 for one (scaling, A dtype, B dtype, out dtype), over ragged shapes.
 
 `python -m tests.gpu.fp8_cases blockwise e4m3 e5m2 bf16` prints one JSON line; a fifth argument (streamk, splitk)
-forces that schedule (default: matmul_fp8's own choice per shape). Each shape gets fresh random fp8
+forces that schedule (default: matmul_fp8's own choice per shape), a cluster shape or swap-AB (swap-static, ...). Each shape gets fresh random fp8
 operands and random scales (varying over rows, columns and K blocks, so a wrong scale index shows), a NaN-poisoned
 output, and a float64 reference of the dequantized inputs. Tolerances: the output dtype's rounding plus fp8
 wgmma's limited-precision accumulation (per-tensor/per-row accumulate over all of K; blockwise promotes every 128).
@@ -55,7 +55,8 @@ def operands(M: int, N: int, K: int, a_dtype: torch.dtype, b_dtype: torch.dtype,
 
 
 def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | None = None) -> dict:
-    """`schedule`: "static", "streamk", "splitk" forced; or a cluster shape ("2x1", "1x2") forced through config=."""
+    """`schedule`: "static", "streamk", "splitk" forced; a cluster shape ("2x1", "1x2") forced through config=; or
+    "swap-" and a schedule: swap-AB's 64x32 tile (host/configs.py swap_config) forced, under that schedule."""
     config = None
     if schedule in ("2x1", "1x2"):
         from tilepipe.host.configs import fp8_configs
@@ -64,8 +65,12 @@ def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | N
         config = replace(fp8_configs(False, OUT[out_name])[0], cluster_m=cm, cluster_n=cn)
     elif schedule is not None:  # (a function-level `import tilepipe.api.fp8` would make `tilepipe` local here)
         from tilepipe.api import fp8 as fp8_api
+        from tilepipe.host.configs import swap_config
 
-        fp8_api.fp8_schedule_for = lambda *args: schedule
+        if schedule.startswith("swap-"):
+            config = swap_config(32, OUT[out_name], kernel="scaled")
+        forced = schedule.removeprefix("swap-")
+        fp8_api.fp8_schedule_for = lambda *args: forced
     torch.manual_seed(0)
     failures, worst = [], 0.0
     for M, N, K in SHAPES:

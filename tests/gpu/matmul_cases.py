@@ -4,7 +4,7 @@
 fresh random inputs, with the output poisoned with NaN first. `... residual bf16 bf16 kmajor`: the fused
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
-split-K, forced and as matmul's own choice.
+split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
 """
 
 import json
@@ -137,6 +137,26 @@ def run_restaged(dtype: str, out_dtype: str, layout: str) -> dict:
             "failures": [f for r in results for f in r["failures"]]}
 
 
+SWAP_SHAPES = SHAPES + SPLITK_SHAPES + [(96, 14336, 4096), (128, 1000, 520)]
+
+
+def run_swap(tile: str, schedule: str, out_dtype: str) -> dict:
+    """Swap-AB (D^T = B^T A^T, B K-major) forced with the `tile` ("64" or "128" rows of N) that swap_config gives
+    M = 8, 32 and 128 (tile widths 8, 32, 128), on ragged shapes under `schedule`, and through the residual
+    epilogues (C, C aliasing D, a bias row)."""
+    from tilepipe.host.configs import swap_config
+
+    results = []
+    for width in (8, 32, 128):
+        config = swap_config(width, DTYPES[out_dtype], int(tile))
+        results.append(run("bf16", out_dtype, "kmajor", SWAP_SHAPES, scheduler=schedule, config=config))
+        if schedule == "static":
+            results.append(run_residual("bf16", out_dtype, "kmajor", config))
+    return {"case": f"swap {tile} {schedule} bf16->{out_dtype}", "ok": all(r["ok"] for r in results),
+            "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]][:8]}
+
+
 def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str) -> dict:
     """A `cluster` ("2x1" or "1x2") configuration forced on every shape: the plain GEMM or the residual epilogues."""
     cm, cn = map(int, cluster.split("x"))
@@ -148,7 +168,8 @@ def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout:
 
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster}
+    runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
+               "swap": run_swap}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -11,6 +11,8 @@ CASES += [("tensor", "e4m3", "e4m3", "bf16", "2x1"), ("row", "e4m3", "e5m2", "fp
 CASES += [("tensor", "e4m3", "e4m3", "bf16", "streamk"), ("row", "e4m3", "e5m2", "fp32", "splitk"),
           ("tensor", "e5m2", "e4m3", "fp16", "splitk"), ("blockwise", "e4m3", "e4m3", "bf16", "streamk"),
           ("blockwise", "e4m3", "e5m2", "fp32", "splitk")]  # stream-K's partial tiles, forced
+CASES += [("tensor", "e4m3", "e4m3", "bf16", "swap-static"), ("row", "e4m3", "e5m2", "fp32", "swap-splitk"),
+          ("row", "e5m2", "e4m3", "bf16", "swap-streamk")]  # swap-AB (D^T = B^T A^T)
 TIMEOUT_S = 240
 
 

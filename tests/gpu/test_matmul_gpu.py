@@ -10,6 +10,9 @@ CASES += [("residual", dtype, out, layout) for dtype, out, layout in (("bf16", "
                                                                        ("bf16", "fp32", "kmajor"))]
 CASES += [("restaged", "bf16", "bf16", "kmajor"), ("restaged", "fp16", "fp32", "rowmajor")]
 CASES += [("splitk", "bf16", "bf16", "kmajor"), ("splitk", "fp16", "fp32", "rowmajor")]
+CASES += [("swap", tile, schedule, out) for tile, schedule, out in (("64", "static", "bf16"), ("64", "splitk", "fp32"),
+                                                                  ("64", "streamk", "bf16"), ("128", "static", "fp32"),
+                                                                  ("64", "dynamic", "bf16"))]
 CLUSTER_CASES = (("plain", "bf16", "bf16", "kmajor"), ("plain", "fp16", "fp32", "rowmajor"),
                  ("residual", "bf16", "bf16", "rowmajor"))
 CASES += [("cluster", cluster, *case) for cluster in ("1x2", "2x1") for case in CLUSTER_CASES]

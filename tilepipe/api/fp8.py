@@ -15,7 +15,7 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 
 import torch
 
-from tilepipe.api.matmul import check_cluster
+from tilepipe.api.matmul import check_cluster, check_swap_ab
 from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out, check_out_dtype, scaling_of
 from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_fp8_config
 from tilepipe.host.device import device_index, device_target, sm_count
@@ -85,8 +85,9 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
     arch = device_target(device)
-    if config is not None and config.cluster.num_ctas > 1 and mode == "blockwise":
-        raise ValueError("config: the blockwise FP8 kernel has no cluster variant yet (cluster_m = cluster_n = 1)")
+    if config is not None and (config.cluster.num_ctas > 1 or config.swap_ab) and mode == "blockwise":
+        raise ValueError("config: the blockwise FP8 kernel has no cluster or swap-AB variant yet (cluster_m = "
+                         "cluster_n = 1, swap_ab=False)")
     if arch == "sm_100a":
         if mode == "blockwise":
             raise NotImplementedError("tilepipe.matmul_fp8: blockwise scales on sm_100 (Blackwell) are not built yet; "
@@ -97,6 +98,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         schedule = ("static" if cfg.cluster.num_ctas > 1 else  # clusters run the static schedule only
                     fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
     check_cluster(cfg, schedule, arch)
+    check_swap_ab(cfg, True, arch)  # FP8's B is always K-major
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
@@ -156,15 +158,18 @@ def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
 def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, per_row: bool,
                    out: torch.Tensor, device: int, cfg: MatmulConfig, schedule: str, arch: str) -> LaunchPlan | None:
     """Per-tensor or per-row scales: read by pointer (stride 0 or 1 along M and N); on sm_100a the Blackwell kernel,
-    whose D blocks are its epilogue's sub-tiles."""
+    whose D blocks are its epilogue's sub-tiles. Swap-AB passes B, A and their scales in that order (the plan's
+    slots keep the call's a, b, D, scale_a, scale_b order)."""
     from tilepipe.kernels.matmul import operand_blocks
     from tilepipe.kernels.sm100_matmul import sm100_operand_blocks
 
     stride = 1 if per_row else 0
     blocks = (sm100_operand_blocks if arch == "sm_100a" else operand_blocks)(cfg, True)  # a cluster's tiles, split
-    tma = ((a, *blocks["a"]), (b, *blocks["b"]), (out, *blocks["c"]))                  # or shared over its CTAs
+    first, second, scales, slots = ((b, a, (scale_b, scale_a), (1, 0, 2, 4, 3)) if cfg.swap_ab else  # or shared
+                                    (a, b, (scale_a, scale_b), None))                                # over its CTAs
+    tma = ((first, *blocks["a"]), (second, *blocks["b"]), (out, *blocks["c"]))
     kernel = "sm100_scaled_matmul_kernel" if arch == "sm_100a" else "scaled_matmul_kernel"
-    return _launch(kernel, tma, (scale_a, scale_b), (stride, stride), per_row, device, cfg, schedule)
+    return _launch(kernel, tma, scales, (stride, stride), per_row, device, cfg, schedule, slots)
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
@@ -176,29 +181,31 @@ def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t
 
 
 def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple], ...], pointers: tuple, extra: tuple,
-            variant: object, device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
+            variant: object, device: int, cfg: MatmulConfig, schedule: str,
+            slots: tuple[int, ...] | None = None) -> LaunchPlan | None:
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
     fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases), pointers, the
     scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
-    schedule and (the scaled kernels) the cluster shape. The first call
+    schedule and (the scaled kernels) the cluster shape and swap-AB. The first call
     per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
-    the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers (planned for
-    this stream under stream-K)."""
+    the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers, in order or
+    as `slots` maps the plan's addresses to them (planned for this stream under stream-K)."""
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]
-    M, K = a.shape
+    rows, K = a.shape  # the kernel's M and N (under swap-AB the problem's N and M)
+    cols = b.shape[0]
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     kernel_schedule = KERNEL_SCHEDULE.get(schedule, schedule)
-    scalars = (M, b.shape[0], K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, kernel_schedule)
-    if kernel != "blockwise_matmul_kernel":  # the scaled kernels take the cluster shape
-        scalars += (cfg.cluster_m, cfg.cluster_n)
-    grid = persistent_grid(M, b.shape[0], K, cfg, device, schedule)
+    scalars = (rows, cols, K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, kernel_schedule)
+    if kernel != "blockwise_matmul_kernel":  # the scaled kernels take the cluster shape and swap-AB
+        scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
+    grid = persistent_grid(*out.shape, K, cfg, device, schedule)
     key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
     args = (*(TmaOperand.of(t) for t, _, _ in tma), *(p.data_ptr() for p in pointers),
             workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
     launcher = _LAUNCHERS.launch(key, grid, stream, args)
     if launcher is not None:
-        return LaunchPlan(launcher, grid, device, args, tuple(range(len(tma) + len(pointers))),
+        return LaunchPlan(launcher, grid, device, args, slots or tuple(range(len(tma) + len(pointers))),
                           None if workspace is None else stream)
     from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_matmul
 

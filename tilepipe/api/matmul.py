@@ -103,6 +103,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
     check_cluster(cfg, schedule, arch)
+    b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
+    check_swap_ab(cfg, b_kmajor, arch)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -111,7 +113,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     elif launcher is not None and key is not None and a_view is a and (
             b_view.data_ptr() == b.data_ptr() and (source is None or source is c)):
         stream = None if schedule == "static" else torch._C._cuda_getCurrentRawStream(device)
-        slots = (0, 1, 2, 3, 4) if bias is not None else (0, 1, 2, 3)  # A, B, D, C descriptors[, bias pointer]
+        # the A, B, D and C descriptors (the first two swapped under swap-AB)[, the bias pointer]
+        slots = (1, 0, 2, 3, 4) if cfg.swap_ab else (0, 1, 2, 3, 4)
+        slots = slots if bias is not None else slots[:4]
         _PLANS.remember(key, _Plan(LaunchPlan(launcher, grid, device, args, slots, stream), out,
                                    c is not None and c is not out, bias is not None))
     return out
@@ -150,6 +154,20 @@ def check_cluster(cfg: MatmulConfig, schedule: str, arch: str) -> None:
     if schedule != "static":
         raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
                          f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")
+
+
+def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
+    """Swap-AB is built for the sm_90a GEMM, without clusters, with B K-major (the problem's B^T, an (N, K) tensor
+    with unit inner stride, is the kernel's A operand): anything else raises ValueError."""
+    if not cfg.swap_ab:
+        return
+    if arch != "sm_90a":
+        raise ValueError(f"swap-AB is built for sm_90a (Hopper) only; {arch}'s GEMM takes configs with swap_ab=False")
+    if cfg.cluster.num_ctas > 1:
+        raise ValueError("a config cannot have both swap_ab=True and a cluster")
+    if not b_kmajor:
+        raise ValueError("a config with swap_ab=True needs b K-major (a transposed (N, K) tensor such as w.t()); "
+                         "this b is row-major (K, N)")
 
 
 def check_schedule(scheduler: str | None, arch: str) -> None:
@@ -221,7 +239,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     N = out.shape[1]
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
-    scalars = (M, N, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias,
+    first, second, rows, cols = (b, a, N, M) if cfg.swap_ab else (a, b, M, N)  # the kernel's operands, D^T's shape
+    scalars = (rows, cols, K, alpha, beta, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, has_c, has_bias,
                KERNEL_SCHEDULE.get(schedule, schedule))
     cluster = (cfg.cluster_m, cfg.cluster_n)
     grid = persistent_grid(M, N, K, cfg, device, schedule)
@@ -229,9 +248,9 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
-    args = (TmaOperand.of(a), TmaOperand.of(b), TmaOperand.of(out), TmaOperand.of(source),
+    args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
-            *cluster, None, 0)
+            *cluster, cfg.swap_ab, None, 0)
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
            device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
@@ -242,10 +261,10 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
 
     kernel, blocks = ((sm100_matmul_kernel, sm100_operand_blocks(cfg, b_kmajor)) if arch == "sm_100a"
                       else (matmul_kernel, operand_blocks(cfg, b_kmajor)))
-    jit_args = (tensor_descriptor(a, *blocks["a"]), tensor_descriptor(b, *blocks["b"]),
+    jit_args = (tensor_descriptor(first, *blocks["a"]), tensor_descriptor(second, *blocks["b"]),
                 tensor_descriptor(out, *blocks["c"]), tensor_descriptor(source, *blocks["c"]),
                 bias if has_bias else out, workspace if workspace is not None else out, *scalars,
-                *cluster)  # unused pointers: any tensor types them
+                *cluster, cfg.swap_ab)  # unused pointers: any tensor types them
     options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     if probe is not None:
         launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **options), grid[0], probe, a.device,

@@ -20,7 +20,9 @@ from tilepipe.schedulers import KERNEL_SCHEDULE
 class MatmulConfig:
     """Tile shape and stage counts of the warp-specialized GEMM (num_warps counts the MMA role's warps). A cluster
     of `cluster_m` x `cluster_n` CTAs (2x1 or 1x2) works on a (cluster_m * block_m) x (cluster_n * block_n) tile,
-    each CTA on its own block_m x block_n; the operand the CTAs share is loaded once and multicast."""
+    each CTA on its own block_m x block_n; the operand the CTAs share is loaded once and multicast. With `swap_ab`
+    the kernel computes D^T = B^T A^T (B K-major): its block_m rows run along N, so a small M becomes the wgmma's
+    narrow N side, and block_n columns along M."""
     block_m: int
     block_n: int
     block_k: int
@@ -30,6 +32,7 @@ class MatmulConfig:
     num_warps: int = 8
     cluster_m: int = 1
     cluster_n: int = 1
+    swap_ab: bool = False
 
     @property
     def cluster(self) -> Cluster:
@@ -139,7 +142,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
         return cached
     sms = sm_count(device)
     if M <= DECODE_M and not own_source:
-        return small_m_config(M, N, K, out_dtype, sms)
+        return small_m_config(M, N, K, out_dtype, sms, b_kmajor)
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     if schedule_for(M, N, K, candidates[0], sms) == "streamk":
         return candidates[0]
@@ -147,8 +150,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
-    """The tiles of the programs (clusters) of `cfg`."""
-    return -(-M // cfg.tile_m) * -(-N // cfg.tile_n)
+    """The tiles of the programs (clusters) of `cfg` (of D^T, N x M, under swap-AB)."""
+    rows, cols = (N, M) if cfg.swap_ab else (M, N)
+    return -(-rows // cfg.tile_m) * -(-cols // cfg.tile_n)
 
 
 def tile_us(cfg: MatmulConfig, K: int) -> float:
@@ -207,7 +211,7 @@ def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: in
     else:
         steps, fixup = -(-tiles // programs) * k_tiles, 0.0
     stage_bytes = (bm + bn) * bk * in_bytes
-    sm_bytes = SM_DRAM_BYTES_PER_US if M <= 2 * cfg.tile_m else SM_BYTES_PER_US
+    sm_bytes = SM_DRAM_BYTES_PER_US if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else SM_BYTES_PER_US
     stream = min(sm_bytes, cfg.stages * stage_bytes / LOAD_LATENCY_US)
     step_us = max(2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6, stage_bytes / stream)
     reads = (M + N) * K * in_bytes
@@ -264,20 +268,55 @@ def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> 
 def small_m_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
     """The tiles small M chooses from: 64 rows with as many stages as fit beside the output tile (the loads of a
     memory-bound GEMM want bytes in flight), and MEDIUM."""
+    return replace(SMALL, stages=fitted_stages(SMALL, out_dtype, SMALL.stages)), MEDIUM
+
+
+SWAP_BLOCK_N = (8, 16, 32, 64, 128)
+"""Swap-AB tile widths along M (the wgmma's N): the narrowest that holds M is used."""
+SWAP_MAX_STAGES = 12
+
+
+@cache
+def swap_config(M: int, out_dtype: torch.dtype, block_m: int = 64, kernel: str = "matmul") -> MatmulConfig:
+    """Swap-AB's tile for M <= DECODE_M: block_m rows of N (64: one wgmma warpgroup, 128: two), the narrowest
+    SWAP_BLOCK_N that holds M, BK = 128, as many stages of `kernel`'s operands ("matmul": 16-bit, "scaled": FP8) as
+    fit (up to SWAP_MAX_STAGES)."""
+    block_n = next(n for n in SWAP_BLOCK_N if n >= min(M, DECODE_M))
+    cfg = MatmulConfig(block_m, block_n, 128, stages=2, num_warps=block_m // 16, swap_ab=True)
+    return replace(cfg, stages=fitted_stages(cfg, out_dtype, 2, SWAP_MAX_STAGES, kernel))
+
+
+def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int | None = None,
+                  kernel: str = "matmul") -> int:
+    """The most operand stages from `low` to `high` (default MAX_STAGES) that fit beside `cfg`'s output tile in
+    `kernel`'s plan: "matmul" (16-bit operands, with a C of D's dtype), "scaled" or "blockwise" (FP8)."""
     from tilepipe.kernels.matmul import matmul_plan
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
 
     c_dtype = GL_DTYPES[out_dtype]
 
     def fits(stages: int) -> bool:
-        plan = matmul_plan.fn(64, 128, 64, stages, 1, "bf16", c_dtype, True, True)
+        tile = (cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages)
+        plan = (matmul_plan.fn(*tile, "bf16", c_dtype, True, True, swap_ab=cfg.swap_ab) if kernel == "matmul" else
+                fp8_plan.fn(*tile, "fp8e4nv", "fp8e4nv", c_dtype, kernel == "blockwise", swap_ab=cfg.swap_ab))
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
 
-    return replace(SMALL, stages=max(s for s in range(SMALL.stages, MAX_STAGES + 1) if fits(s))), MEDIUM
+    return max(s for s in range(low, (high or MAX_STAGES) + 1) if fits(s))
+
+
+SWAP_MAX_M = 32
+"""Small M up to this, with B K-major, takes swap-AB's 64-row tile (swap_config). On the H100 it ran all 12 decode rows
+of M = 1, 8 and 32 in bench/results/decode-swap-h100.json 1.02-1.13x faster than the 64x128 tile predict_us chose
+(static, or split-K at K = 14336), within 3% of the fastest tile and schedule timed; at M = 96 its 128-column tile
+was slower on 3 of 4 rows. predict_us cannot tell them apart: both sit at its DRAM floor (docs/perf-log.md row 38)."""
 
 
 @cache
-def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """Small M's tile: the one of least predicted time under the schedule schedule_for would give it."""
+def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_kmajor: bool = False) -> MatmulConfig:
+    """Small M's tile: swap-AB's for M <= SWAP_MAX_M with B K-major (`b_kmajor`), else the one of least predicted
+    time under the schedule schedule_for would give it."""
+    if b_kmajor and M <= SWAP_MAX_M:
+        return swap_config(M, out_dtype)
     return min(small_m_configs(out_dtype), key=lambda cfg: predict_us(
         M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms, out_bytes=out_dtype.itemsize))
 
@@ -369,19 +408,11 @@ FP8_TILES = (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL, BLOCKWISE, BLOCKWISE_SMA
 def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
     """The tiles a call may use, largest first, each with as many stages as fit beside its output tile (fp32
     output tiles are twice the bytes: the 128x256 one is not offered then)."""
-    from tilepipe.kernels.matmul_fp8 import fp8_plan
-
     tiles = (BLOCKWISE, BLOCKWISE_SMALL) if blockwise else (SCALED_LARGE, SCALED_MEDIUM, SCALED_SMALL)
     if out_dtype == torch.float32:
         tiles = tiles[1:] if not blockwise else tiles
-    c_dtype = GL_DTYPES[out_dtype]
-
-    def fits(cfg: MatmulConfig, stages: int) -> bool:
-        plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
-                           c_dtype, blockwise)
-        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
-
-    return tuple(replace(cfg, stages=max(s for s in range(1, MAX_STAGES + 1) if fits(cfg, s))) for cfg in tiles)
+    kernel = "blockwise" if blockwise else "scaled"
+    return tuple(replace(cfg, stages=fitted_stages(cfg, out_dtype, 1, kernel=kernel)) for cfg in tiles)
 
 
 def fp8_config_for(M: int, N: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:

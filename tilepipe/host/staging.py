@@ -53,7 +53,8 @@ def sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cfg
     off = [off_sectors(a), off_sectors(b)]
     if not any(off):
         return a, b
-    share = (cfg.block_m * off[0] + cfg.block_n * off[1]) / (cfg.block_m + cfg.block_n)
+    a_rows, b_rows = (cfg.block_n, cfg.block_m) if cfg.swap_ab else (cfg.block_m, cfg.block_n)  # a tile's, per k
+    share = (a_rows * off[0] + b_rows * off[1]) / (a_rows + b_rows)
     gemm_us = -(-tile_count(M, N, cfg) // sm_count(device)) * tile_us(cfg, K)
     copy_us = sum(2 * t.numel() * t.element_size() for t, o in zip((a, b), off) if o) / COPY_BYTES_PER_US
     if RESTAGE_GAIN * share * gemm_us <= copy_us:

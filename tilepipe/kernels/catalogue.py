@@ -27,6 +27,11 @@ MATMUL_CLUSTERS = {
     "matmul +C cluster 2x1": dict(dtype="bf16", c_dtype="bf16", has_c=True, cluster=(2, 1)),
 }
 """matmul_kernel in two-CTA clusters (static schedule only), as matmul_spec arguments."""
+MATMUL_SWAP = {
+    "matmul swap-AB": dict(dtype="bf16", c_dtype="bf16", swap_ab=True),
+    "matmul +C swap-AB": dict(dtype="bf16", c_dtype="bf16", has_c=True, swap_ab=True),  # C tiles of D, transposed
+}
+"""matmul_kernel computing D^T = B^T A^T (small M, B K-major: host/configs.py swap_config), as matmul_spec arguments."""
 SM100_EPILOGUES = {
     "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
     "sm100 matmul +C": dict(dtype="bf16", c_dtype="bf16", has_c=True),  # C sub-tiles in source stages
@@ -45,11 +50,14 @@ WGMMA_STAGES = (2, 4, 8)
 
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
-    variants on its own grid), the two-CTA cluster GEMMs, the sm_100a GEMM's epilogues under its schedulers, the FP8
+    variants on its own grid), the two-CTA cluster GEMMs, swap-AB (plain and +C under each scheduler; FP8 per-tensor
+    and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers, the FP8
     kernels (also under stream-K) and the sm_100a FP8 GEMM, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
+    variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in SCHEDULERS for name, options in MATMUL_SWAP.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant("sm100_scaled_matmul_kernel", name, options) for name, options in SM100_FP8.items()]
@@ -57,6 +65,8 @@ def shipped_variants() -> list[Variant]:
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant("matmul_fp8 scaled cluster", f"matmul_fp8 scaled cluster {m}x{n}", {"cluster": (m, n)})
                  for m, n in ((2, 1), (1, 2))]
+    variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
+                 for schedule in ("static", "streamk")]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))

@@ -56,33 +56,44 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
 
 
 @gluon.jit
-def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr):
+def output_origin(work, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.constexpr = False):
+    """Where the unit's ROWS x COLS tile of D starts: at the scheduler's tile coordinates, or at their transpose
+    where the kernel computes D^T = B^T A^T (SWAP_AB: the scheduler walks D^T's tiles)."""
+    pid_m, pid_n = work.coords()
+    row_tile, col_tile = (pid_n, pid_m) if SWAP_AB else (pid_m, pid_n)
+    return row_tile * ROWS, col_tile * COLS
+
+
+@gluon.jit
+def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr,
+               SWAP_AB: gl.constexpr = False):
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
         if work.finishes:
-            pid_m, pid_n = work.coords()
+            row, col = output_origin(work, BM, BN, SWAP_AB)
             with outputs.consume() as out:
-                out.store(d_desc, [pid_m * BM, pid_n * BN])
+                out.store(d_desc, [row, col])
                 if HAS_C:
                     sources = sources.release()  # C was used and D stored: the stage may receive the next C
         work = work.next()
 
 
 @gluon.jit
-def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr):
-    """C of each finished BM x BN tile, in c_desc's boxes (sm_90a: the whole tile; sm_100a: the epilogue's sub-tiles,
-    one source stage each)."""
+def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr,
+                       SWAP_AB: gl.constexpr = False):
+    """C of each finished BM x BN tile of D, in c_desc's boxes (sm_90a: the whole tile; sm_100a: the epilogue's
+    sub-tiles, one source stage each)."""
     BM: gl.constexpr = c_desc.block_type.shape[0]
     SUB_N: gl.constexpr = c_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
         if work.finishes:
-            pid_m, pid_n = work.coords()
+            row, col = output_origin(work, BM, BN, SWAP_AB)
             load_order = load_order.wait()  # this tile's main-loop loads were issued first
             for j in gl.static_range(BN // SUB_N):
-                sources = sources.load(c_desc, [pid_m * BM, pid_n * BN + j * SUB_N])
+                sources = sources.load(c_desc, [row, col + j * SUB_N])
         work = work.next()
     sources.drain()
 

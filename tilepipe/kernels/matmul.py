@@ -22,7 +22,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, column_bias, epilogue_load_role,
-                                        load_role, store_role, wgmma_unit)
+                                        load_role, output_origin, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
@@ -41,20 +41,25 @@ SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one
 
 @gluon.constexpr_function
 def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
-                dynamic=False, cluster_m=1, cluster_n=1):
+                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
     ring: every other role consumes it). In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's
-    tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases."""
+    tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases. With `swap_ab`
+    the kernel computes D^T = B^T A^T: its block_m x block_n tile is D's block_n x block_m one, which the output
+    and source stages hold."""
     cluster = Cluster(cluster_m, cluster_n)
     if dynamic and cluster.num_ctas > 1:
         raise ValueError("the dynamic scheduler draws a tile per CTA; a cluster's CTAs must share theirs")
+    if swap_ab and cluster.num_ctas > 1:
+        raise ValueError("swap-AB is built without clusters")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
+    d_tile = (block_n, block_m) if swap_ab else (block_m, block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
     clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()))
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages, a_cga=cluster.a,
                                                  b_cga=cluster.b(b_kmajor)),
-                    c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages, cga=cluster.c),
+                    c_tiles=OutputTileStorage(c_dtype, d_tile, c_stages, cga=cluster.c),
                     pipelines=SmemPipelineBundle(
                         InputPipelineStorage(stages, multicast=cluster.num_ctas > 1),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
@@ -63,32 +68,37 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
     if has_c:
         storages["load_order"] = LoadOrderBarrierStorage()
     if has_c and src_dtype is not None and src_dtype != c_dtype:
-        storages["src_tiles"] = SourceTileStorage(src_dtype, (block_m, block_n), c_stages, cga=cluster.c)
+        storages["src_tiles"] = SourceTileStorage(src_dtype, d_tile, c_stages, cga=cluster.c)
     return SmemPlan("sm_90a", **storages)
 
 
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
-             beta, bias_ptr, N, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
-    BM: gl.constexpr = outputs.tiles.shape[1]
-    BN: gl.constexpr = outputs.tiles.shape[2]
+             beta, bias_ptr, D_COLS, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
+             SWAP_AB: gl.constexpr):
+    """The output stages hold D's tiles: with SWAP_AB the transpose of the accumulator (D^T = B^T A^T), which the
+    epilogue turns into D's tile first. D_COLS: D's columns (the bias's length)."""
+    D_BM: gl.constexpr = outputs.tiles.shape[1]
+    D_BN: gl.constexpr = outputs.tiles.shape[2]
+    BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
-        acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
+        acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if work.finishes:
             acc = work.add_partials(acc)
+            d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
             with outputs.produce() as out:
                 if HAS_C:
                     source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
-                    acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
+                    d = alpha * d + beta * source.load(d.type.layout).to(gl.float32)
                 elif HAS_BIAS:
-                    _, pid_n = work.coords()
-                    acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n * BN, BN, acc_layout)[None, :]
+                    _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
+                    d = alpha * d + beta * column_bias(bias_ptr, D_COLS, first_col, D_BN, d.type.layout)[None, :]
                 else:
-                    acc = alpha * acc
-                out.tile().store(acc.to(outputs.tiles.dtype))
+                    d = alpha * d
+                out.tile().store(d.to(outputs.tiles.dtype))
                 out.arrive()
         else:
             work.publish_partial(acc)
@@ -100,17 +110,20 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
 def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
-                  CLUSTER_N: gl.constexpr = 1, probe_buf=None, PROBE: gl.constexpr = 0):
+                  CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
     partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
-    num_ctas = CLUSTER_M * CLUSTER_N, the descriptors' blocks are a cluster's tiles and a program is a cluster."""
-    BM: gl.constexpr = d_desc.block_type.shape[0]
-    BN: gl.constexpr = d_desc.block_type.shape[1]
+    num_ctas = CLUSTER_M * CLUSTER_N, the descriptors' blocks are a cluster's tiles and a program is a cluster.
+    SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
+    the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile)."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
+    D_BN: gl.constexpr = d_desc.block_type.shape[1]  # the columns of D's tile
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
-                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N)
+                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB)
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
@@ -120,33 +133,35 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
     sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C)
-    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, N, B_KMAJOR, HAS_C,
-                                 HAS_BIAS)),
+    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
+                                 B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
-                     (store_role, (outputs, sources, d_desc, sched, HAS_C), WORKER_WARPS, WORKER_REGS),
-                     (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
-                     else None,
+                     (store_role, (outputs, sources, d_desc, sched, HAS_C, SWAP_AB), WORKER_WARPS, WORKER_REGS),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched, D_BN, SWAP_AB),
+                      WORKER_WARPS, WORKER_REGS) if HAS_C else None,
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])
 
 
 def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
     """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's), each with how the
-    cluster's CTAs split or share it (tilepipe.pipeline.cluster)."""
+    cluster's CTAs split or share it (tilepipe.pipeline.cluster). With swap_ab "a" and "b" are the kernel's operands
+    (the problem's B^T and A, K-major) and D's block is the transposed tile."""
     cluster = cfg.cluster
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
-    return {"a": ((cfg.tile_m, cfg.block_k), cluster.a), "b": (b_block, cluster.b(b_kmajor)),
-            "c": ((cfg.tile_m, cfg.tile_n), cluster.c)}
+    d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.tile_n)
+    return {"a": ((cfg.tile_m, cfg.block_k), cluster.a), "b": (b_block, cluster.b(b_kmajor)), "c": (d_block, cluster.c)}
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static",
-                cluster: tuple[int, int] | None = None):
+                cluster: tuple[int, int] | None = None, swap_ab: bool | None = None):
     """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a
     a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
-    `probe` is PROBE, `schedule` SCHEDULE; `cluster` (m, n) replaces the configuration's cluster shape."""
+    `probe` is PROBE, `schedule` SCHEDULE; `cluster` (m, n) and `swap_ab` replace the configuration's."""
     from dataclasses import replace
 
     cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
+    cfg = cfg if swap_ab is None else replace(cfg, swap_ab=swap_ab)
     return gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
                      "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)

@@ -30,21 +30,23 @@ from tilepipe.schedulers import scheduler_class
 
 @gluon.constexpr_function
 def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dtype, blockwise=False, cluster_m=1,
-             cluster_n=1):
+             cluster_n=1, swap_ab=False):
     """Shared memory: operand stages (plus the blockwise scales), output stages, and the pipelines between roles.
 
     Blockwise: the MMA role reads the scales with ordinary loads before it frees a stage, so the input pipeline's
     consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot). A cluster
-    (scaled kernel only) splits and shares the blocks as pipeline/cluster.py says.
+    (scaled kernel only) splits and shares the blocks as pipeline/cluster.py says. `swap_ab` (scaled kernel only):
+    the output stages hold D's tile, the transpose of the block_m x block_n one the kernel computes.
     """
     cluster = Cluster(cluster_m, cluster_n)
-    if blockwise and cluster.num_ctas > 1:
-        raise ValueError("the blockwise FP8 kernel has no cluster variant yet")
+    if blockwise and (cluster.num_ctas > 1 or swap_ab):
+        raise ValueError("the blockwise FP8 kernel has no cluster or swap-AB variant yet")
     storage = BlockwiseFP8TileStorage if blockwise else StandardTileStorage
     return SmemPlan("sm_90a",
                     operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages,
                                      a_cga=cluster.a, b_cga=cluster.b(True)),
-                    c_tiles=OutputTileStorage(c_dtype, (block_m, block_n), c_stages, cga=cluster.c),
+                    c_tiles=OutputTileStorage(c_dtype, (block_n, block_m) if swap_ab else (block_m, block_n), c_stages,
+                                              cga=cluster.c),
                     pipelines=SmemPipelineBundleNoClc(
                         InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async",
                                              multicast=cluster.num_ctas > 1),
@@ -68,9 +70,11 @@ def allocate_roles(PLAN: gl.constexpr):
 
 @gluon.jit
 def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, scale_a, scale_b, M, N,
-                    SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
-    BM: gl.constexpr = outputs.tiles.shape[1]
-    BN: gl.constexpr = outputs.tiles.shape[2]
+                    SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr, SWAP_AB: gl.constexpr):
+    """The scales multiply the accumulator's rows and columns (the problem's B^T and A under SWAP_AB: the host swaps
+    the scales too); the output stage takes D's tile, the accumulator's transpose under SWAP_AB."""
+    BM: gl.constexpr = outputs.tiles.shape[2] if SWAP_AB else outputs.tiles.shape[1]
+    BN: gl.constexpr = outputs.tiles.shape[1] if SWAP_AB else outputs.tiles.shape[2]
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
@@ -84,8 +88,9 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
             sa = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)
             sb = gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)
             acc = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+            d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
             with outputs.produce() as out:
-                out.tile().store(acc.to(outputs.tiles.dtype))
+                out.tile().store(d.to(outputs.tiles.dtype))
                 out.arrive()
         else:
             work.publish_partial(acc)
@@ -97,22 +102,23 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sche
 def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M, N, K, STAGES: gl.constexpr,
                          C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SA_STRIDE: gl.constexpr,
                          SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
-                         CLUSTER_N: gl.constexpr = 1):
+                         CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False):
     """D = (A @ B^T) * scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row).
     SCHEDULE: "static" or "streamk"; `workspace`: stream-K's flags and partial tiles (unread by static). Launched
-    with num_ctas = CLUSTER_M * CLUSTER_N (static only), the blocks are a cluster's tiles."""
-    BM: gl.constexpr = d_desc.block_type.shape[0]
-    BN: gl.constexpr = d_desc.block_type.shape[1]
+    with num_ctas = CLUSTER_M * CLUSTER_N (static only), the blocks are a cluster's tiles. SWAP_AB: the host passes
+    B, A, their scales and N, M in that order, and d_desc's blocks are D's (transposed) tiles."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, False,
-                                  CLUSTER_M, CLUSTER_N)
+                                  CLUSTER_M, CLUSTER_N, SWAP_AB)
     sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace)
     inputs, outputs = allocate_roles(PLAN)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N, SA_STRIDE,
-                                        SB_STRIDE)),
+                                        SB_STRIDE, SWAP_AB)),
                      (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False), WORKER_WARPS,
                       WORKER_REGS),  # no C: no load-order barrier, no C pipeline
-                     (store_role, (outputs, None, d_desc, sched, False), WORKER_WARPS, WORKER_REGS)])
+                     (store_role, (outputs, None, d_desc, sched, False, SWAP_AB), WORKER_WARPS, WORKER_REGS)])
 
 
 # ---- ahead-of-time specs ------------------------------------------------------------------------
@@ -139,10 +145,10 @@ def scaled_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, per_row: bool, sc
                        "workspace": "*i32", "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr",
                        "C_STAGES": "constexpr", "GROUP_M": "constexpr", "SA_STRIDE": "constexpr",
                        "SB_STRIDE": "constexpr", "SCHEDULE": "constexpr", "CLUSTER_M": "constexpr",
-                       "CLUSTER_N": "constexpr"},
+                       "CLUSTER_N": "constexpr", "SWAP_AB": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SA_STRIDE": stride,
                        "SB_STRIDE": stride, "SCHEDULE": schedule, "CLUSTER_M": cfg.cluster_m,
-                       "CLUSTER_N": cfg.cluster_n},
+                       "CLUSTER_N": cfg.cluster_n, "SWAP_AB": cfg.swap_ab},
                       target=target, num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas},
                       divisible_by_16=("workspace", ))  # the JIT's: the scales unspecialized
 

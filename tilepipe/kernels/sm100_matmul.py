@@ -156,11 +156,12 @@ def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N,
 def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
                         STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
                         HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr,
-                        CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, probe_buf=None,
-                        PROBE: gl.constexpr = 0):
+                        CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False,
+                        probe_buf=None, PROBE: gl.constexpr = 0):
     """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
-    sub-tile stages; no cluster); `workspace` is not read (neither scheduler keeps global state)."""
-    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
+    sub-tile stages; no cluster, no swap-AB); `workspace` is not read (neither scheduler keeps global state)."""
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB,
+                     "the sm_100a GEMM is not built for clusters or swap-AB (Hopper only)")
     sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, bias_ptr, bias_ptr, M, N, K, alpha, beta, STAGES, C_STAGES,
                GROUP_M, B_KMAJOR, HAS_C, HAS_BIAS, -1, -1, SCHEDULE, workspace, probe_buf, PROBE)
 
@@ -169,10 +170,11 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
 def sm100_scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M, N, K, STAGES: gl.constexpr,
                                C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SA_STRIDE: gl.constexpr,
                                SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
-                               CLUSTER_N: gl.constexpr = 1):
+                               CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False):
     """kernels/matmul_fp8.py's scaled_matmul_kernel (its arguments) on sm_100a: A and B K-major e4m3/e5m2 (tcgen05's
-    f8f6f4 MMA, fp32 accumulation in TMEM), D in BM x EPILOGUE_N boxes; no cluster, no C."""
-    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the sm_100a GEMM is not built for clusters (Hopper only)")
+    f8f6f4 MMA, fp32 accumulation in TMEM), D in BM x EPILOGUE_N boxes; no cluster, no swap-AB, no C."""
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB,
+                     "the sm_100a GEMM is not built for clusters or swap-AB (Hopper only)")
     sm100_gemm(a_desc, b_desc, d_desc, d_desc, scale_a, scale_a, scale_b, M, N, K, 1.0, 0.0, STAGES, C_STAGES,
                GROUP_M, True, False, False, SA_STRIDE, SB_STRIDE, SCHEDULE, workspace, None, 0)
 
@@ -189,7 +191,8 @@ def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool
 
 def sm100_operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
     """operand_blocks for sm100_matmul_kernel: A's and B's, with C and D in BM x EPILOGUE_N boxes (the epilogue's
-    sub-tiles). Clusters are Hopper-only for now: a `cfg` with one raises ValueError."""
+    sub-tiles). Clusters are Hopper-only for now: a `cfg` with one raises ValueError (swap-AB: the kernels' static
+    assert; tilepipe.matmul refuses it first, api/matmul.py check_swap_ab)."""
     if cfg.cluster.num_ctas > 1:
         raise ValueError(f"the sm_100a GEMM runs without clusters (they are built for sm_90a only); got a config "
                          f"with a {cfg.cluster_m}x{cfg.cluster_n} cluster: use cluster_m = cluster_n = 1")

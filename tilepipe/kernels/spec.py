@@ -82,7 +82,7 @@ def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: di
               has_c: bool = False, source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
               schedule: str = "static") -> KernelSpec:
     """The GEMM kernels' spec (matmul_kernel and sm100_matmul_kernel share one signature): `fn` in configuration `cfg`
-    (a MatmulConfig: its cluster is CLUSTER_M x CLUSTER_N and the launch's num_ctas) for `target`, with the TMA
+    (a MatmulConfig: its cluster is CLUSTER_M x CLUSTER_N and the launch's num_ctas, its swap_ab SWAP_AB) for `target`, with the TMA
     `blocks` of A, B and C/D ({"a"/"b"/"c": (block, cga bases)}, kernels/matmul.py: operand_blocks); D of `c_dtype`,
     C (of `source_dtype`, default D's) in D's blocks when `has_c`, a per-column bias of `bias_dtype` when given;
     `probe` is PROBE, `schedule` SCHEDULE."""
@@ -96,9 +96,10 @@ def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: di
                        "K": "i32", "alpha": "fp32", "beta": "fp32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
                        "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "CLUSTER_M": "constexpr",
-                       "CLUSTER_N": "constexpr", "probe_buf": buffer_signature(probe), "PROBE": "constexpr"},
+                       "CLUSTER_N": "constexpr", "SWAP_AB": "constexpr", "probe_buf": buffer_signature(probe),
+                       "PROBE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
                        "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule,
-                       "CLUSTER_M": cfg.cluster_m, "CLUSTER_N": cfg.cluster_n, "PROBE": probe,
+                       "CLUSTER_M": cfg.cluster_m, "CLUSTER_N": cfg.cluster_n, "SWAP_AB": cfg.swap_ab, "PROBE": probe,
                        **({} if probe else {"probe_buf": None})},
                       target=target, num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas})

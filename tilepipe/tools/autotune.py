@@ -17,7 +17,8 @@ from typing import TextIO
 import torch
 
 from tilepipe.api.matmul import forget_plans, matmul
-from tilepipe.host.configs import MatmulConfig, autotune_entries, default_configs, problem_key, store_config
+from tilepipe.host.configs import (DECODE_M, MatmulConfig, autotune_entries, default_configs, problem_key,
+                                   small_m_configs, store_config, swap_config)
 
 STATS = {"timed": 0, "cache_hits": 0}
 """What this process's autotune calls did: candidate timings run, and problems answered from the cache."""
@@ -35,7 +36,7 @@ def autotune(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat16, out_dt
     device = torch.cuda.current_device() if device is None else device
     out_dtype = out_dtype or dtype
     key = problem_key(M, N, K, dtype, out_dtype, b_kmajor, device)
-    cands = list(candidates or default_candidates(out_dtype))
+    cands = list(candidates or default_candidates(out_dtype, M, b_kmajor))
     cfg = tune(key, cands, _gpu_timer(M, N, K, dtype, out_dtype, b_kmajor, device), force=force,
                progress=sys.stderr if progress else None, label=f"autotune {M}x{N}x{K}")
     forget_plans()  # calls already planned for this problem take the new configuration
@@ -69,18 +70,24 @@ def tune(key: str, candidates: Sequence[MatmulConfig], time_ms: Callable[[Matmul
     return best
 
 
-def default_candidates(out_dtype: torch.dtype) -> list[MatmulConfig]:
+def default_candidates(out_dtype: torch.dtype, M: int | None = None, b_kmajor: bool = True) -> list[MatmulConfig]:
     """The heuristic's tiles, each with the default and a wider grouped raster, and in a 2x1 cluster (B multicast:
-    bench/results/cluster-h100-v1.json measured it 0.99-1.05x of the same tile alone, by shape)."""
+    bench/results/cluster-h100-v1.json measured it 0.99-1.05x of the same tile alone, by shape); for small M
+    (M <= DECODE_M) also its 64-row tile with all the stages that fit and, with B K-major, swap-AB's tiles of 64 and
+    128 rows of N."""
     tiles = default_configs(out_dtype)
-    return [replace(cfg, group_m=group) for cfg in tiles for group in (8, 16)] + [replace(cfg, cluster_m=2)
-                                                                                 for cfg in tiles]
+    candidates = [replace(cfg, group_m=group) for cfg in tiles for group in (8, 16)]
+    candidates += [replace(cfg, cluster_m=2) for cfg in tiles]
+    if M is not None and M <= DECODE_M:
+        candidates += [small_m_configs(out_dtype)[0]]
+        candidates += [swap_config(M, out_dtype, rows) for rows in (64, 128)] if b_kmajor else []
+    return candidates
 
 
 def describe(cfg: MatmulConfig) -> str:
     cluster = f" cluster {cfg.cluster_m}x{cfg.cluster_n}" if cfg.cluster.num_ctas > 1 else ""
     return (f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} c{cfg.c_stages} g{cfg.group_m} "
-            f"w{cfg.num_warps}{cluster}")
+            f"w{cfg.num_warps}{cluster}" + " swap-AB" * cfg.swap_ab)
 
 
 class ProgressBar:

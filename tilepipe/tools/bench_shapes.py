@@ -6,7 +6,8 @@ Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair r
 predicted time of the chosen tile under each schedule the cost model compares, and bf16 rows that tile's measured
 time under each (one do_bench median each), to calibrate the model; large-M bf16 rows also time matmul's other
 tiles under static and stream-K and the chosen tile in a 2x1 cluster (other_candidates); small-M rows time the
-choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process. Rows may
+choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process, and swap-AB's tiles
+(swap_candidates); small-M FP8 per-tensor rows time the chosen tile and swap-AB's. Rows may
 be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
 the rows measured before it; `missing` lists the table rows not measured).
 """
@@ -23,7 +24,7 @@ import tilepipe
 from tilepipe._text import format_table
 from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, default_configs,
                                    fp8_config_for, fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
-                                   schedule_programs)
+                                   schedule_programs, swap_config)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -55,8 +56,8 @@ class ShapeRow(Row):
 
 
 def describe(cfg: MatmulConfig) -> str:
-    """A configuration in one short word: BMxBNxBK, stages, MMA warps."""
-    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}"
+    """A configuration in one short word: BMxBNxBK, stages, MMA warps (and "swap-AB")."""
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}" + (" swap-AB" * cfg.swap_ab)
 
 
 def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
@@ -76,8 +77,6 @@ def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig,
 
 def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
     """tilepipe.matmul (B K-major, its own choice) against torch.matmul; then the chosen tile under each schedule."""
-    from triton.testing import do_bench
-
     a, b = _operands(M, N, K, "kmajor")
     ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     theirs = torch.empty_like(ours)
@@ -90,21 +89,31 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
     cfg, schedule, predicted = plan(group, M, N, K, device)
 
     def timed(config: MatmulConfig, scheduler: str, us: float) -> dict:
-        run = lambda: tilepipe.matmul(a, b, out=ours, config=config, scheduler=scheduler)  # noqa: E731
-        run()
-        measured = do_bench(run, warmup=10, rep=rep_ms // 2, return_mode="median") * 1e3
-        return {"predicted_us": round(us, 2), "measured_us": round(measured, 2), "rel_err": _rel_err(ours, theirs)}
+        return measured(lambda: tilepipe.matmul(a, b, out=ours, config=config, scheduler=scheduler), ours, theirs,
+                        us, rep_ms)
 
     schedules = {name: timed(cfg, name, us) for name, us in predicted.items()}
     sms = sm_count(device)
     if M > DECODE_M:  # every other tile matmul could take, under each schedule: the data to choose tiles by time
         for tile, name in other_candidates(cfg):
             schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
-    else:  # the choice before issue 20's small-M model: the wave heuristic's tile, static
+    else:  # the choice before issue 20's small-M model (the wave heuristic's tile, static), and swap-AB's tiles
         old = choose_config(M, N, torch.bfloat16, sms)
         schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
+        for tile, name in swap_candidates(M, N, K, sms):
+            schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
     return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,
                 predicted[schedule], schedules)
+
+
+def measured(run, ours: torch.Tensor, theirs: torch.Tensor, predicted: float, rep_ms: int) -> dict:
+    """One candidate's do_bench median beside its predicted time, and the relative error of what it wrote in `ours`
+    against the baseline's `theirs`."""
+    from triton.testing import do_bench
+
+    run()
+    us = do_bench(run, warmup=10, rep=rep_ms // 2, return_mode="median") * 1e3
+    return {"predicted_us": round(predicted, 2), "measured_us": round(us, 2), "rel_err": _rel_err(ours, theirs)}
 
 
 def other_candidates(chosen: MatmulConfig) -> list[tuple[MatmulConfig, str]]:
@@ -113,6 +122,13 @@ def other_candidates(chosen: MatmulConfig) -> list[tuple[MatmulConfig, str]]:
     others = [(tile, name) for tile in default_configs(torch.bfloat16) if tile != chosen
               for name in ("static", "streamk")]
     return others + [(replace(chosen, cluster_m=2), "static")]
+
+
+def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig, str]]:
+    """(tile, schedule) pairs of swap-AB for a small-M bf16 row: its 64-row tile under each schedule the cost model
+    compares, and its 128-row tile under static."""
+    narrow, wide = swap_config(M, torch.bfloat16), swap_config(M, torch.bfloat16, 128)
+    return [(narrow, name) for name in schedule_candidates(M, N, K, narrow, sms)] + [(wide, "static")]
 
 
 def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
@@ -129,8 +145,16 @@ def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> Sh
         return torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
 
     result = compare(lambda: tilepipe.matmul_fp8(a, b, sa, sb, out=ours), theirs, 2.0 * M * N * K, pairs, rep_ms)
-    cfg, schedule, predicted = plan(group, M, N, K, torch.cuda.current_device())
+    device = torch.cuda.current_device()
+    cfg, schedule, predicted = plan(group, M, N, K, device)
     schedules = {name: {"predicted_us": round(us, 2)} for name, us in predicted.items()}  # matmul_fp8 takes no schedule
+    if scaling == "tensor" and M <= DECODE_M:  # the chosen tile and swap-AB's, each under its own schedule, timed
+        sms = sm_count(device)
+        for tile in (cfg, swap_config(M, torch.bfloat16, kernel="scaled")):
+            tile_schedule = fp8_schedule_for(M, N, K, tile, False, sms)
+            schedules[f"{describe(tile)} {tile_schedule}"] = measured(
+                lambda tile=tile: tilepipe.matmul_fp8(a, b, sa, sb, out=ours, config=tile), ours, theirs(),
+                predict_us(M, N, K, tile, tile_schedule, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS), rep_ms)
     return _row(group, M, N, K, f"matmul_fp8 {scaling} e4m3", f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})",
                 result, _rel_err(ours, theirs()), cfg, schedule, predicted[schedule], schedules)
 

@@ -13,7 +13,8 @@ from itertools import product
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, STRESS_STAGES, WGMMA_STAGES, Variant
+from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_SWAP, STRESS_STAGES, WGMMA_STAGES,
+                                       Variant)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
@@ -104,14 +105,14 @@ def matmul_configs() -> dict[str, MatmulConfig]:
 def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", schedule: str = "static") -> Protocol:
     """matmul_kernel in one configuration, variant and schedule, its pipelines from `matmul_plan`. A variant is an
     epilogue (under "static", "dynamic" or "streamk": the Protocol.kernel of the latter two is the catalogue's
-    variant name) or a two-CTA cluster (static; both CTAs' roles over their multicast input ring, up to two
-    tiles)."""
-    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS}[variant]
+    variant name), a two-CTA cluster (static; both CTAs' roles over their multicast input ring, up to two
+    tiles) or swap-AB (the plain pipelines, D's tile transposed in the output stages)."""
+    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP}[variant]
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
-                          cluster_n=cn)
+                          cluster_n=cn, swap_ab=args.get("swap_ab", False))
     roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
                     "dynamic": (dynamic_roles(has_c), tile_cases(cfg.stages)),
                     "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages))}[schedule]
@@ -129,6 +130,15 @@ def cluster_protocols() -> list[Protocol]:
     largest = max(configs.values(), key=lambda cfg: cfg.block_m * cfg.block_n)
     return [matmul_protocol(name, cfg, variant) for variant, options in MATMUL_CLUSTERS.items()
             for name, cfg in configs.items() if not options.get("has_c") or cfg == largest]
+
+
+def swap_protocols() -> list[Protocol]:
+    """Swap-AB (its pipelines are the plain GEMM's; the output stages hold D's transposed tile) in the tiles small M
+    takes, M = 1 and 32 (host/configs.py: swap_config), under every scheduler."""
+    import torch
+
+    return [matmul_protocol(f"swap_config(M={M})", configs.swap_config(M, torch.bfloat16), variant, schedule)
+            for M in (1, 32) for variant in MATMUL_SWAP for schedule in SCHEDULERS]
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -161,6 +171,12 @@ def fp8_protocols() -> list[Protocol]:
                                   matmul_roles(False, "scaled_mma_role"),
                                   trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)),
                                   lambda pair=pair: scaled_spec(pair, "fp8e4nv", "fp8e4nv", "bf16", True), ctas=2))
+    swap = configs.swap_config(32, torch.bfloat16, kernel="scaled")  # swap-AB: D's tile transposed in the outputs
+    plan = fp8_plan.fn(swap.block_m, swap.block_n, swap.block_k, swap.stages, swap.c_stages, "fp8e4nv", "fp8e4nv",
+                       "bf16", swap_ab=True)
+    protocols.append(Protocol("matmul_fp8 scaled swap-AB", f"swap_config(M=32) stages={swap.stages} -> bf16",
+                              plan_storages(plan), matmul_roles(False, "scaled_mma_role"), tile_cases(swap.stages),
+                              lambda: scaled_spec(swap, "fp8e4nv", "fp8e4nv", "bf16", True)))
     return protocols
 
 
@@ -258,7 +274,7 @@ def shipped_protocols() -> list[Protocol]:
     kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
-    protocols += cluster_protocols() + fp8_protocols() + sm100_protocols()
+    protocols += cluster_protocols() + swap_protocols() + fp8_protocols() + sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 

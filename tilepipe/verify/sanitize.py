@@ -75,7 +75,8 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
 
 
 def run_matmul(options: dict) -> bool:
-    """matmul_kernel in one catalogue variant (epilogue and scheduler, or a two-CTA cluster) on SHAPE, B K-major."""
+    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, or swap-AB) on SHAPE, B
+    K-major."""
     import torch
 
     import tilepipe
@@ -93,14 +94,18 @@ def run_matmul(options: dict) -> bool:
     cluster = options.get("cluster")
     config = None if cluster is None else tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cluster[0],
                                                                 cluster_n=cluster[1])
+    if options.get("swap_ab"):
+        from tilepipe.host.configs import swap_config
+
+        config = swap_config(32, out_dtype)
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
     return close(got, reference)
 
 
-def run_fp8(scaling: str, cluster: tuple[int, int] | None = None) -> bool:
+def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | None = None) -> bool:
     """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE (per-tensor and per-row: in a two-CTA
-    `cluster` when given)."""
+    `cluster` when given, or swap-AB's tile under the schedule `swap` names)."""
     import torch
 
     import tilepipe
@@ -126,7 +131,17 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None) -> bool:
         from tilepipe.host.configs import fp8_configs
 
         config = replace(fp8_configs(False, torch.bfloat16)[0], cluster_m=cluster[0], cluster_n=cluster[1])
-    got = tilepipe.matmul_fp8(a, w.t(), sa, sb, config=config)
+    if swap is not None:
+        from tilepipe.api import fp8 as fp8_api
+        from tilepipe.host.configs import fp8_schedule_for, swap_config
+
+        config = swap_config(32, torch.bfloat16, kernel="scaled")
+        fp8_api.fp8_schedule_for = lambda *args: swap  # the variant's schedule, forced
+    try:
+        got = tilepipe.matmul_fp8(a, w.t(), sa, sb, config=config)
+    finally:
+        if swap is not None:
+            fp8_api.fp8_schedule_for = fp8_schedule_for
     return close(got, reference)
 
 
@@ -156,6 +171,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_fp8("tensor") and run_fp8("row")
     if variant.kernel == "matmul_fp8 scaled cluster":
         return lambda: run_fp8("tensor", options["cluster"]) and run_fp8("row", options["cluster"])
+    if variant.kernel == "matmul_fp8 scaled swap-AB":
+        return lambda: run_fp8("tensor", swap=options["schedule"]) and run_fp8("row", swap=options["schedule"])
     if variant.kernel == "matmul_fp8 blockwise":
         return lambda: run_fp8("blockwise")
     if variant.kernel == "restage_rows_kernel":
