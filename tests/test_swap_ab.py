@@ -118,3 +118,21 @@ def compiled_fp8():
     specs = {schedule: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, schedule)
              for schedule in ("static", "streamk")}
     return dict(zip(specs, compile_kernels(list(specs.values()))))
+
+
+def test_fp8_takes_swap_ab_for_small_m_per_tensor_and_per_row():
+    """matmul_fp8's choice (fp8_config_for): swap-AB up to SWAP_MAX_M for per-tensor/per-row scales, never for the
+    blockwise kernel; on the H100 (bench/results/shapes-h100-v5.json, FP8 per-tensor M = 16) swap-AB's tile ran
+    faster than the 64-row tile on both rows."""
+    from tilepipe.host.configs import fp8_config_for
+
+    assert fp8_config_for(16, 4096, False, torch.bfloat16, 132) == swap_config(16, torch.bfloat16, kernel="scaled")
+    assert not fp8_config_for(64, 4096, False, torch.bfloat16, 132).swap_ab
+    assert not fp8_config_for(16, 4096, True, torch.bfloat16, 132).swap_ab
+    record = json.loads((RESULTS.parent / "shapes-h100-v5.json").read_text())
+    rows = [row for row in record["rows"] if row["group"] == "FP8 per-tensor" and row["shape"].startswith("16x")]
+    assert len(rows) == 2
+    for row in rows:
+        timed = {name: t["measured_us"] for name, t in row["schedules"].items() if "measured_us" in t}
+        swapped = [us for name, us in timed.items() if "swap-AB" in name]
+        assert len(timed) == 2 and swapped[0] == min(timed.values()), (row["shape"], timed)
