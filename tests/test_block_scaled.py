@@ -73,9 +73,12 @@ def test_block_scaled_instruction_mix(reports, index):
 def test_block_scaled_per_k_step(reports, index):
     """One k-step of the MMA role: one wait for the stage, the scale copies, 4 MMAs, one commit (the last MMA's, which
     frees the stage and covers the copies before it). One k-step of the load role: one wait, one expect, the A and B
-    boxes (2-D) and the two scale boxes (5-D)."""
-    fmt, cfg, *_ = CASES[index]
+    boxes (2-D) and the two scale boxes (5-D). Per tile, the plain epilogue's named barriers (2 a sub-tile + 1); in all,
+    each role's waits (epilogue 1, load 1, MMA 2) and the drains (a wait per input stage, per accumulator)."""
+    fmt, cfg, a, _, out = CASES[index]
     ptx = reports[index].ptx
+    assert reports[index].count("bar.sync \t0, 128;") == 2 * cfg.block_n // EPILOGUE_N + 1
+    assert reports[index].count("mbarrier.try_wait") == 4 + cfg.stages + plan_of(fmt, cfg, a, out).accumulators.stages
     mma_step = innermost_loop(ptx, "tcgen05.mma.")
     assert sum("tcgen05.mma." in line for line in mma_step) == 4
     assert sum("tcgen05.cp." in line for line in mma_step) == (cfg.block_m + cfg.block_n) // 128 * FORMATS[

@@ -159,6 +159,8 @@ def check_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, 
     (M, K) row-major and b (K, N) column-major (float4_e2m1fn_x2: K/2 bytes of two elements), on one CUDA device;
     each scale contiguous, of the format's dtype, with one element per 128-row block (rows padded to 128) and 4-scale
     group along K (scales padded to 4) in the packed-block order. (M, N, K) with K in elements."""
+    if not isinstance(fmt, str):
+        raise TypeError(f"format must be a str ('mxfp8' or 'nvfp4'), got {type(fmt).__name__}")
     if fmt not in BLOCK_SCALED:
         raise ValueError(f"format must be one of {sorted(BLOCK_SCALED)}, got {fmt!r}")
     data, scale_dtype, vec = BLOCK_SCALED[fmt]
