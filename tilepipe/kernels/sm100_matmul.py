@@ -1,27 +1,22 @@
 """Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
-and its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel), written only with
-tilepipe's roles and pipelines; sm100_block_scaled.py runs the same body over a block-scaled payload. Compiled for
-sm_100a on the CPU; none has run on a GPU (none here).
+its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel), and the body of the
+block-scaled GEMM (sm100_block_scaled.py), written only with tilepipe's roles and pipelines. Compiled for sm_100a on
+the CPU; none has run on a GPU (none here).
 
 Roles (tiles in grouped order; SCHEDULE "static": one CTA per SM, tilepipe/schedulers/static.py; "clc": one CTA per
 tile, running CTAs take over pending ones' tiles through cluster launch control, tilepipe/schedulers/clc.py):
-  epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
-            accumulator after its last TMEM load, then scales (adds C or the bias; FP8: multiplies by the row and
-            column scales), and TMA-stores each sub-tile from
-            a small ring of shared-memory buffers
+  epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees it
+            after the last TMEM load, scales them (C or bias; FP8: row and column scales), TMA-stores each one
   load      (1 warp)   TMA A and B tiles (and block scales) into the input tile pipeline (the sm_90a GEMM's load role)
-  mma       (1 warp)   tcgen05 MMAs (block-scaled: scales to TMEM, then tcgen05_mma_scaled) from the input stages into
-            a TMEM accumulator stage; each MMA's commit frees its input stage, one commit per tile hands the
-            accumulator to the epilogue
-  epilogue_load (1 warp, with C)  TMA-loads each C sub-tile into a source stage once the tile's main-loop loads were
-            issued (the sm_90a GEMM's role and load-order pipeline); the epilogue reads it and frees the stage
+  mma       (1 warp)   tcgen05 MMAs (block-scaled: scales to TMEM first) from the input stages into a TMEM accumulator
+            stage; each MMA's commit frees its input stage, one commit per tile hands the accumulator on
+  epilogue_load (1 warp, with C)  the sm_90a GEMM's: each C sub-tile into a source stage, after the tile's A, B loads
   scheduler (1 warp, clc)  try_cancel into the scheduler ring, paced by the load role; every other role reads it
-The accumulators are double-buffered in TMEM where two fit beside any scale buffers (512 columns): the MMA role runs
-tile i + 1's main loop while the epilogue drains tile i.
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major); C of any dtype the descriptor gives. The
-arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes), so one host launch serves both; the
-dynamic and stream-K schedules are not built for sm_100a (schedulers.sm100_scheduler_class refuses them), nor are
-clusters (CLUSTER_M and CLUSTER_N stay 1: sm100_operand_blocks refuses a config with one).
+Accumulators are double-buffered in TMEM where two fit beside any scale buffers (512 columns): the MMA role runs tile
+i + 1's main loop while the epilogue drains tile i. A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N;
+C of any dtype the descriptor gives. The arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes),
+so one host launch serves both; the dynamic and stream-K schedules are not built for sm_100a
+(schedulers.sm100_scheduler_class refuses them), nor are clusters (sm100_operand_blocks refuses a config with one).
 """
 
 from triton.experimental import gluon
@@ -52,12 +47,11 @@ CLC_STAGES = 2  # CLC responses in flight: the throttle keeps the scheduler one 
 def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
                src_dtype=None, clc=False, b_dtype=None, scales=None):
     """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
-    sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns beside any scale
-    buffers), and the pipelines between the roles (with `clc`, the scheduler ring of CLC responses, which every other
-    role reads); B's stages of `b_dtype` where it differs from A's (FP8: e4m3 with e5m2). `scales` = (scale dtype,
-    packed blocks of 4 scales along K a stage): a block-scaled payload (block_k counts A's stored elements: bytes of
-    packed FP4). Refused (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512 TMEM
-    columns."""
+    sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit beside any scale buffers), and the
+    pipelines between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads); B's
+    stages of `b_dtype` where it differs from A's (FP8: e4m3 with e5m2); `scales` (scale dtype, packed 4-scale blocks
+    along K a stage): a block-scaled payload, block_k in stored elements. Refused (SmemBudgetError, a compile error
+    in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     operands = (BlockScaledTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages, *scales)
                 if scales else StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages))
@@ -90,9 +84,7 @@ def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles
                 if SCALED:  # the stage's block scales go to TMEM, then the block-scaled MMA (B K-major)
                     consumer = tiles.tcgen05_mma_scaled(acc.tile(), use_acc=k > 0)
                 else:
-                    b = tiles.b_tile()
-                    if B_KMAJOR:
-                        b = b.permute((1, 0))
+                    b = tiles.b_tile().permute((1, 0)) if B_KMAJOR else tiles.b_tile()
                     consumer = tiles.tcgen05_mma(tiles.a_tile(), b, acc.tile(), use_acc=k > 0)
             acc.commit()  # the accumulator is final once every MMA issued so far completed
         work = work.next()
@@ -140,8 +132,7 @@ def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N,
                C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                HAS_BIAS: gl.constexpr, SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr,
                workspace, probe_buf, PROBE: gl.constexpr, sfa_desc=None, sfb_desc=None):
-    """The GEMM the sm_100a kernels launch: its plan, scheduler and pipelines, then the roles; with scale descriptors
-    (sm100_block_scaled.py) the operands are a block-scaled payload."""
+    """The GEMM the sm_100a kernels launch (given scale descriptors: a block-scaled payload): plan, pipelines, roles."""
     SCALED: gl.constexpr = sfa_desc is not None
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
