@@ -84,14 +84,6 @@ class _TileStage:
                              j, self.k_group_size.value, _semantic)
 
     @builtin
-    def sfa_tile(self, j=0, _semantic=None):
-        return self.tile("sfa_tiles", j, _semantic=_semantic)
-
-    @builtin
-    def sfb_tile(self, j=0, _semantic=None):
-        return self.tile("sfb_tiles", j, _semantic=_semantic)
-
-    @builtin
     def get_tile(self, j=0, _semantic=None):
         """(A, B) tiles of step j of this k-group; of a block-scaled payload, (A, B, SFA, SFB)."""
         fields = ("a_tiles", "b_tiles") + (("sfa_tiles", "sfb_tiles") if _block_scaled(self.payload) else ())
