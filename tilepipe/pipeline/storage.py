@@ -232,7 +232,8 @@ class BlockScaledTileStorage(StandardTileStorage):
     device: ClassVar[type] = BlockScaledTiles
 
     def __post_init__(self) -> None:
-        self.sfa_tile, self.sfb_tile  # whole scale blocks, or ValueError
+        for rows in (self.a_tile[0], self.b_tile[0]):
+            packed_scale_box(rows, self.k_blocks)  # whole scale blocks, else ValueError
 
     @property
     def sfa_tile(self) -> tuple[int, ...]:
@@ -322,7 +323,8 @@ class TmemPart:
     def columns(self) -> int:
         if self.dtype == "fp32":
             return self.stages * self.block[1]
-        return self.stages * max(TMEM_MIN_COLUMNS, -(-self.block[0] * self.block[1] // 4 // 128 // 32) * 32)
+        lane_words = -(-self.block[0] * self.block[1] // (4 * 128))  # 32-bit columns over TMEM's 128 lanes
+        return self.stages * -(-lane_words // TMEM_MIN_COLUMNS) * TMEM_MIN_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -701,8 +703,8 @@ class SmemPlan:
         if not self.tmem_parts:
             return format_table(rows)
         tmem = [("TMEM part", "shape", "dtype", "stages", "columns")]
-        tmem += [(f"{name}.{part.name}", "x".join(map(str, part.block)), part.dtype, str(part.stages), str(part.columns))
-                 for name, part in self.tmem_parts]
+        tmem += [(f"{name}.{part.name}", "x".join(map(str, part.block)), part.dtype, str(part.stages),
+                  str(part.columns)) for name, part in self.tmem_parts]
         tmem.append(("TMEM total", "", "", "", f"{self.tmem_columns} (limit {self.tmem_limit})"))
         return f"{format_table(rows)}\n\n{format_table(tmem)}"
 
