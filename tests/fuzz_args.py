@@ -22,13 +22,15 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import tilepipe
-from tilepipe.host.checks import check_no_overlap
+from tilepipe.host.checks import BLOCK_SCALED, check_no_overlap
 from tilepipe.host.configs import SCALE_BLOCK
 
 OPS: dict[str, Callable[..., torch.Tensor]] = {"matmul": tilepipe.matmul, "addmm": tilepipe.addmm,
-                                                "matmul_fp8": tilepipe.matmul_fp8}
+                                                "matmul_fp8": tilepipe.matmul_fp8,
+                                                "matmul_block_scaled": tilepipe.matmul_block_scaled}
 POSITIONAL = {"matmul": ("a", "b"), "addmm": ("input", "mat1", "mat2"),
-              "matmul_fp8": ("a", "b", "scale_a", "scale_b")}
+              "matmul_fp8": ("a", "b", "scale_a", "scale_b"), "matmul_block_scaled": ("a", "b", "scale_a", "scale_b")}
+SCALED_OPS = ("matmul_fp8", "matmul_block_scaled")  # fp8-family operands: K-major A and B, scales, out_dtype
 """Each op's positional arguments, in order; the rest are keywords."""
 
 TENSOR_MUTATIONS = ("type", "rank", "dtype", "device", "shape")
@@ -50,8 +52,14 @@ CATALOGUE: tuple[tuple[str, str, str], ...] = (
     *(("matmul_fp8", arg, how) for arg in ("scale_a", "scale_b") for how in TENSOR_MUTATIONS),
     ("matmul_fp8", "out_dtype", "dtype"), ("matmul_fp8", "config", "type"),
     *(("matmul_fp8", "out", how) for how in (*TENSOR_MUTATIONS, "overlap", "self_overlap")),
+    *(("matmul_block_scaled", arg, how) for arg in ("a", "b") for how in (*TENSOR_MUTATIONS, "layout")),
+    *(("matmul_block_scaled", arg, how) for arg in ("scale_a", "scale_b") for how in TENSOR_MUTATIONS),
+    ("matmul_block_scaled", "format", "value"), ("matmul_block_scaled", "format", "type"),
+    ("matmul_block_scaled", "out_dtype", "dtype"),
+    *(("matmul_block_scaled", "out", how) for how in (*TENSOR_MUTATIONS, "self_overlap")),
 )
-"""(op, argument, mutation): every way the fuzz breaks an argument; case i takes entry i mod its length."""
+"""(op, argument, mutation): every way the fuzz breaks an argument; case i takes entry i mod its length. The
+block-scaled GEMM's overlap check is matmul_fp8's (check_no_overlap), and its valid twin cannot launch off sm_100."""
 
 WRONG_TYPES: tuple[Callable[[], Any], ...] = (lambda: [[1.0, 2.0]], lambda: 1.5, lambda: "tensor",
                                               lambda: np.ones((2, 2), dtype=np.float32), lambda: {"a": 1})
@@ -64,7 +72,7 @@ WRONG_DTYPES = {"16-bit": (torch.float32, torch.float64, torch.int32, torch.int8
 SEED, COUNT = 21, 600
 """The fuzz CI runs (tests/test_fuzz_args.py) and gpu_check.sh's sweep part runs on CUDA tensors."""
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn,
-          "e5m2": torch.float8_e5m2}
+          "e5m2": torch.float8_e5m2, "e2m1": torch.float4_e2m1fn_x2}
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,7 @@ class Case:
     argument: str
     mutation: str
     shape: tuple[int, int, int]  # M, N, K of the valid call
-    dtype: str  # the operands' dtype ("bf16"/"fp16"; FP8: A's, "e4m3"/"e5m2")
+    dtype: str  # the operands' dtype ("bf16"/"fp16"; FP8: A's, "e4m3"/"e5m2"; block-scaled also "e2m1": NVFP4)
     out_dtype: str
     b_kmajor: bool
     with_out: bool  # the valid call passes out=
@@ -90,10 +98,10 @@ def fuzz_cases(seed: int, count: int) -> list[Case]:
         rng = random.Random(seed * 1_000_003 + index)
         op, argument, mutation = CATALOGUE[index % len(CATALOGUE)]
         M, N, K = (rng.choice((1, rng.randint(2, 40), rng.randint(41, 300))) for _ in range(3))
-        if op == "matmul_fp8":
-            dtype = rng.choice(("e4m3", "e5m2"))
+        if op in SCALED_OPS:
+            dtype = rng.choice(("e4m3", "e5m2") + (("e2m1", ) if op == "matmul_block_scaled" else ()))
             out_dtype, b_kmajor = rng.choice(("bf16", "fp16", "fp32")), True
-            residual = rng.choice(("tensor", "row", "blockwise"))
+            residual = rng.choice(("tensor", "row", "blockwise")) if op == "matmul_fp8" else "none"
         else:
             dtype = rng.choice(("bf16", "fp16"))
             out_dtype = dtype if op == "addmm" else rng.choice((dtype, "fp32", "bf16", "fp16"))
@@ -106,7 +114,7 @@ def fuzz_cases(seed: int, count: int) -> list[Case]:
             dtype, out_dtype = ("e4m3", "bf16") if op == "matmul_fp8" else ("bf16", "bf16")
             residual = {"matmul_fp8": "tensor", "addmm": "row"}.get(op, rng.choice(("none", "full", "in_place")))
         with_out = argument == "out" or mutation == "dtype_conflict" or residual == "in_place" or (
-            rng.random() < 0.5 and not (op == "matmul_fp8" and argument == "out_dtype"))
+            rng.random() < 0.5 and not (op in SCALED_OPS and argument == "out_dtype"))
         cases.append(Case(index, op, argument, mutation, (M, N, K), dtype, out_dtype, b_kmajor, with_out, residual,
                           rng.randrange(1 << 30)))
     return cases
@@ -120,6 +128,8 @@ class Maker:
 
     def tensor(self, shape: tuple[int, ...], dtype: torch.dtype, device: str | None = None) -> torch.Tensor:
         device = device or self.device
+        if dtype == torch.float4_e2m1fn_x2:  # two e2m1 a byte: any byte is valid
+            return torch.randint(0, 256, shape, device=device).to(torch.uint8).view(dtype)
         if dtype.is_floating_point or dtype.is_complex:
             return torch.randn(shape, device=device).to(dtype)
         if dtype == torch.bool:
@@ -151,6 +161,15 @@ def valid_call(case: Case, make: Maker) -> dict[str, Any]:
         sa, sb = (make.tensor(shape, torch.float32).abs() for shape in scales[case.residual])
         call = dict(a=a, b=b, scale_a=sa, scale_b=sb, out=out)
         return call | ({"out_dtype": out_dtype} if out is None else {})
+    if case.op == "matmul_block_scaled":  # K counts stored elements (NVFP4: bytes of two)
+        fmt = "nvfp4" if case.dtype == "e2m1" else "mxfp8"
+        b_dtype = dtype if fmt == "nvfp4" else make.pick((torch.float8_e4m3fn, torch.float8_e5m2))
+        a, b = make.operand(M, K, dtype), make.tensor((N, K), b_dtype).t()
+        data, scale_dtype, vec = BLOCK_SCALED[fmt]
+        groups = -(-K * (2 if fmt == "nvfp4" else 1) // (4 * vec)) * 4
+        sa, sb = (make.tensor((-(-rows // 128) * 128 * groups, ), scale_dtype) for rows in (M, N))
+        call = dict(a=a, b=b, scale_a=sa, scale_b=sb, format=fmt, out=out)
+        return call | ({"out_dtype": out_dtype} if out is None else {})
     a, b = make.operand(M, K, dtype), make.operand(K, N, dtype, transposed=case.b_kmajor)
     alpha, beta = make.pick((1.0, 0.5, -2.0, 3)), make.pick((1.0, -0.5, 2))
     if case.op == "addmm":
@@ -179,7 +198,7 @@ def wrong_shape(case: Case, make: Maker, call: dict[str, Any]) -> torch.Tensor:
         return make.operand(M, K + make.pick((1, 2, 17)), value.dtype)
     if arg in ("b", "mat2"):  # a K that is not A's
         k = K + make.pick((1, 5)) if K == 1 or make.pick((0, 1)) else K - 1
-        return make.operand(k, N, value.dtype, transposed=case.op == "matmul_fp8" or case.b_kmajor)
+        return make.operand(k, N, value.dtype, transposed=case.op in SCALED_OPS or case.b_kmajor)
     if arg == "input":
         return make.tensor(make.pick(((N + 1, ), (M + 1, N), (M, N + 2), (M + 1, 1))), value.dtype)
     if arg in ("scale_a", "scale_b"):
@@ -190,7 +209,7 @@ def wrong_shape(case: Case, make: Maker, call: dict[str, Any]) -> torch.Tensor:
 
 def wrong_dtype(case: Case, make: Maker, value: torch.Tensor) -> torch.dtype:
     arg = case.argument
-    if case.op == "matmul_fp8":
+    if case.op in SCALED_OPS:
         return make.pick(WRONG_DTYPES["out" if arg == "out" else "scale" if arg.startswith("scale") else "fp8"])
     if arg == "input":
         return make.pick(tuple(d for d in (torch.float32, torch.float16, torch.bfloat16, torch.int32)
@@ -236,6 +255,8 @@ def invalid_call(case: Case, make: Maker) -> dict[str, Any]:
             wrong = (lambda: 3, lambda: ["t.json"], lambda: b"t.json")
         elif arg == "config":
             wrong = (lambda: {"block_m": 128}, lambda: "LARGE", lambda: (128, 256, 64))
+        elif arg == "format":
+            wrong = (lambda: 8, lambda: ["mxfp8"], lambda: torch.float8_e4m3fn)
         call[arg] = make.pick(wrong)()
     elif how == "rank":
         call[arg] = wrong_rank(make, tuple(value.shape), value.dtype, arg)
@@ -262,10 +283,10 @@ def invalid_call(case: Case, make: Maker) -> dict[str, Any]:
     elif how == "missing":
         call["c"] = None
     elif how == "value":
-        call[arg] = make.pick(("fast", "Static", 1, ""))
+        call[arg] = make.pick(("fast", "Static", 1, "") if arg == "scheduler" else ("MXFP8", "mxfp4", "nvfp8", ""))
     elif how == "with_debug":
         call.update(trace="trace.json", debug=True)
-    elif how == "layout":  # fp8 wgmma reads both K-major: A column-major, B row-major
+    elif how == "layout":  # fp8 wgmma and tcgen05 read both K-major: A column-major, B row-major
         M, N, K = (max(n, 2) for n in case.shape)  # a single row, column or k-step is both layouts at once
         call = dict(call, **resized(case, make, call, m=M, n=N, k=K))
         call[arg] = (make.tensor((K, M), value.dtype).t() if arg == "a" else make.tensor((K, N), value.dtype))

@@ -69,7 +69,7 @@ def test_every_shipped_kernel_passes(shipped):
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
                        "matmul_fp8 blockwise", "sm100_matmul_kernel",
-                       "sm100_scaled_matmul_kernel",
+                       "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel",
                        "pipeline_demo stress",
                        "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}

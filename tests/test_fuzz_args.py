@@ -64,12 +64,15 @@ def test_each_case_starts_from_a_valid_call():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from tilepipe.api.fp8 import check_matmul_fp8
+    from tilepipe.host.checks import check_block_scaled
     from tilepipe.api.matmul import addmm_residual, check_matmul
 
     for case in fuzz_cases(SEED, len(CATALOGUE)):
         with FakeTensorMode():
             call = fuzz_args.valid_call(case, fuzz_args.Maker("cuda", case.choice))
-            if case.op == "matmul_fp8":
+            if case.op == "matmul_block_scaled":
+                check_block_scaled(call["a"], call["b"], call["scale_a"], call["scale_b"], call["format"])
+            elif case.op == "matmul_fp8":
                 check_matmul_fp8(call["a"], call["b"], call["scale_a"], call["scale_b"],
                                  call.get("out_dtype", torch.bfloat16), call["out"])
             elif case.op == "addmm":

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_CONFIGS, SM100_FP8_CONFIGS,
-                                   SMALL, fp8_configs, sm100_fitted, small_m_configs, swap_config)
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_BLOCK_SCALED_CONFIGS,
+                                   SM100_CONFIGS, SM100_FP8_CONFIGS, SMALL, fp8_configs, sm100_block_scaled_fitted,
+                                   sm100_fitted, small_m_configs, swap_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -27,6 +28,7 @@ def report() -> int:
     from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
     from tilepipe.kernels.restage import restage_spec
+    from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_spec
 
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
@@ -47,6 +49,11 @@ def report() -> int:
     specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
     specs += [scaled_spec(sm100_fitted(cfg, "fp8e4nv", "bf16"), "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")
               for cfg in SM100_FP8_CONFIGS]  # the sm_100a FP8 GEMM (tcgen05 f8f6f4)
+    specs += [block_scaled_spec(sm100_block_scaled_fitted(cfg, v.options["fmt"], FORMATS[v.options["fmt"]].dtype,
+                                                          "bf16"), v.options["fmt"], FORMATS[v.options["fmt"]].dtype,
+                                FORMATS[v.options["fmt"]].dtype, "bf16")
+              for v in shipped_variants() if v.kernel == "sm100_block_scaled_kernel"
+              for cfg in SM100_BLOCK_SCALED_CONFIGS]  # MXFP8 and NVFP4 (tcgen05_mma_scaled)
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),
@@ -80,13 +87,18 @@ def report() -> int:
     print(f"\nshared and tensor memory plan of sm100_matmul_kernel ({cfg.block_m}x{cfg.block_n}x{cfg.block_k}, "
           f"{cfg.stages} stages, bf16, B K-major; compiled for sm_100a, never run):\n")
     print(sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", True))
+    cfg, fmt = sm100_block_scaled_fitted(SM100_BLOCK_SCALED_CONFIGS[0], "nvfp4", "uint8", "bf16"), FORMATS["nvfp4"]
+    print(f"\nshared and tensor memory plan of sm100_block_scaled_kernel (NVFP4, {cfg.block_m}x{cfg.block_n}x"
+          f"{cfg.block_k * fmt.per_element}, {cfg.stages} stages; compiled for sm_100a, never run):\n")
+    print(sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "uint8", "bf16", True,
+                        scales=fmt.scales(cfg.block_k)))
     return 1 if failed else 0
 
 
 def _describe(spec) -> str:
     """Short text for a kernel's specialization: its constexprs and, for TMA kernels, the tile boxes."""
-    boxes = [sig.split("[")[1].split("]")[0].replace(", ", "x") for sig in spec.signature.values()
-             if sig.startswith("tensordesc")]
+    boxes = [sig.split("<")[1].split("]")[0].replace("[", ":").replace(", ", "x") for sig in spec.signature.values()
+             if sig.startswith("tensordesc")]  # dtype:block, e.g. u8:128x128
     shown = {k: v for k, v in spec.constexprs.items() if v is not None and not (k == "PROBE" and v == 0)}
     return " ".join([*(f"{k}={v}" for k, v in shown.items()), *(f"box={b}" for b in boxes[:1])])
 

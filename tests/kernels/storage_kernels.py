@@ -16,7 +16,7 @@ from tilepipe.pipeline.storage import (BlockScaledTileStorage, BlockwiseFP8TileS
                                        TmemAccumulatorStorage)
 
 KINDS = ("matmul", "residual", "scheduled", "block_scaled", "blockwise_fp8", "tmem")
-SM100_ONLY = ("tmem", )  # TMEM exists on sm_100a only: compiled, never run here
+SM100_ONLY = ("block_scaled", "tmem")  # TMEM exists on sm_100a only: compiled, never run here
 
 
 @gluon.constexpr_function
@@ -38,11 +38,9 @@ def plan(kind, stages, target="sm_90a"):
                                                         OutputPipelineStorage(2),
                                                         ClcPipelineStorage(2, ("load", "mma", "epilogue"))),
                            raw=RawBarrierStorage(3))
-    if kind == "block_scaled":
-        return SmemPlan(target, tiles=BlockScaledTileStorage("fp8e4nv", "fp8e4nv", (128, 128), (256, 128), stages,
-                                                                sf_dtype="uint8", sfa_tile=(128, 4),
-                                                                sfb_tile=(256, 4)),
-                           pipelines=pipelines)
+    if kind == "block_scaled":  # MXFP8 128x256x128: e4m3 operands, packed e8m0 scales, TMEM scale buffers
+        return SmemPlan("sm_100a", tiles=BlockScaledTileStorage("fp8e4nv", "fp8e4nv", (128, 128), (256, 128),
+                                                                       stages, "uint8", 1), pipelines=pipelines)
     if kind == "blockwise_fp8":
         return SmemPlan(target, tiles=BlockwiseFP8TileStorage("fp8e4nv", "fp8e4nv", (128, 128), (128, 128), stages),
                            c_tiles=c_tiles, pipelines=pipelines)

@@ -1,4 +1,5 @@
-"""FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales.
+"""FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales, and the
+block-scaled MXFP8/NVFP4 GEMM (sm_100 only; compiled for sm_100a on the CPU, never run).
 
 `matmul_fp8(a, b, scale_a, scale_b)` computes (a * scale_a) @ (b * scale_b) with the scales broadcast as
 torch._scaled_mm does:
@@ -11,18 +12,22 @@ torch._scaled_mm does:
 
 Per-tensor and per-row accumulate like torch's `use_fast_accum=True` (Hopper's fp8 wgmma keeps fewer mantissa bits
 than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 accumulator, as DeepGEMM does.
+`matmul_block_scaled` takes torch._scaled_mm's MX/NV block scales (docs/block-scaled.md).
 """
 
 import torch
 
 from tilepipe.api.matmul import check_cluster, check_swap_ab
-from tilepipe.host.checks import check_fp8_operands, check_no_overlap, check_out, check_out_dtype, scaling_of
-from tilepipe.host.configs import MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_fp8_config
-from tilepipe.host.device import device_index, device_target, sm_count
-from tilepipe.host.launch import (LauncherCache, LaunchPlan, TmaOperand, persistent_grid, scheduler_workspace,
-                                  tensor_descriptor)
+from tilepipe.host.checks import (check_block_scaled, check_fp8_operands, check_no_overlap, check_out,
+                                  check_out_dtype, scaling_of)
+from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_block_scaled_config,
+                                   sm100_fp8_config)
+from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
+from tilepipe.host.launch import (TMA_ALIGN_BYTES, LauncherCache, LaunchPlan, TmaOperand, persistent_grid,
+                                  scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
+from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_blocks
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
 from tilepipe.schedulers import KERNEL_SCHEDULE
@@ -180,14 +185,59 @@ def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t
     return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg, schedule)
 
 
-def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple], ...], pointers: tuple, extra: tuple,
-            variant: object, device: int, cfg: MatmulConfig, schedule: str,
-            slots: tuple[int, ...] | None = None) -> LaunchPlan | None:
+def matmul_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+                        format: str = "mxfp8", out_dtype: torch.dtype = torch.bfloat16,
+                        out: torch.Tensor | None = None) -> torch.Tensor:
+    """(a * scale_a) @ (b * scale_b) with block scales along K, as torch._scaled_mm(a, b, scale_a, scale_b,
+    out_dtype=...) takes MX and NV operands, on an sm_100/sm_103 GPU (B200, B300) only: the sm_100a kernel
+    (kernels/sm100_block_scaled.py, tcgen05_mma_scaled) has been compiled and checked on the CPU, never run.
+
+    `format` "mxfp8": a and b float8_e4m3fn or float8_e5m2, scales float8_e8m0fnu, one per 32 elements of K;
+    "nvfp4": a and b float4_e2m1fn_x2 (two elements a byte along K: a is (M, K/2), b (K/2, N)), scales float8_e4m3fn,
+    one per 16. a is row-major, b column-major (`w.t()` of a row-major weight); each scale is a contiguous tensor in
+    the packed 32x4x4 block order (rows padded to 128, scales along K to 4: torch's SWIZZLE_32_4_4). D is
+    bf16, fp16 or fp32, written into `out` when given. Raises TypeError / ValueError naming the argument for bad
+    input, RuntimeError on a GPU without block-scaled MMA (Hopper) naming it."""
+    out_dtype = check_out_dtype(out_dtype if out is None else None, out, out_dtype)
+    M, N, K = check_block_scaled(a, b, scale_a, scale_b, format)
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    else:
+        check_out(out, (M, N), a.device)
+        check_no_overlap(out, a, b, None)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    device = device_index(a)
+    block_scaled_target(torch.cuda.get_device_capability(device), torch.cuda.get_device_name(device))
+    as_bytes = (lambda t: t.view(torch.uint8)) if format == "nvfp4" else (lambda t: t)
+    operands = tma_ready(as_bytes(a)), tma_ready(as_bytes(b.t()))
+    cfg = sm100_block_scaled_config(M, N, format, GL_DTYPES[operands[0].dtype], out_dtype, sm_count(device))
+    blocks, k_blocks = block_scaled_blocks(cfg, format), -(-K // (4 * FORMATS[format].vec))
+    scales = [_packed_scales(s, k_blocks) for s in (scale_a, scale_b)]
+    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    tma = ((operands[0], *blocks["a"]), (operands[1], *blocks["b"]), (scales[0], blocks["sfa"], (), "scales"),
+           (scales[1], blocks["sfb"], (), "scales"), (target, *blocks["c"]))
+    _launch("sm100_block_scaled_kernel", tma, (), (), format, device, cfg, "static")
+    if target is not out:
+        out.copy_(target)
+    return out
+
+
+def _packed_scales(scale: torch.Tensor, k_blocks: int) -> torch.Tensor:
+    """A checked scale tensor as the kernel's TMA reads it, [1, rows / 128, k_blocks, 2, 256] (a 512-byte block per 128
+    rows and 4 scales; e8m0 as bytes), at a 16-byte aligned address."""
+    view = (scale.view(torch.uint8) if scale.dtype == torch.float8_e8m0fnu else scale).reshape(1, -1, k_blocks, 2, 256)
+    return view if view.data_ptr() % TMA_ALIGN_BYTES == 0 else view.clone()
+
+
+def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, variant: object, device: int,
+            cfg: MatmulConfig, schedule: str, slots: tuple[int, ...] | None = None) -> LaunchPlan | None:
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
-    fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases), pointers, the
-    scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
-    schedule and (the scaled kernels) the cluster shape and swap-AB. The first call
-    per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
+    fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases[, layout kind]), pointers,
+    the scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
+    schedule and (the scaled kernels) the cluster shape and swap-AB. The first call per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
     the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers, in order or
     as `slots` maps the plan's addresses to them (planned for this stream under stream-K)."""
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]
@@ -201,18 +251,19 @@ def _launch(kernel: str, tma: tuple[tuple[torch.Tensor, tuple[int, int], tuple],
         scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
     grid = persistent_grid(*out.shape, K, cfg, device, schedule)
     key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
-    args = (*(TmaOperand.of(t) for t, _, _ in tma), *(p.data_ptr() for p in pointers),
+    args = (*(TmaOperand.of(t) for t, *_ in tma), *(p.data_ptr() for p in pointers),
             workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
     launcher = _LAUNCHERS.launch(key, grid, stream, args)
     if launcher is not None:
         return LaunchPlan(launcher, grid, device, args, slots or tuple(range(len(tma) + len(pointers))),
                           None if workspace is None else stream)
-    from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_matmul
+    from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_block_scaled, sm100_matmul
 
     jit = {"scaled_matmul_kernel": matmul_fp8.scaled_matmul_kernel, "sm100_scaled_matmul_kernel":
            sm100_matmul.sm100_scaled_matmul_kernel, "blockwise_matmul_kernel":
-           matmul_fp8_blockwise.blockwise_matmul_kernel}[kernel]
-    launched = jit[grid](*(tensor_descriptor(t, block, cga) for t, block, cga in tma), *pointers,
+           matmul_fp8_blockwise.blockwise_matmul_kernel,
+           "sm100_block_scaled_kernel": sm100_block_scaled.sm100_block_scaled_kernel}[kernel]
+    launched = jit[grid](*(tensor_descriptor(*operand) for operand in tma), *pointers,
                          out if workspace is None else workspace,  # unread by static: any tensor types it
                          *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, launched)

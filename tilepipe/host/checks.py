@@ -133,14 +133,65 @@ def check_fp8_operands(a: torch.Tensor, b: torch.Tensor) -> None:
             raise TypeError(f"{name} must be float8_e4m3fn or float8_e5m2, got {t.dtype}")
     if a.dtype == b.dtype == torch.float8_e5m2:
         raise TypeError("a and b cannot both be float8_e5m2 (as in torch._scaled_mm): make one of them e4m3fn")
+    check_k_major(a, b, "fp8 wgmma")
+
+
+def check_k_major(a: torch.Tensor, b: torch.Tensor, reader: str) -> None:
+    """a (M, K) and b (K, N) of matching K, a row-major and b column-major: `reader` reads both K-major."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[1] must equal b.shape[0]")
     if a.stride(1) != 1 and a.shape[1] > 1:
-        raise ValueError(f"a must be row-major (K-major: fp8 wgmma reads A K-major), got strides {a.stride()}; "
+        raise ValueError(f"a must be row-major (K-major: {reader} reads A K-major), got strides {a.stride()}; "
                          "pass a.contiguous() to copy it")
     if b.stride(0) != 1 and b.shape[0] > 1:
-        raise ValueError(f"b must be column-major (K-major, b = w.t() of a row-major (N, K) w: fp8 wgmma reads B "
+        raise ValueError(f"b must be column-major (K-major, b = w.t() of a row-major (N, K) w: {reader} reads B "
                          f"K-major), got strides {b.stride()}; pass b.t().contiguous().t() to copy it")
+
+
+BLOCK_SCALED = {"mxfp8": (FP8_DTYPES, torch.float8_e8m0fnu, 32),
+                "nvfp4": ((torch.float4_e2m1fn_x2, ), torch.float8_e4m3fn, 16)}
+"""Block-scaled formats as torch._scaled_mm takes them: data dtypes, scale dtype, K elements per scale."""
+
+
+def check_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, fmt: str
+                       ) -> tuple[int, int, int]:
+    """matmul_block_scaled's operands and scales for format `fmt`, as torch._scaled_mm's MX/NV path takes them: a
+    (M, K) row-major and b (K, N) column-major (float4_e2m1fn_x2: K/2 bytes of two elements), on one CUDA device;
+    each scale contiguous, of the format's dtype, with one element per 128-row block (rows padded to 128) and 4-scale
+    group along K (scales padded to 4) in the packed-block order. (M, N, K) with K in elements."""
+    if not isinstance(fmt, str):
+        raise TypeError(f"format must be a str ('mxfp8' or 'nvfp4'), got {type(fmt).__name__}")
+    if fmt not in BLOCK_SCALED:
+        raise ValueError(f"format must be one of {sorted(BLOCK_SCALED)}, got {fmt!r}")
+    data, scale_dtype, vec = BLOCK_SCALED[fmt]
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in (("a", a), ("b", b)):
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in data:
+            raise TypeError(f"{name} must be {' or '.join(map(str, data))} for format {fmt!r}, got {t.dtype}")
+    check_k_major(a, b, "tcgen05")
+    per_byte = 2 if fmt == "nvfp4" else 1
+    M, K, N = a.shape[0], a.shape[1] * per_byte, b.shape[1]
+    k_groups = -(-K // (4 * vec)) * 4
+    for name, s, rows in (("scale_a", scale_a, M), ("scale_b", scale_b, N)):
+        if s.dtype != scale_dtype:
+            raise TypeError(f"{name} must be {scale_dtype} for format {fmt!r}, got {s.dtype}")
+        expected = -(-rows // 128) * 128 * k_groups
+        if s.numel() != expected:
+            raise ValueError(f"{name} must have {expected} elements for format {fmt!r} at M={M}, N={N}, K={K}: "
+                             f"{-(-rows // 128) * 128} rows (padded to 128) by {k_groups} scales (one per {vec} of K, "
+                             f"padded to 4) in the packed 32x4x4 block order; got {s.numel()}")
+        if not s.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (the packed block order), got strides {s.stride()}")
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    return M, N, K
 
 
 def scaling_of(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: int) -> str:

@@ -360,6 +360,28 @@ def sm100_fp8_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> Matmul
     return sm100_fitted(choose_config(M, N, out_dtype, sms, SM100_FP8_CONFIGS), "fp8e4nv", GL_DTYPES[out_dtype])
 
 
+SM100_BLOCK_SCALED_CONFIGS = (MatmulConfig(128, 256, 128, stages=4, c_stages=2, num_warps=4),
+                              MatmulConfig(128, 128, 128, stages=6, c_stages=2, num_warps=4))
+"""The sm_100a block-scaled GEMM's tiles (kernels/sm100_block_scaled.py), largest first, stages at most these (fitted:
+as many as fit). block_k counts stored elements, 128 bytes a row in both formats: 128 e4m3 (MXFP8: one packed scale
+block a stage) or 256 e2m1 (NVFP4: four). 128x256 keeps one TMEM accumulator (two 256-column ones and the two
+32-column scale buffers pass 512), 128x128 two."""
+
+
+def sm100_block_scaled_config(M: int, N: int, fmt: str, dtype: str, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+    """The block-scaled GEMM's configuration for format `fmt` ("mxfp8", "nvfp4") and data of Gluon dtype `dtype`: the
+    wave-efficiency choice among SM100_BLOCK_SCALED_CONFIGS, fitted (sm100_block_scaled_fitted)."""
+    cfg = choose_config(M, N, out_dtype, sms, SM100_BLOCK_SCALED_CONFIGS)
+    return sm100_block_scaled_fitted(cfg, fmt, dtype, GL_DTYPES[out_dtype])
+
+
+def sm100_block_scaled_fitted(cfg: MatmulConfig, fmt: str, dtype: str, c_dtype: str) -> MatmulConfig:
+    """`cfg` with as many stages as fit with format `fmt`'s scale boxes beside A and B (sm100_fitted); Gluon dtypes."""
+    from tilepipe.kernels.sm100_block_scaled import FORMATS
+
+    return sm100_fitted(cfg, dtype, c_dtype, scales=FORMATS[fmt].scales(cfg.block_k))
+
+
 def sm100_config(M: int, N: int, dtype: torch.dtype, out_dtype: torch.dtype, sms: int,
                  source_dtype: torch.dtype | None = None, schedule: str = "static") -> MatmulConfig:
     """The sm_100a GEMM's configuration: the wave-efficiency choice among SM100_CONFIGS (no autotune cache or stream-K
@@ -370,10 +392,12 @@ def sm100_config(M: int, N: int, dtype: torch.dtype, out_dtype: torch.dtype, sms
 
 
 def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = False,
-                 source_dtype: str | None = None, clc: bool = False) -> MatmulConfig:
+                 source_dtype: str | None = None, clc: bool = False,
+                 scales: tuple[str, int] | None = None) -> MatmulConfig:
     """`cfg` with as many of its operand stages as fit beside the D sub-tile buffers and, with C (`has_c`, of
-    `source_dtype`, default D's), the C sub-tile stages (and, with `clc`, the scheduler ring); dtypes by Gluon name,
-    as sm100_matmul_spec takes them."""
+    `source_dtype`, default D's), the C sub-tile stages (and, with `clc`, the scheduler ring; with `scales`, a
+    block-scaled payload's scale boxes, as sm100_plan takes them); dtypes by Gluon name, as sm100_matmul_spec takes
+    them."""
     from tilepipe.kernels.sm100_matmul import sm100_plan
     from tilepipe.pipeline.storage import SmemBudgetError
 
@@ -382,7 +406,7 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
     def fits(stages: int) -> bool:
         try:
             plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
-                                 src_dtype=source, clc=clc)
+                                 src_dtype=source, clc=clc, scales=scales)
         except SmemBudgetError:
             return False
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes

@@ -8,14 +8,15 @@ import torch
 from tilepipe.kernels.spec import tile_layout
 
 GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float8_e4m3fn: "fp8e4nv",
-              torch.float8_e5m2: "fp8e5"}
-"""Gluon's names of the dtypes the kernels read and write."""
+              torch.float8_e5m2: "fp8e5", torch.uint8: "uint8"}
+"""Gluon's names of the dtypes the kernels read and write (uint8: packed FP4 data and e8m0 scales travel as bytes)."""
 
 
 @cache
-def nvmma_layout(block: tuple[int, int], dtype: str, cga: tuple = ()):
-    """The NVMMA shared layout of a tile, by the kernels' rule (kernels/spec.py: tile_layout), once per tile."""
-    return tile_layout(dtype, block, cga)
+def nvmma_layout(block: tuple[int, ...], dtype: str, cga: tuple = (), kind: str = "tile"):
+    """The NVMMA shared layout of a tile (or, `kind` "scales", a block-scale box), by the kernels' rule
+    (kernels/spec.py: tile_layout), once per tile."""
+    return tile_layout(dtype, block, cga, kind)
 
 
 def device_index(t: torch.Tensor) -> int:
@@ -40,6 +41,18 @@ def gemm_target(capability: tuple[int, int], device_name: str = "this GPU") -> s
         why = " (consumer Blackwell: no tcgen05 tensor memory)" if major == 12 else ""
         raise RuntimeError(f"tilepipe's GEMMs run on sm_90 (Hopper) and sm_100/sm_103 (datacenter Blackwell) GPUs; "
                            f"{device_name} is sm_{major}{minor}{why}")
+    return target
+
+
+def block_scaled_target(capability: tuple[int, int], device_name: str = "this GPU") -> str:
+    """gemm_target for the block-scaled GEMM, which only sm_100a has: on Hopper (no block-scaled MMA) and on any
+    other device, RuntimeError naming the device."""
+    target = gemm_target(capability, device_name)
+    if target != "sm_100a":
+        major, minor = capability
+        raise RuntimeError(f"block-scaled MMA (MXFP8, NVFP4) needs a datacenter Blackwell GPU (sm_100/sm_103: B200, "
+                           f"B300; tcgen05 block_scale); {device_name} is sm_{major}{minor} (Hopper), whose wgmma has "
+                           "no block scales")
     return target
 
 

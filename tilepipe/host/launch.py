@@ -184,12 +184,12 @@ def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, sche
     return schedule_programs(M, N, K, cfg, sm_count(device) // cfg.cluster.num_ctas, schedule), 1, 1
 
 
-def tensor_descriptor(t: torch.Tensor, block: tuple[int, int], cga: tuple = ()):
+def tensor_descriptor(t: torch.Tensor, block: tuple[int, ...], cga: tuple = (), kind: str = "tile"):
     """A TMA descriptor of `t` in `block` tiles, with the NVMMA layout the kernels' storage gives such a tile (in a
-    cluster kernel: split or shared over the CTAs as `cga` says)."""
+    cluster kernel: split or shared over the CTAs as `cga` says; `kind` "scales": a block-scale box's)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype], cga))
+    return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype], cga, kind))
 
 
 _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}

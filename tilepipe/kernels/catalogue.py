@@ -42,6 +42,8 @@ SM100_EPILOGUES = {
 SM100_FP8 = {"sm100 matmul_fp8 scaled": dict(per_row=True)}
 """sm100_scaled_matmul_kernel (per-tensor and per-row scales share it: only a scale stride differs; compiled for
 sm_100a only: never run here)."""
+SM100_BLOCK_SCALED = {"sm100 block_scaled mxfp8": dict(fmt="mxfp8"), "sm100 block_scaled nvfp4": dict(fmt="nvfp4")}
+"""sm100_block_scaled_kernel in each format (compiled for sm_100a only: never run here)."""
 FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
 """The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""
 STRESS_STAGES = (1, 2, 4, 8)
@@ -51,8 +53,8 @@ WGMMA_STAGES = (2, 4, 8)
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs, swap-AB (plain and +C under each scheduler; FP8 per-tensor
-    and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers, the FP8
-    kernels (also under stream-K) and the sm_100a FP8 GEMM, the restaging copy, and the pipeline examples the demo runs."""
+    and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers, the FP8 kernels (also under
+    stream-K), the sm_100a FP8 and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
@@ -61,6 +63,7 @@ def shipped_variants() -> list[Variant]:
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant("sm100_scaled_matmul_kernel", name, options) for name, options in SM100_FP8.items()]
+    variants += [Variant("sm100_block_scaled_kernel", name, options) for name, options in SM100_BLOCK_SCALED.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant("matmul_fp8 scaled cluster", f"matmul_fp8 scaled cluster {m}x{n}", {"cluster": (m, n)})

@@ -1,7 +1,7 @@
 """The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
-and sm_100a), the TMA store warp and the epilogue-load warp, the C pipelines they take, and the bias read of the
-epilogues. Each walks its tiles
-through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
+and sm_100a, block-scaled payloads included), the TMA store warp and the epilogue-load warp, the C pipelines they
+take, and the bias read of the epilogues. Each walks its tiles through the kernel's scheduler and touches shared
+memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -29,7 +29,8 @@ def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr):
 
 @gluon.jit
 def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
-              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr):
+              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None):
+    """A and B boxes per k-step (and, given scale descriptors, the block scales of a block-scaled payload)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -40,7 +41,11 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
         k_begin, k_end = work.k_steps(k_tiles)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
-                tiles.expect_loads(a_desc, b_desc)
+                if sfa_desc is None:
+                    tiles.expect_loads(a_desc, b_desc)
+                else:
+                    tiles.expect_loads(a_desc, b_desc, sfa_desc, sfb_desc)
+                    tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
                 tiles.load_a(a_desc, [pid_m * BM, k * BK])
                 if B_KMAJOR:
                     tiles.load_b(b_desc, [pid_n * BN, k * BK])

@@ -1,25 +1,22 @@
 """Warp-specialized persistent GEMM for sm_100a (Blackwell): D = alpha * A @ B (+ beta * C, or + beta * bias[col]),
-and its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel), written only with
-tilepipe's roles and pipelines. Compiled for sm_100a on the CPU; neither has run on a GPU (none here).
+its FP8 form D = (A @ B^T) * scale_a[row] * scale_b[col] (sm100_scaled_matmul_kernel), and the body of the
+block-scaled GEMM (sm100_block_scaled.py), written only with tilepipe's roles and pipelines. Compiled for sm_100a on
+the CPU; none has run on a GPU (none here).
 
 Roles (tiles in grouped order; SCHEDULE "static": one CTA per SM, tilepipe/schedulers/static.py; "clc": one CTA per
 tile, running CTAs take over pending ones' tiles through cluster launch control, tilepipe/schedulers/clc.py):
-  epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees the
-            accumulator after its last TMEM load, then scales (adds C or the bias; FP8: multiplies by the row and
-            column scales), and TMA-stores each sub-tile from
-            a small ring of shared-memory buffers
-  load      (1 warp)   TMA A and B tiles into the input tile pipeline (the load role of the sm_90a GEMM)
-  mma       (1 warp)   tcgen05 MMAs from the input stages into a TMEM accumulator stage; each MMA's commit frees its
-            input stage, one commit per tile hands the accumulator to the epilogue
-  epilogue_load (1 warp, with C)  TMA-loads each C sub-tile into a source stage once the tile's main-loop loads were
-            issued (the sm_90a GEMM's role and load-order pipeline); the epilogue reads it and frees the stage
+  epilogue  (4 warps, default)  waits for a tile's TMEM accumulator, reads it in EPI_N-column sub-tiles, frees it
+            after the last TMEM load, scales them (C or bias; FP8: row and column scales), TMA-stores each one
+  load      (1 warp)   TMA A and B tiles (and block scales) into the input tile pipeline (the sm_90a GEMM's load role)
+  mma       (1 warp)   tcgen05 MMAs (block-scaled: scales to TMEM first) from the input stages into a TMEM accumulator
+            stage; each MMA's commit frees its input stage, one commit per tile hands the accumulator on
+  epilogue_load (1 warp, with C)  the sm_90a GEMM's: each C sub-tile into a source stage, after the tile's A, B loads
   scheduler (1 warp, clc)  try_cancel into the scheduler ring, paced by the load role; every other role reads it
-The accumulators are double-buffered in TMEM where two fit (2 x BN <= 512 columns): the MMA role runs tile i + 1's
-main loop while the epilogue drains tile i.
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major); C of any dtype the descriptor gives. The
-arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes), so one host launch serves both; the
-dynamic and stream-K schedules are not built for sm_100a (schedulers.sm100_scheduler_class refuses them), nor are
-clusters (CLUSTER_M and CLUSTER_N stay 1: sm100_operand_blocks refuses a config with one).
+Accumulators are double-buffered in TMEM where two fit beside any scale buffers (512 columns): the MMA role runs tile
+i + 1's main loop while the epilogue drains tile i. A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N;
+C of any dtype the descriptor gives. The arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes),
+so one host launch serves both; the dynamic and stream-K schedules are not built for sm_100a
+(schedulers.sm100_scheduler_class refuses them), nor are clusters (sm100_operand_blocks refuses a config with one).
 """
 
 from triton.experimental import gluon
@@ -33,10 +30,10 @@ from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
-from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, ClcPipelineStorage, EpiLoadPipelineStorage,
-                                       InputPipelineStorage, LoadOrderBarrierStorage, OutputPipelineStorage,
-                                       OutputTileStorage, SmemPipelineBundle, SmemPlan, SourceTileStorage,
-                                       StandardTileStorage, TmemAccumulatorStorage)
+from tilepipe.pipeline.storage import (TMEM_LIMIT_COLUMNS, BlockScaledTileStorage, ClcPipelineStorage,
+                                       EpiLoadPipelineStorage, InputPipelineStorage, LoadOrderBarrierStorage,
+                                       OutputPipelineStorage, OutputTileStorage, SmemPipelineBundle, SmemPlan,
+                                       SourceTileStorage, StandardTileStorage, TmemAccumulatorStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import sm100_scheduler_class
 from tilepipe.schedulers.clc import clc_scheduler_role
@@ -44,21 +41,26 @@ from tilepipe.schedulers.clc import clc_scheduler_role
 EPILOGUE_N = 32
 """Columns of one epilogue sub-tile: a 32x32b TMEM load of 32 fp32 values per thread, and the D TMA box's width."""
 CLC_STAGES = 2  # CLC responses in flight: the throttle keeps the scheduler one tile ahead of the load role
+HOPPER_ONLY = gl.constexpr("the sm_100a GEMM is not built for clusters or swap-AB (Hopper only)")
 
 
 @gluon.constexpr_function
 def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
-               src_dtype=None, clc=False, b_dtype=None):
+               src_dtype=None, clc=False, b_dtype=None, scales=None):
     """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
-    sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit in 512 columns), and the pipelines
-    between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads); B's stages of
-    `b_dtype` where it differs from A's (FP8: e4m3 with e5m2). Refused
-    (SmemBudgetError, a compile error in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
+    sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit beside any scale buffers), and the
+    pipelines between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads); B's
+    stages of `b_dtype` where it differs from A's (FP8: e4m3 with e5m2); `scales` (scale dtype, packed 4-scale blocks
+    along K a stage): a block-scaled payload, block_k in stored elements. Refused (SmemBudgetError, a compile error
+    in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
-    acc_stages = 2 if 2 * block_n <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
+    operands = (BlockScaledTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages, *scales)
+                if scales else StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages))
+    scale_columns = sum(part.columns for part in operands.tmem_parts())
+    acc_stages = 2 if 2 * block_n + scale_columns <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
     has_c = src_dtype is not None
     readers = ("epilogue", "load", "mma") + (("epilogue_load", ) if has_c else ())
-    storages = dict(operands=StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages),
+    storages = dict(operands=operands,
                     d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages),
                     accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
                     pipelines=SmemPipelineBundle(
@@ -72,17 +74,19 @@ def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_
 
 
 @gluon.jit
-def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles, B_KMAJOR: gl.constexpr):
+def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles, B_KMAJOR: gl.constexpr,
+             SCALED: gl.constexpr):
     consumer = inputs.consumer()
     work = sched.work()
     while work.valid:
         with accs.produce() as acc:  # waits until the epilogue drained this accumulator
             for k in range(k_tiles):
                 tiles = consumer.acquire()
-                b = tiles.b_tile()
-                if B_KMAJOR:
-                    b = b.permute((1, 0))
-                consumer = tiles.tcgen05_mma(tiles.a_tile(), b, acc.tile(), use_acc=k > 0)
+                if SCALED:  # the stage's block scales go to TMEM, then the block-scaled MMA (B K-major)
+                    consumer = tiles.tcgen05_mma_scaled(acc.tile(), use_acc=k > 0)
+                else:
+                    b = tiles.b_tile().permute((1, 0)) if B_KMAJOR else tiles.b_tile()
+                    consumer = tiles.tcgen05_mma(tiles.a_tile(), b, acc.tile(), use_acc=k > 0)
             acc.commit()  # the accumulator is final once every MMA issued so far completed
         work = work.next()
     accs.drain()
@@ -128,14 +132,15 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiL
 def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N, K, alpha, beta, STAGES: gl.constexpr,
                C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                HAS_BIAS: gl.constexpr, SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr,
-               workspace, probe_buf, PROBE: gl.constexpr):
-    """The GEMM both kernels below launch: its plan, scheduler and pipelines, then the roles."""
+               workspace, probe_buf, PROBE: gl.constexpr, sfa_desc=None, sfb_desc=None):
+    """The GEMM the sm_100a kernels launch (given scale descriptors: a block-scaled payload): plan, pipelines, roles."""
+    SCALED: gl.constexpr = sfa_desc is not None
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
                                     d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None, SCHEDULE == "clc",
-                                    b_desc.dtype)
+                                    b_desc.dtype, (sfa_desc.dtype, sfa_desc.block_type.shape[2]) if SCALED else None)
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
     sched = sm100_scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
@@ -144,9 +149,9 @@ def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N,
     sources, load_order = c_pipelines(smem, smem.src_tiles if HAS_C else smem.d_tiles, HAS_C)  # C sub-tiles land
     warp_specialize([(epilogue_role, (accs, SubtileStores(smem.d_tiles), sources, sched, d_desc, alpha, beta,
                                       bias_ptr, scale_a, scale_b, M, N, HAS_C, HAS_BIAS, SA_STRIDE, SB_STRIDE)),
-                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
-                      WORKER_REGS),
-                     (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR), WORKER_WARPS, WORKER_REGS),
+                     (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C, sfa_desc,
+                                  sfb_desc), WORKER_WARPS, WORKER_REGS),
+                     (mma_role, (inputs, accs, sched, k_tiles, B_KMAJOR, SCALED), WORKER_WARPS, WORKER_REGS),
                      (epilogue_load_role, (sources, load_order, c_desc, sched, BN), WORKER_WARPS, WORKER_REGS) if HAS_C
                      else None,
                      (clc_scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "clc" else None])
@@ -160,8 +165,7 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
                         probe_buf=None, PROBE: gl.constexpr = 0):
     """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
     sub-tile stages; no cluster, no swap-AB); `workspace` is not read (neither scheduler keeps global state)."""
-    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB,
-                     "the sm_100a GEMM is not built for clusters or swap-AB (Hopper only)")
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB, HOPPER_ONLY)
     sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, bias_ptr, bias_ptr, M, N, K, alpha, beta, STAGES, C_STAGES,
                GROUP_M, B_KMAJOR, HAS_C, HAS_BIAS, -1, -1, SCHEDULE, workspace, probe_buf, PROBE)
 
@@ -173,8 +177,7 @@ def sm100_scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspa
                                CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False):
     """kernels/matmul_fp8.py's scaled_matmul_kernel (its arguments) on sm_100a: A and B K-major e4m3/e5m2 (tcgen05's
     f8f6f4 MMA, fp32 accumulation in TMEM), D in BM x EPILOGUE_N boxes; no cluster, no swap-AB, no C."""
-    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB,
-                     "the sm_100a GEMM is not built for clusters or swap-AB (Hopper only)")
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB, HOPPER_ONLY)
     sm100_gemm(a_desc, b_desc, d_desc, d_desc, scale_a, scale_a, scale_b, M, N, K, 1.0, 0.0, STAGES, C_STAGES,
                GROUP_M, True, False, False, SA_STRIDE, SB_STRIDE, SCHEDULE, workspace, None, 0)
 
@@ -182,17 +185,15 @@ def sm100_scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspa
 def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False,
                       source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
                       schedule: str = "static"):
-    """sm100_matmul_kernel for one configuration and scheduler as a KernelSpec (sm_100a): D of `c_dtype`, with a C of
-    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE,
-    `schedule` SCHEDULE."""
+    """sm100_matmul_kernel for one configuration and scheduler as a KernelSpec (sm_100a): matmul_spec's arguments
+    (D of `c_dtype`; C of `source_dtype` with `has_c`, or a bias of `bias_dtype`; PROBE, SCHEDULE), no cluster."""
     return gemm_spec(f"{__name__}:sm100_matmul_kernel", cfg, dtype, c_dtype, b_kmajor,
                      sm100_operand_blocks(cfg, b_kmajor), "sm_100a", has_c, source_dtype, bias_dtype, probe, schedule)
 
 
 def sm100_operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
     """operand_blocks for sm100_matmul_kernel: A's and B's, with C and D in BM x EPILOGUE_N boxes (the epilogue's
-    sub-tiles). Clusters are Hopper-only for now: a `cfg` with one raises ValueError (swap-AB: the kernels' static
-    assert; tilepipe.matmul refuses it first, api/matmul.py check_swap_ab)."""
+    sub-tiles). A `cfg` with a cluster raises ValueError (Hopper-only; swap-AB: api/matmul.py check_swap_ab)."""
     if cfg.cluster.num_ctas > 1:
         raise ValueError(f"the sm_100a GEMM runs without clusters (they are built for sm_90a only); got a config "
                          f"with a {cfg.cluster_m}x{cfg.cluster_n} cluster: use cluster_m = cluster_n = 1")

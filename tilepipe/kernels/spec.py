@@ -60,22 +60,26 @@ class KernelSpec:
 
 
 def tdesc_signature(dtype: str, block_shape: Sequence[int], layout: object) -> str:
-    """Signature string of a host TensorDescriptor argument, identical to what the JIT derives at launch."""
+    """Signature string of a host TensorDescriptor argument, identical to what the JIT derives at launch (its
+    canonical dtype name: "u8" for "uint8")."""
+    from triton.runtime.jit import type_canonicalisation_dict
+
+    dtype = type_canonicalisation_dict.get(dtype, dtype)
     return f"tensordesc<{dtype}[{', '.join(str(d) for d in block_shape)}],{layout!r}>"
 
 
-def tile_layout(dtype: str, block: Sequence[int], cga: tuple = ()):
-    """The NVMMA shared layout the kernels' storage gives a `block` tile (the one layout rule, pipeline/storage.py's
-    Part), split or shared over a cluster's CTAs as `cga` says: TMA descriptors, ahead of time and on the host, use
-    it too."""
+def tile_layout(dtype: str, block: Sequence[int], cga: tuple = (), kind: str = "tile"):
+    """The NVMMA shared layout the kernels' storage gives a `block` tile of `kind` ("tile", or "scales": a block-scale
+    box) (the one layout rule, pipeline/storage.py's Part), split or shared over a cluster's CTAs as `cga` says: TMA
+    descriptors, ahead of time and on the host, use it too."""
     from tilepipe.pipeline.storage import Part
 
-    return Part("tile", dtype, tuple(block), 1, cga=tuple(cga)).layout
+    return Part("tile", dtype, tuple(block), 1, kind, cga=tuple(cga)).layout
 
 
-def tile_desc(dtype: str, block: Sequence[int], cga: tuple = ()) -> str:
+def tile_desc(dtype: str, block: Sequence[int], cga: tuple = (), kind: str = "tile") -> str:
     """Signature of a TMA descriptor of `block` tiles in the storage's layout (tile_layout)."""
-    return tdesc_signature(dtype, list(block), tile_layout(dtype, block, cga))
+    return tdesc_signature(dtype, list(block), tile_layout(dtype, block, cga, kind))
 
 
 def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: dict, target: str,

@@ -27,7 +27,8 @@ from typing import ClassVar
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout, allocate_tensor_memory
+from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, TensorMemoryScalesLayout,
+                                                                 allocate_tensor_memory, tensor_memory_descriptor)
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.language import core as tl
 
@@ -72,13 +73,14 @@ class Part:
     dtype: str
     tile: tuple[int, ...]
     stages: int
-    kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "barrier"/"pair_barrier" (mbarriers), "words" (int32)
+    kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "scales" (unswizzled, for tcgen05_copy),
+    #                     "barrier"/"pair_barrier" (mbarriers), "words" (int32)
     cga: Bases = ()
 
     def __post_init__(self) -> None:
         dtype = dtype_of(self.dtype)
         object.__setattr__(self, "dtype", next(name for name, value in DTYPES.items() if value == dtype))
-        if self.kind not in ("tile", "barrier", "pair_barrier", "words"):
+        if self.kind not in ("tile", "scales", "barrier", "pair_barrier", "words"):
             raise ValueError(f"{self.name}: unknown part kind {self.kind!r}")
         if not (isinstance(self.stages, int) and self.stages >= 1):
             raise ValueError(f"{self.name}: stages must be a positive int, got {self.stages!r}")
@@ -102,12 +104,15 @@ class Part:
             return mbarrier.MBarrierLayout()
         if self.kind == "words":
             return gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        if self.kind == "scales":  # tcgen05_copy finds no copy layout for a swizzled scale tile
+            return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=dtype_of(self.dtype).primitive_bitwidth,
+                                        rank=len(self.tile))
         return gl.NVMMASharedLayout.get_default_for(list(self.tile), dtype_of(self.dtype),
                                                     cga_layout=cga_list(self.cga) if self.cga else None)
 
     @property
     def alignment(self) -> int:
-        if self.kind != "tile":
+        if self.kind not in ("tile", "scales"):
             return _DEFAULT_ALIGNMENT
         return _SWIZZLE_ALIGNMENT[self.layout.swizzle_byte_width]
 
@@ -155,11 +160,14 @@ class StandardTiles:
 
 @aggregate
 class BlockScaledTiles:
-    """A, B and their block scale factors per stage (device side of BlockScaledTileStorage)."""
+    """The seed's BlockScaledTilePayload (device side of BlockScaledTileStorage): A, B and their block scale factors
+    SFA, SFB per stage in shared memory, and the one TMEM buffer per operand the MMA role copies a stage's scales to."""
     a_tiles: gl.shared_memory_descriptor
     b_tiles: gl.shared_memory_descriptor
     sfa_tiles: gl.shared_memory_descriptor
     sfb_tiles: gl.shared_memory_descriptor
+    sfa_tmem: tensor_memory_descriptor
+    sfb_tmem: tensor_memory_descriptor
 
 
 @aggregate
@@ -194,17 +202,62 @@ class StandardTileStorage(Storage):
         return self.device(*(part.allocate(_semantic) for part in self.parts()))
 
 
+SCALE_BLOCK_ROWS = 128
+"""Rows of one packed scale block: 32 x 4 x 4 bytes hold 128 rows by 4 scales (cuBLAS's block-scaling-factor layout,
+torch._scaled_mm's SWIZZLE_32_4_4), the unit tcgen05's scale layout reads."""
+
+
+def packed_scale_box(rows: int, k_blocks: int) -> tuple[int, ...]:
+    """The TMA box of `rows` (a multiple of 128) by 4 * `k_blocks` scales in the packed-block layout, seen as
+    [1, rows / 128, K scales / 4, 2, 256] (each 512-byte block as two 256-byte rows: a TMA box is at most 256 wide)."""
+    if rows % SCALE_BLOCK_ROWS or k_blocks < 1:
+        raise ValueError(f"packed scale boxes hold whole blocks of {SCALE_BLOCK_ROWS} rows and 4 scales; got {rows} "
+                         f"rows and {k_blocks} blocks of 4 along K")
+    return (1, rows // SCALE_BLOCK_ROWS, k_blocks, 2, 256)
+
+
+def mma_scale_shape(box: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, scales along K) of a packed scale box, as tcgen05_mma_scaled reads it from TMEM."""
+    return box[1] * SCALE_BLOCK_ROWS, box[2] * 4
+
+
 @dataclass(frozen=True)
 class BlockScaledTileStorage(StandardTileStorage):
-    """MX/NV block-scaled operands: A and B plus scale-factor tiles SFA, SFB per stage."""
+    """MX/NV block-scaled operands (sm_100a): A (BM x BK) and K-major B (BN x BK) plus their scale factors SFA, SFB per
+    stage, each a packed_scale_box of `k_blocks` blocks of 4 scales along K, loaded by TMA beside its operand
+    (unswizzled, as tcgen05_copy needs); and one TMEM scale buffer per operand (tcgen05.cp and tcgen05.mma from one
+    thread run in issue order, so the next stage's copy cannot overtake the MMA reading the buffer)."""
     sf_dtype: str
-    sfa_tile: tuple[int, int]
-    sfb_tile: tuple[int, int]
+    k_blocks: int
     device: ClassVar[type] = BlockScaledTiles
 
+    def __post_init__(self) -> None:
+        for rows in (self.a_tile[0], self.b_tile[0]):
+            packed_scale_box(rows, self.k_blocks)  # whole scale blocks, else ValueError
+
+    @property
+    def sfa_tile(self) -> tuple[int, ...]:
+        return packed_scale_box(self.a_tile[0], self.k_blocks)
+
+    @property
+    def sfb_tile(self) -> tuple[int, ...]:
+        return packed_scale_box(self.b_tile[0], self.k_blocks)
+
     def parts(self) -> list[Part]:
-        return super().parts() + [Part("sfa", self.sf_dtype, self.sfa_tile, self.stages),
-                                  Part("sfb", self.sf_dtype, self.sfb_tile, self.stages)]
+        return super().parts() + [Part("sfa", self.sf_dtype, self.sfa_tile, self.stages, kind="scales"),
+                                  Part("sfb", self.sf_dtype, self.sfb_tile, self.stages, kind="scales")]
+
+    def tmem_parts(self) -> list["TmemPart"]:
+        return [TmemPart("sfa", mma_scale_shape(self.sfa_tile), 1, self.sf_dtype),
+                TmemPart("sfb", mma_scale_shape(self.sfb_tile), 1, self.sf_dtype)]
+
+    @builtin
+    def allocate(self, _semantic=None):
+        """The stage arrays (A, B, SFA, SFB) and the two TMEM scale buffers, as BlockScaledTiles."""
+        tiles = [part.allocate(_semantic) for part in self.parts()]
+        scales = [allocate_tensor_memory(dtype_of(self.sf_dtype), list(part.block), TensorMemoryScalesLayout(),
+                                         _semantic=_semantic) for part in self.tmem_parts()]
+        return self.device(*tiles, *scales)
 
 
 @dataclass(frozen=True)
@@ -258,14 +311,20 @@ class SourceTileStorage(_TileArrayStorage):
 
 @dataclass(frozen=True)
 class TmemPart:
-    """One tensor-memory allocation: `stages` fp32 accumulators of `block` (rows x columns), one column per value."""
+    """One tensor-memory allocation: `stages` blocks (rows x columns) of fp32 accumulators, one column per value, or
+    of 8-bit block scales (TensorMemoryScalesLayout), 32 columns each: Triton allocates TMEM in units of 32 columns
+    (measured: 2 x 256 accumulator columns + SFA + SFB compile to 576 columns, MXFP8 and NVFP4 alike)."""
     name: str
     block: tuple[int, int]
     stages: int
+    dtype: str = "fp32"
 
     @property
     def columns(self) -> int:
-        return self.stages * self.block[1]
+        if self.dtype == "fp32":
+            return self.stages * self.block[1]
+        lane_words = -(-self.block[0] * self.block[1] // (4 * 128))  # 32-bit columns over TMEM's 128 lanes
+        return self.stages * -(-lane_words // TMEM_MIN_COLUMNS) * TMEM_MIN_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -644,8 +703,8 @@ class SmemPlan:
         if not self.tmem_parts:
             return format_table(rows)
         tmem = [("TMEM part", "shape", "dtype", "stages", "columns")]
-        tmem += [(f"{name}.{part.name}", "x".join(map(str, part.block)), "fp32", str(part.stages), str(part.columns))
-                 for name, part in self.tmem_parts]
+        tmem += [(f"{name}.{part.name}", "x".join(map(str, part.block)), part.dtype, str(part.stages),
+                  str(part.columns)) for name, part in self.tmem_parts]
         tmem.append(("TMEM total", "", "", "", f"{self.tmem_columns} (limit {self.tmem_limit})"))
         return f"{format_table(rows)}\n\n{format_table(tmem)}"
 

@@ -19,6 +19,7 @@ aggregate (`StandardTiles`: A and B arrays; block-scaled and blockwise-FP8 paylo
     consumer = tiles.release()
 
     consumer = tiles.tcgen05_mma(a, b, acc, use_acc)   # sm_100a: the MMA's commit releases the slot
+    consumer = tiles.tcgen05_mma_scaled(acc, use_acc)  # sm_100a, block-scaled payload: scales copied to TMEM first
 
 Cursor and protocol live in the wrapped `ProducerConsumerPipeline`; this module only adds the payload.
 """
@@ -27,18 +28,22 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_mma
+from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_copy, tcgen05_mma, tcgen05_mma_scaled
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 from triton.language.core import _unwrap_if_constexpr, base_value
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.cluster import ctas_splitting
 from tilepipe.pipeline.ring import ConsumerStage, ProducerConsumerPipeline, ProducerStage
+from tilepipe.pipeline.storage import mma_scale_shape
 
 Payload = base_value
 """The seed's open `TilePayload` trait: any aggregate of stage arrays, with `a_tiles` and `b_tiles` for the A/B
 accessors (`tile(field)` reaches any other array). The storages give `StandardTiles`, `BlockScaledTiles` and
 `BlockwiseFP8Tiles`; a kernel may wrap them in its own aggregate."""
+
+MMA_FORMATS = {"uint8": "e2m1", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}
+"""tcgen05_mma_scaled's operand format by the stage tile's dtype (FP4 travels packed two to a byte, as uint8)."""
 
 
 def _shared_by_cluster(tile) -> bool:
@@ -80,8 +85,9 @@ class _TileStage:
 
     @builtin
     def get_tile(self, j=0, _semantic=None):
-        """(A, B) tiles of step j of this k-group."""
-        return gl.tuple([self.a_tile(j, _semantic=_semantic), self.b_tile(j, _semantic=_semantic)])
+        """(A, B) tiles of step j of this k-group; of a block-scaled payload, (A, B, SFA, SFB)."""
+        fields = ("a_tiles", "b_tiles") + (("sfa_tiles", "sfb_tiles") if _block_scaled(self.payload) else ())
+        return gl.tuple([self.tile(field, j, _semantic=_semantic) for field in fields])
 
     @builtin
     def mbar(self, _semantic=None):
@@ -120,6 +126,15 @@ class InputProducerStage(_TileStage):
     def load_b(self, desc, coords, j=0, _semantic=None):
         self.load("b_tiles", desc, coords, j, _semantic=_semantic)
 
+    @gluon.jit
+    def load_scales(self, sfa_desc, sfb_desc, pid_m, pid_n, k, j: gl.constexpr = 0):
+        """TMA-load the block scales of k-step k of tile (pid_m, pid_n) into SFA and SFB tile j: one box each of the
+        packed-block layout (storage.packed_scale_box), whose coordinates count blocks of 128 rows and 4 scales."""
+        self.load("sfa_tiles", sfa_desc, [0, pid_m * sfa_desc.block_type.shape[1], k * sfa_desc.block_type.shape[2],
+                                          0, 0], j)
+        self.load("sfb_tiles", sfb_desc, [0, pid_n * sfb_desc.block_type.shape[1], k * sfb_desc.block_type.shape[2],
+                                          0, 0], j)
+
     @gluon.must_use_result("Rebind the producer: `producer = tiles.release()`.")
     @builtin
     def release(self, _semantic=None):
@@ -155,6 +170,35 @@ class InputConsumerStage(_TileStage):
         load role refills the slot while later MMAs still run. Returns the advanced consumer."""
         tcgen05_mma(a, b, acc, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)], _semantic=_semantic)
         return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
+
+    @gluon.must_use_result("Rebind the consumer: `consumer = tiles.tcgen05_mma_scaled(acc, use_acc)`.")
+    @builtin
+    def tcgen05_mma_scaled(self, acc, use_acc=True, _semantic=None):
+        """sm_100a, block-scaled payload: acc (TMEM) += (A * SFA) @ (B * SFB)^T on this stage's tiles (B K-major). The
+        stage's SFA and SFB are copied into the payload's TMEM scale buffers (tcgen05_copy, each box viewed as the
+        rows x scales matrix the MMA reads), then the MMA is issued, released by its own commit as tcgen05_mma is:
+        the copies run before it in issue order, and the commit covers them too. Returns the advanced consumer."""
+        a, b, sfa, sfb = self.get_tile(_semantic=_semantic)
+        payload = self.payload
+        tcgen05_copy(_mma_scales(sfa, _semantic), payload.sfa_tmem, _semantic=_semantic)
+        tcgen05_copy(_mma_scales(sfb, _semantic), payload.sfb_tmem, _semantic=_semantic)
+        a_format, b_format = (gl.constexpr(MMA_FORMATS[str(tile.dtype)]) for tile in (a, b))
+        tcgen05_mma_scaled(a, b.permute((1, 0), _semantic=_semantic), acc, payload.sfa_tmem, payload.sfb_tmem,
+                           a_format, b_format, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)],
+                           _semantic=_semantic)
+        return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
+
+
+def _block_scaled(payload) -> bool:
+    return any(name == "sfa_tiles" for name, _ in payload.type.fields)
+
+
+def _mma_scales(box, semantic):
+    """A packed scale box [1, R, RK, 2, 256] viewed as the (R * 128) x (RK * 4) matrix tcgen05 reads: each 512-byte
+    block holds row 32 * i + r, scale c at byte 16 * r + 4 * i + c."""
+    rows, scales = mma_scale_shape(box.type.shape)
+    blocks = box.reshape((box.type.shape[1], box.type.shape[2], 32, 4, 4), _semantic=semantic)
+    return blocks.permute((0, 3, 2, 1, 4), _semantic=semantic).reshape((rows, scales), _semantic=semantic)
 
 
 def _role_context(role, kind: str, semantic):

@@ -213,7 +213,8 @@ def sm100_protocols() -> list[Protocol]:
     each SM100 configuration and epilogue under the static scheduler, and the large tile's under CLC too. The bias
     epilogue has the plain one's roles and pipelines and is left out; so is fp32 C under CLC (C's roles, fewer
     stages), whose ~1M states per configuration would double the checker's time. The FP8 kernel
-    (sm100_scaled_matmul_kernel) runs the plain epilogue's roles over its own plan, at each FP8 tile."""
+    (sm100_scaled_matmul_kernel) runs the plain epilogue's roles over its own plan, at each FP8 tile; so does the
+    block-scaled one (sm100_block_scaled_protocols)."""
     from tilepipe.kernels.catalogue import SM100_EPILOGUES
     from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
@@ -241,6 +242,26 @@ def sm100_protocols() -> list[Protocol]:
             "sm100_scaled_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} per-row static",
             plan_storages(plan), sm100_roles(False, cfg.block_n // EPILOGUE_N), tile_cases(fitted.stages),
             lambda cfg=fitted: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")))
+    return protocols + sm100_block_scaled_protocols()
+
+
+def sm100_block_scaled_protocols() -> list[Protocol]:
+    """tilepipe/kernels/sm100_block_scaled.py (compiled for sm_100a, never run): the plain sm_100a roles (scales travel
+    in the input stages, their TMEM copies are the MMA role's own) over its plan, each format at each tile."""
+    from tilepipe.kernels.catalogue import SM100_BLOCK_SCALED
+    from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_spec
+    from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_plan
+
+    protocols = []
+    for cfg, fmt in product(configs.SM100_BLOCK_SCALED_CONFIGS, (v["fmt"] for v in SM100_BLOCK_SCALED.values())):
+        data = FORMATS[fmt].dtype
+        fitted = configs.sm100_block_scaled_fitted(cfg, fmt, data, "bf16")
+        plan = sm100_plan.fn(fitted.block_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages, data,
+                             "bf16", True, scales=FORMATS[fmt].scales(fitted.block_k))
+        protocols.append(Protocol(
+            "sm100_block_scaled_kernel", f"{fmt} {cfg.block_m}x{cfg.block_n} stages={fitted.stages} static",
+            plan_storages(plan), sm100_roles(False, cfg.block_n // EPILOGUE_N), tile_cases(fitted.stages),
+            lambda cfg=fitted, fmt=fmt, data=data: block_scaled_spec(cfg, fmt, data, data, "bf16")))
     return protocols
 
 

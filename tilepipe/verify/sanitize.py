@@ -145,6 +145,15 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | No
     return close(got, reference)
 
 
+def run_block_scaled(fmt: str) -> bool:
+    """matmul_block_scaled in format `fmt` on FP8_SHAPE, random block scales."""
+    import tilepipe
+    from tilepipe.host.block_scales import block_scaled_operands
+
+    a, b, sa, sb, reference = block_scaled_operands(*FP8_SHAPE, fmt)
+    return close(tilepipe.matmul_block_scaled(a, b, sa, sb, format=fmt), reference.cpu())
+
+
 def run_restage() -> bool:
     """The restaging copy on rows 16 bytes off 32-byte sectors."""
     import torch
@@ -166,6 +175,9 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_matmul(options) if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "sm100_scaled_matmul_kernel":  # tilepipe.matmul_fp8 dispatches to it on sm_100/sm_103 only
         return lambda: (run_fp8("tensor") and run_fp8("row")) if _on_sm100() else _skipped(
+            variant, "needs an sm_100 or sm_103 GPU")
+    if variant.kernel == "sm100_block_scaled_kernel":  # tilepipe.matmul_block_scaled runs on sm_100/sm_103 only
+        return lambda: run_block_scaled(options["fmt"]) if _on_sm100() else _skipped(
             variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "matmul_fp8 scaled":
         return lambda: run_fp8("tensor") and run_fp8("row")
