@@ -61,10 +61,9 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
 
 
 @gluon.jit
-def output_origin(work, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.constexpr = False):
-    """Where the unit's ROWS x COLS tile of D starts: at the scheduler's tile coordinates, or at their transpose
-    where the kernel computes D^T = B^T A^T (SWAP_AB: the scheduler walks D^T's tiles)."""
-    pid_m, pid_n = work.coords()
+def output_origin(pid_m, pid_n, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.constexpr = False):
+    """Where the ROWS x COLS tile of D of the scheduler's tile (pid_m, pid_n) starts: there, or at its transpose where
+    the kernel computes D^T = B^T A^T (SWAP_AB: the scheduler walks D^T's tiles)."""
     row_tile, col_tile = (pid_n, pid_m) if SWAP_AB else (pid_m, pid_n)
     return row_tile * ROWS, col_tile * COLS
 
@@ -77,8 +76,9 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
     work = sched.work()
     while work.valid:
         if work.finishes:
-            row, col = output_origin(work, BM, BN, SWAP_AB)
+            pid_m, pid_n = work.coords()
             with outputs.consume() as out:
+                row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
                 out.store(d_desc, [row, col])
                 if HAS_C:
                     sources = sources.release()  # C was used and D stored: the stage may receive the next C
@@ -95,8 +95,9 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     work = sched.work()
     while work.valid:
         if work.finishes:
-            row, col = output_origin(work, BM, BN, SWAP_AB)
+            pid_m, pid_n = work.coords()
             load_order = load_order.wait()  # this tile's main-loop loads were issued first
+            row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
             for j in gl.static_range(BN // SUB_N):
                 sources = sources.load(c_desc, [row, col + j * SUB_N])
         work = work.next()

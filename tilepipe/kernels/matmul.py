@@ -94,7 +94,8 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                     source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
                     d = alpha * d + beta * source.load(d.type.layout).to(gl.float32)
                 elif HAS_BIAS:
-                    _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
+                    pid_m, pid_n = work.coords()
+                    _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
                     d = alpha * d + beta * column_bias(bias_ptr, D_COLS, first_col, D_BN, d.type.layout)[None, :]
                 else:
                     d = alpha * d
