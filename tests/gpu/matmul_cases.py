@@ -142,12 +142,12 @@ SWAP_SHAPES = SHAPES + SPLITK_SHAPES + [(96, 14336, 4096), (128, 1000, 520)]
 
 def run_swap(tile: str, schedule: str, out_dtype: str) -> dict:
     """Swap-AB (D^T = B^T A^T, B K-major) forced with the `tile` ("64" or "128" rows of N) that swap_config gives
-    M = 8, 32 and 128 (tile widths 8, 32, 128), on ragged shapes under `schedule`, and through the residual
+    M = 8, 32, 64 and 128 (tile widths 8 to 128), on ragged shapes under `schedule`, and through the residual
     epilogues (C, C aliasing D, a bias row)."""
     from tilepipe.host.configs import swap_config
 
     results = []
-    for width in (8, 32, 128):
+    for width in (8, 32, 64, 128):
         config = swap_config(width, DTYPES[out_dtype], int(tile))
         results.append(run("bf16", out_dtype, "kmajor", SWAP_SHAPES, scheduler=schedule, config=config))
         if schedule == "static":

@@ -304,11 +304,13 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
     return max(s for s in range(low, (high or MAX_STAGES) + 1) if fits(s))
 
 
-SWAP_MAX_M = 32
+SWAP_MAX_M = 64
 """Small M up to this, with B K-major, takes swap-AB's 64-row tile (swap_config). On the H100 it ran all 12 decode rows
 of M = 1, 8 and 32 in bench/results/decode-swap-h100.json 1.02-1.13x faster than the 64x128 tile predict_us chose
-(static, or split-K at K = 14336), within 3% of the fastest tile and schedule timed; at M = 96 its 128-column tile
-was slower on 3 of 4 rows. predict_us cannot tell them apart: both sit at its DRAM floor (docs/perf-log.md row 38)."""
+(static, or split-K at K = 14336), and the 8 rows of M = 48 and 64 in decode-mid-m-h100.json 1.00-1.13x, each within
+3% of the fastest tile and schedule timed; at M = 96 and 128 its 128-column tile was slower on 6 of 8 rows (split-K
+2-3% faster at K = 14336 only). predict_us cannot tell them apart: both sit at its DRAM floor (docs/perf-log.md rows
+38, 40)."""
 
 
 @cache
@@ -439,12 +441,17 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
     return tuple(replace(cfg, stages=fitted_stages(cfg, out_dtype, 1, kernel=kernel)) for cfg in tiles)
 
 
+FP8_SWAP_MAX_M = 32
+"""matmul_fp8 (per-tensor, per-row) takes swap-AB's tile up to this M: the two M = 16 rows of
+bench/results/shapes-h100-v5.json ran it 1.02 and 1.16x faster than the 64-row tile, both static; FP8 at 33 <= M <= 64
+was not timed (bf16 there: SWAP_MAX_M)."""
+
+
 def fp8_config_for(M: int, N: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """The configuration matmul_fp8 uses: per-tensor or per-row scales with M <= SWAP_MAX_M take swap-AB's tile (on
-    the H100 the two M = 16 rows of bench/results/shapes-h100-v5.json ran it 1.02 and 1.16x faster than the 64-row
-    tile, both static); else for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up its tile count),
-    else the wave-efficiency heuristic over fp8_configs."""
-    if not blockwise and M <= SWAP_MAX_M:
+    """The configuration matmul_fp8 uses: per-tensor or per-row scales with M <= FP8_SWAP_MAX_M take swap-AB's tile;
+    else for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up its tile count), else the
+    wave-efficiency heuristic over fp8_configs."""
+    if not blockwise and M <= FP8_SWAP_MAX_M:
         return swap_config(M, out_dtype, kernel="scaled")
     tiles = fp8_configs(blockwise, out_dtype)
     return tiles[-1] if M <= tiles[-1].block_m else choose_config(M, N, out_dtype, sms, tiles)
