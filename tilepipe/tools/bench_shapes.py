@@ -7,7 +7,7 @@ predicted time of the chosen tile under each schedule the cost model compares, a
 time under each (one do_bench median each), to calibrate the model; large-M bf16 rows also time matmul's other
 tiles under static and stream-K and the chosen tile in a 2x1 cluster (other_candidates); small-M rows time the
 choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process, and swap-AB's tiles
-(swap_candidates); small-M FP8 per-tensor rows time the chosen tile and swap-AB's. Rows may
+(swap_candidates); FP8 rows time matmul_fp8's other tiles (fp8_candidates). Rows may
 be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
 the rows measured before it; `missing` lists the table rows not measured).
 """
@@ -23,8 +23,8 @@ import torch
 import tilepipe
 from tilepipe._text import format_table
 from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, default_configs,
-                                   fp8_config_for, fp8_schedule_for, predict_us, schedule_candidates, schedule_for,
-                                   schedule_programs, swap_config)
+                                   fp8_config_for, fp8_configs, fp8_schedule_for, predict_us, schedule_candidates,
+                                   schedule_for, schedule_programs, swap_config)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -131,6 +131,16 @@ def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig
     return [(narrow, name) for name in schedule_candidates(M, N, K, narrow, sms)] + [(wide, "static")]
 
 
+def fp8_candidates(scaling: str, M: int) -> list[MatmulConfig]:
+    """The FP8 tiles a row times beside the interleaved comparison: for blockwise scales both blockwise tiles; for
+    small-M per-tensor scales the 64-row tile and swap-AB's."""
+    if scaling == "blockwise":
+        return list(fp8_configs(True, torch.bfloat16))
+    if M <= DECODE_M:
+        return [fp8_configs(False, torch.bfloat16)[-1], swap_config(M, torch.bfloat16, kernel="scaled")]
+    return []
+
+
 def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
     """tilepipe.matmul_fp8 against torch._scaled_mm: per-tensor with use_fast_accum=True (our accumulation),
     blockwise with False (cuBLASLt's blockwise path)."""
@@ -148,13 +158,12 @@ def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> Sh
     device = torch.cuda.current_device()
     cfg, schedule, predicted = plan(group, M, N, K, device)
     schedules = {name: {"predicted_us": round(us, 2)} for name, us in predicted.items()}  # matmul_fp8 takes no schedule
-    if scaling == "tensor" and M <= DECODE_M:  # the chosen tile and swap-AB's, each under its own schedule, timed
-        sms = sm_count(device)
-        for tile in (cfg, swap_config(M, torch.bfloat16, kernel="scaled")):
-            tile_schedule = fp8_schedule_for(M, N, K, tile, False, sms)
-            schedules[f"{describe(tile)} {tile_schedule}"] = measured(
-                lambda tile=tile: tilepipe.matmul_fp8(a, b, sa, sb, out=ours, config=tile), ours, theirs(),
-                predict_us(M, N, K, tile, tile_schedule, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS), rep_ms)
+    sms = sm_count(device)
+    for tile in fp8_candidates(scaling, M):  # each under its own schedule, timed
+        tile_schedule = fp8_schedule_for(M, N, K, tile, scaling == "blockwise", sms)
+        schedules[f"{describe(tile)} {tile_schedule}"] = measured(
+            lambda tile=tile: tilepipe.matmul_fp8(a, b, sa, sb, out=ours, config=tile), ours, theirs(),
+            predict_us(M, N, K, tile, tile_schedule, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS), rep_ms)
     return _row(group, M, N, K, f"matmul_fp8 {scaling} e4m3", f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})",
                 result, _rel_err(ours, theirs()), cfg, schedule, predicted[schedule], schedules)
 
