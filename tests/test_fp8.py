@@ -165,7 +165,7 @@ def test_fp8_splits_k_where_few_tiles_hold_long_k():
     from tilepipe.host.configs import fp8_config_for, fp8_schedule_for
 
     def pick(M, N, K, blockwise=False):
-        return fp8_schedule_for(M, N, K, fp8_config_for(M, N, blockwise, torch.bfloat16, 132), blockwise, 132)
+        return fp8_schedule_for(M, N, K, fp8_config_for(M, N, K, blockwise, torch.bfloat16, 132), blockwise, 132)
 
     assert pick(64, 2048, 14336) == pick(64, 2048, 16384, blockwise=True) == "splitk"
     assert pick(16, 2048, 14336) == pick(16, 4096, 14336) == pick(64, 2048, 7168) == "static"

@@ -127,9 +127,9 @@ def test_fp8_takes_swap_ab_for_small_m_per_tensor_and_per_row():
     faster than the 64-row tile on both rows."""
     from tilepipe.host.configs import fp8_config_for
 
-    assert fp8_config_for(16, 4096, False, torch.bfloat16, 132) == swap_config(16, torch.bfloat16, kernel="scaled")
-    assert not fp8_config_for(64, 4096, False, torch.bfloat16, 132).swap_ab
-    assert not fp8_config_for(16, 4096, True, torch.bfloat16, 132).swap_ab
+    assert fp8_config_for(16, 4096, 4096, False, torch.bfloat16, 132) == swap_config(16, torch.bfloat16, kernel="scaled")
+    assert not fp8_config_for(64, 4096, 4096, False, torch.bfloat16, 132).swap_ab
+    assert not fp8_config_for(16, 4096, 4096, True, torch.bfloat16, 132).swap_ab
     record = json.loads((RESULTS.parent / "shapes-h100-v5.json").read_text())
     rows = [row for row in record["rows"] if row["group"] == "FP8 per-tensor" and row["shape"].startswith("16x")]
     assert len(rows) == 2

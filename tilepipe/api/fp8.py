@@ -99,7 +99,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
                                       "per-tensor and per-row scales are (compiled for sm_100a, never run)")
         cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
     else:
-        cfg = config or fp8_config_for(M, N, mode == "blockwise", out_dtype, sm_count(device))
+        cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, sm_count(device))
         schedule = ("static" if cfg.cluster.num_ctas > 1 else  # clusters run the static schedule only
                     fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
     check_cluster(cfg, schedule, arch)

@@ -334,8 +334,9 @@ def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_byt
 
 def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, sms: int) -> str:
     """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); static for the blockwise
-    kernel's 8-warp tile, which spills under stream-K (its three fp32 tiles a thread and the partials' pointers)."""
-    if blockwise and cfg.num_warps == 8:
+    kernel's 8-warp tile, which spills under stream-K (its three fp32 tiles a thread and the partials' pointers), and
+    for the blockwise kernel past one row of 64-row tiles (BLOCKWISE_STREAMK_MAX_M)."""
+    if blockwise and (cfg.num_warps == 8 or M > BLOCKWISE_STREAMK_MAX_M):
         return "static"
     return schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
 
@@ -447,14 +448,25 @@ bench/results/shapes-h100-v5.json ran it 1.02 and 1.16x faster than the 64-row t
 was not timed (bf16 there: SWAP_MAX_M)."""
 
 
-def fp8_config_for(M: int, N: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+BLOCKWISE_STREAMK_MAX_M = 64
+"""The blockwise FP8 kernel splits K (stream-K, split-K) only up to this M: at 1024x4608x7168 its 64-row tile under
+stream-K ran 1.21x its predicted time (84.1 against 69.4 us, bench/results/shapes-h100-v7.json; 84.4 in row 31's
+run), while the 128-row tile's static waves ran at 0.99 of theirs (74.8 against 75.5 us)."""
+
+
+def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
     """The configuration matmul_fp8 uses: per-tensor or per-row scales with M <= FP8_SWAP_MAX_M take swap-AB's tile;
-    else for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up its tile count), else the
-    wave-efficiency heuristic over fp8_configs."""
+    else for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up its tile count); else blockwise scales
+    the tile of least predicted static time (BLOCKWISE_STREAMK_MAX_M), per-tensor and per-row the wave-efficiency
+    heuristic over fp8_configs."""
     if not blockwise and M <= FP8_SWAP_MAX_M:
         return swap_config(M, out_dtype, kernel="scaled")
     tiles = fp8_configs(blockwise, out_dtype)
-    return tiles[-1] if M <= tiles[-1].block_m else choose_config(M, N, out_dtype, sms, tiles)
+    if M <= tiles[-1].block_m:
+        return tiles[-1]
+    if blockwise:
+        return min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms, 1, out_dtype.itemsize, FP8_SM_FLOPS))
+    return choose_config(M, N, out_dtype, sms, tiles)
 
 
 # ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------

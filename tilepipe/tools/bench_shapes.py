@@ -66,7 +66,7 @@ def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig,
     sms = sm_count(device)
     if group.startswith("FP8"):
         blockwise = "blockwise" in group
-        cfg = fp8_config_for(M, N, blockwise, torch.bfloat16, sms)
+        cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, sms)
         return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, sms), {
             s: predict_us(M, N, K, cfg, s, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
             for s in schedule_candidates(M, N, K, cfg, sms)}

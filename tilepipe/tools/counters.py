@@ -70,7 +70,7 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
         found.append((f"fp8 {scaling} {M}x{N}x{K}", lambda a=a, b=b, sa=sa, sb=sb: tilepipe.matmul_fp8(a, b, sa, sb),
                       theirs))
         if scaling == "tensor" and (M, N, K) in CLUSTER_SHAPES:
-            tile = fp8_config_for(M, N, False, torch.bfloat16, sm_count(torch.cuda.current_device()))
+            tile = fp8_config_for(M, N, K, False, torch.bfloat16, sm_count(torch.cuda.current_device()))
             pair = replace(tile, cluster_m=2)
             found.append((f"fp8 {scaling} {M}x{N}x{K} cluster 2x1", lambda a=a, b=b, sa=sa, sb=sb, c=pair:
                           tilepipe.matmul_fp8(a, b, sa, sb, config=c), theirs))
