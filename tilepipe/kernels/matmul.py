@@ -16,6 +16,8 @@ output stage it will be stored from, or is fp32 with a 16-bit D, and then lands 
 (`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
 A per-column bias (HAS_BIAS: D = alpha * A @ B + beta * bias[col]) needs no C pipeline: the mma role reads the
 tile's BN bias values straight from global memory in its epilogue.
+Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands; every role but the epilogue's
+end is unchanged, the mma role transposing each finished tile into D's output stage.
 """
 
 from triton.experimental import gluon

@@ -11,7 +11,7 @@ Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial
 in matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
 TMA store overlapped with the next tile's main loop); load and store are the shared GEMM roles (gemm_roles.py).
 In a CLUSTER_M x CLUSTER_N cluster (static schedule) the blocks are the cluster's and the shared operand is
-multicast, as in matmul.py.
+multicast, as in matmul.py; with SWAP_AB (small M) the kernel computes D^T, as matmul.py does.
 """
 
 from triton.experimental import gluon
