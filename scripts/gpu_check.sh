@@ -55,9 +55,9 @@ if [ "$part" = shapes ]; then
     exit
 fi
 if runs tests; then
-    timeout 420 python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
+    timeout 460 python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
     tests=$?
-    timeout 150 python3 -m tilepipe demo > "$out/demo.log" 2>&1
+    timeout 110 python3 -m tilepipe demo > "$out/demo.log" 2>&1
     demo=$?
 fi
 if runs bench; then
