@@ -396,8 +396,8 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
                  scales: tuple[str, int] | None = None) -> MatmulConfig:
     """`cfg` with as many of its operand stages as fit beside the D sub-tile buffers and, with C (`has_c`, of
     `source_dtype`, default D's), the C sub-tile stages (and, with `clc`, the scheduler ring; with `scales`, a
-    block-scaled payload's scale boxes, as sm100_plan takes them); dtypes by Gluon name, as sm100_matmul_spec takes
-    them."""
+    block-scaled payload's scale boxes, as sm100_plan takes them; a 2x1 cluster: the two-CTA form's per-CTA bytes);
+    dtypes by Gluon name, as sm100_matmul_spec takes them."""
     from tilepipe.kernels.sm100_matmul import sm100_plan
     from tilepipe.pipeline.storage import SmemBudgetError
 
@@ -405,8 +405,8 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
 
     def fits(stages: int) -> bool:
         try:
-            plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
-                                 src_dtype=source, clc=clc, scales=scales)
+            plan = sm100_plan.fn(cfg.tile_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
+                                 src_dtype=source, clc=clc, scales=scales, cluster_m=cfg.cluster_m)
         except SmemBudgetError:
             return False
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
