@@ -1,7 +1,7 @@
 """The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
 and sm_100a, block-scaled payloads included), the TMA store warp and the epilogue-load warp, the C pipelines they
-take, the bias read of the epilogues, and the sm_100a GEMMs' epilogue (TMEM sub-tiles to TMA stores). Each walks its tiles through the kernel's scheduler and touches shared
-memory only through the pipelines it is given."""
+take, the bias read of the epilogues, and the sm_100a GEMMs' epilogue (TMEM sub-tiles to TMA stores). Each walks its
+tiles through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
