@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from tilepipe.api.matmul import check_cluster
-from tilepipe.host.configs import SM100_CONFIGS, SM100_PAIR_CONFIG, sm100_fitted
+from tilepipe.host.configs import SM100_CONFIGS, SM100_PAIR_CONFIGS, sm100_fitted
 from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_operand_blocks, sm100_plan
 from tilepipe.pipeline.storage import InputPipelineStorage
 from tilepipe.verify.compile import CompileError, compile_kernels
 
-PAIR = SM100_PAIR_CONFIG
+PAIR = SM100_PAIR_CONFIGS[0]
 # (config, input dtype, D dtype, B K-major, bias dtype)
 CASES = [(sm100_fitted(PAIR, "bf16", "bf16"), "bf16", "bf16", True, None),
          (sm100_fitted(PAIR, "fp16", "fp32"), "fp16", "fp32", False, None),
@@ -33,8 +33,8 @@ def loops(ptx: str) -> tuple[list[str], list[tuple[int, int]]]:
     """The PTX lines and its loops: (a `$L__` label, the branch back to it)."""
     lines = ptx.splitlines()
     labels = {match.group(1): i for i, line in enumerate(lines) if (match := re.match(r"(\$L__\w+):", line.strip()))}
-    return lines, [(labels[match.group(1)], i) for i, line in enumerate(lines)
-                   if (match := re.search(r"\bbra(?:\.uni)?\s+(\$L__\w+);", line)) and labels.get(match.group(1), i + 1) <= i]
+    back = [(i, re.search(r"\bbra(?:\.uni)?\s+(\$L__\w+);", line)) for i, line in enumerate(lines)]
+    return lines, [(labels[match.group(1)], i) for i, match in back if match and labels.get(match.group(1), i + 1) <= i]
 
 
 def innermost(lines: list[str], spans: list[tuple[int, int]], holds) -> list[str]:

@@ -168,11 +168,12 @@ def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout:
 
 
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
-    """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIG: a 2x1 cluster, cta_group::2 MMAs) forced
+    """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIGS: a 2x1 cluster, cta_group::2 MMAs) forced
     on every shape, ragged ones included."""
-    from tilepipe.host.configs import SM100_PAIR_CONFIG
+    from tilepipe.host.configs import SM100_PAIR_CONFIGS
 
-    return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)], config=SM100_PAIR_CONFIG)
+    return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)],
+               config=SM100_PAIR_CONFIGS[0])
 
 
 if __name__ == "__main__":

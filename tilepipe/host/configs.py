@@ -348,11 +348,11 @@ D); two 256-column fp32 accumulators fill TMEM's 512 columns. A tuple, not names
 configurations (verify/protocols.py: matmul_configs) do not take them."""
 
 
-SM100_PAIR_CONFIG = MatmulConfig(128, 256, 64, stages=6, c_stages=2, num_warps=4, cluster_m=2)
+SM100_PAIR_CONFIGS = (MatmulConfig(128, 256, 64, stages=6, c_stages=2, num_warps=4, cluster_m=2), )
 """The sm_100a GEMM's two-CTA form (the seed's default): a 2x1 cluster computes 256 x 256 with cta_group::2 MMAs, each
 CTA holding 128 rows of A and 128 of B's 256 columns a stage (32 KB), so 6 stages take 192 KB of each CTA beside its
 16 KB of sub-tile buffers; each CTA's two 256-column accumulators (its 128 rows) fill its TMEM. Chosen by config=
-only (compiled, never run: nothing measured it)."""
+only (compiled, never run: nothing measured it). A tuple, like SM100_CONFIGS: the sm_90a tables do not take it."""
 
 
 SM100_FP8_CONFIGS = (MatmulConfig(128, 256, 128, stages=4, c_stages=2, num_warps=4),

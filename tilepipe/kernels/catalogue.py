@@ -41,7 +41,7 @@ SM100_EPILOGUES = {
 """sm100_matmul_kernel's epilogues, as sm100_matmul_spec arguments (compiled for sm_100a only: never run here)."""
 SM100_PAIR = {"sm100 matmul 2-CTA": dict(dtype="bf16", c_dtype="bf16")}
 """sm100_matmul_kernel's two-CTA form (a 2x1 cluster, cta_group::2 MMAs, static schedule; host/configs.py
-SM100_PAIR_CONFIG), as sm100_matmul_spec arguments (compiled for sm_100a only: never run here). Its epilogues are
+SM100_PAIR_CONFIGS), as sm100_matmul_spec arguments (compiled for sm_100a only: never run here). Its epilogues are
 the plain one and the bias (no pipeline of its own); with C both CTAs' eight roles take the checker past its state
 budget (over 10^6 states for one tile of one k-step), so the host refuses C with a pair."""
 SM100_FP8 = {"sm100 matmul_fp8 scaled": dict(per_row=True)}

@@ -254,7 +254,7 @@ def sm100_pair_protocols() -> list[Protocol]:
 
     protocols = []
     for variant, args in SM100_PAIR.items():
-        has_c, cfg = args.get("has_c", False), configs.SM100_PAIR_CONFIG
+        has_c, cfg = args.get("has_c", False), configs.SM100_PAIR_CONFIGS[0]
         fitted = sm100_fitted(cfg, args["dtype"], args["c_dtype"], has_c)
         plan = sm100_plan.fn(fitted.tile_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages,
                              args["dtype"], args["c_dtype"], True, src_dtype=args["c_dtype"] if has_c else None,

@@ -174,9 +174,9 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "sm100_matmul_kernel":  # tilepipe.matmul dispatches to it on sm_100/sm_103 only
         return lambda: run_matmul(options) if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "sm100_matmul_kernel 2-CTA":  # tilepipe.matmul with its config (a 2x1 cluster), sm_100 only
-        from tilepipe.host.configs import SM100_PAIR_CONFIG
+        from tilepipe.host.configs import SM100_PAIR_CONFIGS
 
-        return lambda: run_matmul(options, SM100_PAIR_CONFIG) if _on_sm100() else _skipped(
+        return lambda: run_matmul(options, SM100_PAIR_CONFIGS[0]) if _on_sm100() else _skipped(
             variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "sm100_scaled_matmul_kernel":  # tilepipe.matmul_fp8 dispatches to it on sm_100/sm_103 only
         return lambda: (run_fp8("tensor") and run_fp8("row")) if _on_sm100() else _skipped(
