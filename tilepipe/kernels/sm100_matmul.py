@@ -64,7 +64,7 @@ def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_
     memory or 512 TMEM columns per CTA."""
     pair = Cluster(cluster_m)
     if pair.num_ctas > 1 and (clc or scales):
-        raise ValueError("the two-CTA sm_100a GEMM is built for the static schedule and 16-bit operands only")
+        raise ValueError("the two-CTA sm_100a GEMM is built for the static schedule, without block scales")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     operands = (BlockScaledTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages, *scales)
                 if scales else StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages,
