@@ -1,5 +1,6 @@
 """The CPU protocol checker: every shipped kernel passes; seeded protocol bugs are caught with the right diagnosis."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -10,8 +11,8 @@ from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume,
                                      format_results, loop, produce, trip_cases, wait_filled)
 from tilepipe.verify.protocols import (UNCHECKED, check_shipped_kernels, covering_kernel, matmul_configs,
-                                       matmul_protocol, sm100_protocols, stress_protocol, unchecked_reason,
-                                       wgmma_protocol)
+                                       matmul_protocol, sm100_pair_protocols, sm100_protocols, stress_protocol,
+                                       unchecked_reason, wgmma_protocol)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_every_shipped_kernel_passes(shipped):
                        *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
-                       "matmul_fp8 blockwise", "sm100_matmul_kernel",
+                       "matmul_fp8 blockwise", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
                        "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel",
                        "pipeline_demo stress",
                        "pipeline_demo wgmma"}
@@ -323,15 +324,16 @@ def test_missing_peer_release_deadlocks_the_multicasting_producer():
 
 @dataclass(frozen=True)
 class _OneCtaPair(Storage):
-    """A storage whose multicast rings' pair barriers count one CTA's release instead of both (a seeded wrong
-    cluster count)."""
+    """A storage whose pair barriers (those `is_pair` picks: by default the multicast rings') count one CTA's
+    arrivals instead of both (a seeded wrong cluster count)."""
     inner: Storage
+    is_pair: Callable = lambda use: use.name.endswith("empty_pair")
 
     def parts(self):
         return self.inner.parts()
 
     def barriers(self):
-        return [replace(use, arrivals=use.arrivals // 2) if use.name.endswith("empty_pair") else use
+        return [replace(use, arrivals=use.arrivals // 2) if self.is_pair(use) else use
                 for use in self.inner.barriers()]
 
 
@@ -343,3 +345,36 @@ def test_pair_barrier_counting_one_cta_is_over_arrival():
                                                 for s in protocol.storages))
     found = only(check(protocol), "over-arrival")
     assert any("input.pair[" in f.message or "input.full[" in f.message for f in found), found
+
+
+def sm100_pair():
+    """The sm_100a GEMM's two-CTA form (256 x 256, 6 stages; compiled, never run)."""
+    return sm100_pair_protocols()[0]
+
+
+def test_two_cta_protocol_runs_the_pair_over_its_mma_rings():
+    """Both CTAs' roles, the lead CTA's MMA standing for the pair (its commits landing in both CTAs), either CTA the
+    slower one: the kernel passes, over more states than one CTA's protocol."""
+    result = check(sm100_pair())
+    assert result.ok, format_results([result])
+    one_cta = check(replace(sm100_pair(), ctas=1))
+    assert result.states > one_cta.states
+
+
+def test_two_cta_pair_barrier_counting_one_cta_is_over_arrival():
+    """With the pair barrier complete after one CTA's loads, the lead CTA's MMA may start on a stage the other CTA has
+    not filled, and that CTA's arrival lands in the next phase (the compiler doubles a pair barrier's count; this
+    declaration forgot the other CTA)."""
+    protocol = sm100_pair()
+    protocol = replace(protocol, storages=tuple(
+        _OneCtaPair(s, lambda use: use.kind == "pair_barrier") if isinstance(s, SmemPipelineBundle) else s
+        for s in protocol.storages))
+    found = only(check(protocol), "over-arrival")
+    assert any("input.full[" in f.message or "output.empty[" in f.message for f in found), found
+
+
+def test_two_cta_empty_counting_a_commit_per_cta_deadlocks_the_load_role():
+    """An input ring declared as if both CTAs committed (2 arrivals per phase on each CTA's empty barrier): only the
+    lead CTA's MMA commits, so the load roles wait for a release that never completes."""
+    found = only(check(with_pipeline(sm100_pair(), "input", consumer_arrivals=2)), "deadlock")
+    assert any(f.role.startswith("load") and f.pipeline == "input" for f in found), found

@@ -48,7 +48,8 @@ def test_report_lists_every_kernel_with_its_resources(report):
     # 4 + 2 clusters + 2 swap-AB
     assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 8
     sm100 = [row.split() for row in rows if row.startswith("sm100_matmul_kernel")]  # each epilogue + the medium tile
-    assert len(sm100) == sum(v.kernel == "sm100_matmul_kernel" for v in shipped_variants()) + 1
+    assert len(sm100) == sum(v.kernel.startswith("sm100_matmul_kernel") for v in shipped_variants()) + 1
+    assert sum("CLUSTER_M=2" in " ".join(row) for row in sm100) == 1  # the two-CTA form
     assert all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] in ("256", "512") for row in sm100)
     assert "tensor memory plan of sm100_matmul_kernel" in report.stdout and "TMEM total" in report.stdout
     scaled = [row.split() for row in lines if row.startswith("sm100_block_scaled_kernel")]  # 2 formats x 2 tiles

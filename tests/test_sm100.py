@@ -178,21 +178,21 @@ def test_each_gemm_takes_its_own_schedulers(arch, scheduler, ok):
         check_schedule(scheduler, arch)
 
 
-def test_sm100_shares_the_launch_path_without_clusters():
-    """The sm_100a GEMM takes matmul_kernel's arguments (CLUSTER_M/N included, always 1, one CTA per program) with C
-    and D in EPILOGUE_N-column boxes; a config with a cluster (Hopper-only for now) is refused, by matmul as by the
-    spec builder."""
+def test_sm100_shares_the_launch_path():
+    """The sm_100a GEMM takes matmul_kernel's arguments (CLUSTER_M/N included, 1 for one CTA per program) with C and
+    D in EPILOGUE_N-column boxes; clusters other than its two-CTA pair (tests/test_sm100_pair.py) are refused, by
+    matmul as by the spec builder, and the sm_90a checks are unchanged."""
     spec = sm100_matmul_spec(MEDIUM, "bf16", "bf16", True)
     assert spec.constexprs["CLUSTER_M"] == spec.constexprs["CLUSTER_N"] == 1 and spec.options["num_ctas"] == 1
     assert sm100_operand_blocks(MEDIUM, True)["c"] == ((MEDIUM.block_m, EPILOGUE_N), ())
-    clustered = MEDIUM.__class__(128, 128, 64, stages=4, num_warps=4, cluster_m=2)
-    with pytest.raises(ValueError, match="sm_100a GEMM runs without clusters"):
-        sm100_matmul_spec(clustered, "bf16", "bf16", True)
-    with pytest.raises(ValueError, match="2x1 cluster is built for sm_90a"):
-        check_cluster(clustered, "static", "sm_100a")
-    check_cluster(clustered, "static", "sm_90a")
+    wide = MEDIUM.__class__(128, 128, 64, stages=4, num_warps=4, cluster_n=2)
+    with pytest.raises(ValueError, match="2x1 pair of its two-CTA MMA"):
+        sm100_matmul_spec(wide, "bf16", "bf16", True)
+    with pytest.raises(ValueError, match="1x2 cluster is built for sm_90a"):
+        check_cluster(wide, "static", "sm_100a")
+    check_cluster(wide, "static", "sm_90a")
     with pytest.raises(ValueError, match="does not hand out cluster tiles"):
-        check_cluster(clustered, "streamk", "sm_90a")
+        check_cluster(wide, "streamk", "sm_90a")
 
 
 # ---- the FP8 GEMM on sm_100a (sm100_scaled_matmul_kernel: compiled, never run) -----------------------------------

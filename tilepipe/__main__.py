@@ -9,8 +9,8 @@ from pathlib import Path
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_BLOCK_SCALED_CONFIGS,
-                                   SM100_CONFIGS, SM100_FP8_CONFIGS, SMALL, fp8_configs, sm100_block_scaled_fitted,
-                                   sm100_fitted, small_m_configs, swap_config)
+                                   SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS, SMALL, fp8_configs,
+                                   sm100_block_scaled_fitted, sm100_fitted, small_m_configs, swap_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -47,6 +47,9 @@ def report() -> int:
                                              v.options["schedule"] == "clc"), b_kmajor=True, **v.options)
               for v in shipped_variants() if v.kernel == "sm100_matmul_kernel"]
     specs += [sm100_matmul_spec(SM100_CONFIGS[1], "fp16", "fp32", False)]
+    specs += [sm100_matmul_spec(sm100_fitted(SM100_PAIR_CONFIGS[0], v.options["dtype"], v.options["c_dtype"]),
+                                b_kmajor=True, **v.options)
+              for v in shipped_variants() if v.kernel == "sm100_matmul_kernel 2-CTA"]  # its two-CTA form
     specs += [scaled_spec(sm100_fitted(cfg, "fp8e4nv", "bf16"), "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")
               for cfg in SM100_FP8_CONFIGS]  # the sm_100a FP8 GEMM (tcgen05 f8f6f4)
     specs += [block_scaled_spec(sm100_block_scaled_fitted(cfg, v.options["fmt"], FORMATS[v.options["fmt"]].dtype,

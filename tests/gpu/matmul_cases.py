@@ -5,6 +5,7 @@ fresh random inputs, with the output poisoned with NaN first. `... residual bf16
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
 split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
+`... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
 
 import json
@@ -169,10 +170,19 @@ def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout:
     return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)], config=config)
 
 
+def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
+    """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIGS: a 2x1 cluster, cta_group::2 MMAs) forced
+    on every shape, ragged ones included."""
+    from tilepipe.host.configs import SM100_PAIR_CONFIGS
+
+    return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)],
+               config=SM100_PAIR_CONFIGS[0])
+
+
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
-               "swap": run_swap}
+               "swap": run_swap, "pair": run_pair}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -1,8 +1,9 @@
 """GPU, sm_100/sm_103 only (B200, B300): tilepipe.matmul's sm_100a GEMM against a float64 reference, every dtype pair
-and B layout, its residual and bias-row epilogues, matmul_fp8's per-tensor and per-row scales, matmul_block_scaled's
-MXFP8 and NVFP4, and both its schedulers computing every tile exactly once (CLC
-included, over repeated launches and CUDA-graph replays). Skipped with the reason on every other machine; these tests
-have never run (no Blackwell GPU has been available), so the sm_100a GEMMs are compiled and checked on the CPU only."""
+and B layout, its residual and bias-row epilogues, its two-CTA form (2x1 cluster, cta_group::2) on ragged shapes,
+matmul_fp8's per-tensor and per-row scales, matmul_block_scaled's MXFP8 and NVFP4, and both its schedulers computing
+every tile exactly once (CLC included, over repeated launches and CUDA-graph replays). Skipped with the reason on every
+other machine; these tests have never run (no Blackwell GPU has been available), so the sm_100a GEMMs are compiled
+and checked on the CPU only."""
 
 import pytest
 
@@ -18,6 +19,7 @@ FP8_CASES = [("tensor", "e4m3", "e4m3", "bf16"), ("row", "e4m3", "e5m2", "fp32")
              ("row", "e4m3", "e4m3", "bf16")]  # matmul_fp8 there: sm100_scaled_matmul_kernel
 BLOCK_SCALED_CASES = [("mxfp8", "e4m3", "e4m3", "bf16"), ("mxfp8", "e5m2", "e4m3", "fp32"),
                       ("nvfp4", "e2m1", "e2m1", "bf16"), ("nvfp4", "e2m1", "e2m1", "fp16")]
+PAIR_CASES = [("pair", "bf16", "bf16", "kmajor"), ("pair", "fp16", "fp32", "rowmajor")]  # SM100_PAIR_CONFIGS
 TIMEOUT_S = 240
 
 
@@ -29,7 +31,7 @@ def runs():
     if GEMM_TARGETS.get(capability) != "sm_100a":
         pytest.skip(f"needs an sm_100/sm_103 GPU (B200, B300) for the sm_100a GEMM; this one is "
                     f"{torch.cuda.get_device_name()} (sm_{capability[0]}{capability[1]})")
-    return {**run_cases("tests.gpu.matmul_cases", CASES, TIMEOUT_S, parallel=4),
+    return {**run_cases("tests.gpu.matmul_cases", CASES + PAIR_CASES, TIMEOUT_S, parallel=4),
             **run_cases("tests.gpu.scheduler_cases", SCHEDULER_CASES, TIMEOUT_S, parallel=2),
             **run_cases("tests.gpu.fp8_cases", FP8_CASES, TIMEOUT_S, parallel=4),
             **run_cases("tests.gpu.block_scaled_cases", BLOCK_SCALED_CASES, TIMEOUT_S, parallel=4)}
@@ -56,4 +58,10 @@ def test_sm100_fp8_matches_float64(runs, case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", BLOCK_SCALED_CASES, ids=" ".join)
 def test_sm100_block_scaled_matches_float64(runs, case):
+    assert_ok(runs[case])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", PAIR_CASES, ids=" ".join)
+def test_sm100_two_cta_matmul_matches_float64(runs, case):
     assert_ok(runs[case])

@@ -102,7 +102,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, sm_count(device))
         schedule = ("static" if cfg.cluster.num_ctas > 1 else  # clusters run the static schedule only
                     fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
-    check_cluster(cfg, schedule, arch)
+    check_cluster(cfg, schedule, arch, pair=False)  # the sm_100a FP8 GEMM has no two-CTA form
     check_swap_ab(cfg, True, arch)  # FP8's B is always K-major
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA

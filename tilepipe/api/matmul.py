@@ -102,7 +102,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     else:
         cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
-    check_cluster(cfg, schedule, arch)
+    check_cluster(cfg, schedule, arch, source is not None)
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
     check_swap_ab(cfg, b_kmajor, arch)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
@@ -143,14 +143,22 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
     return M, N, K, out_dtype, c, alpha, beta
 
 
-def check_cluster(cfg: MatmulConfig, schedule: str, arch: str) -> None:
-    """Clusters are built for the sm_90a GEMM under the static schedule only (the other schedulers hand out one
-    CTA's tiles, and the sm_100a GEMM has no cluster variant yet): anything else raises ValueError."""
+def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = False,
+                  pair: bool = True) -> None:
+    """Clusters run under the static schedule only (the other schedulers hand out one CTA's tiles): on sm_90a 2x1 and
+    1x2 (the shared operand multicast), on sm_100a the 2x1 pair of the two-CTA GEMM (`pair`: the calling GEMM has
+    that form; without C, `has_c`, which is not model-checked with a pair). Anything else raises ValueError."""
     if cfg.cluster.num_ctas == 1:
         return
-    if arch != "sm_90a":
-        raise ValueError(f"a {cfg.cluster_m}x{cfg.cluster_n} cluster is built for sm_90a (Hopper) only; {arch}'s GEMM "
-                         "takes configs with cluster_m = cluster_n = 1")
+    if arch == "sm_100a" and not pair:
+        raise ValueError(f"a {cfg.cluster_m}x{cfg.cluster_n} cluster is built for this GEMM on sm_90a (Hopper) only; "
+                         "on sm_100a it takes configs with cluster_m = cluster_n = 1")
+    if arch == "sm_100a" and cfg.cluster_n != 1:
+        raise ValueError(f"cluster_n = {cfg.cluster_n}: sm_100a's clustered GEMM is the 2x1 pair of its two-CTA MMA "
+                         "(cluster_m = 2, cluster_n = 1); a 1x2 cluster is built for sm_90a (Hopper) only")
+    if arch == "sm_100a" and has_c:
+        raise ValueError("c: the two-CTA sm_100a GEMM (cluster_m = 2) is built without a C epilogue; pass a config "
+                         "with cluster_m = 1, or no c")
     if schedule != "static":
         raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
                          f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")

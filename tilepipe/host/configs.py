@@ -351,6 +351,13 @@ D); two 256-column fp32 accumulators fill TMEM's 512 columns. A tuple, not names
 configurations (verify/protocols.py: matmul_configs) do not take them."""
 
 
+SM100_PAIR_CONFIGS = (MatmulConfig(128, 256, 64, stages=6, c_stages=2, num_warps=4, cluster_m=2), )
+"""The sm_100a GEMM's two-CTA form (the seed's default): a 2x1 cluster computes 256 x 256 with cta_group::2 MMAs, each
+CTA holding 128 rows of A and 128 of B's 256 columns a stage (32 KB), so 6 stages take 192 KB of each CTA beside its
+16 KB of sub-tile buffers; each CTA's two 256-column accumulators (its 128 rows) fill its TMEM. Chosen by config=
+only (compiled, never run: nothing measured it). A tuple, like SM100_CONFIGS: the sm_90a tables do not take it."""
+
+
 SM100_FP8_CONFIGS = (MatmulConfig(128, 256, 128, stages=4, c_stages=2, num_warps=4),
                      MatmulConfig(128, 128, 128, stages=6, c_stages=2, num_warps=4))
 """The sm_100a FP8 GEMM's tiles (kernels/sm100_matmul.py: sm100_scaled_matmul_kernel), largest first: SM100_CONFIGS
@@ -399,8 +406,8 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
                  scales: tuple[str, int] | None = None) -> MatmulConfig:
     """`cfg` with as many of its operand stages as fit beside the D sub-tile buffers and, with C (`has_c`, of
     `source_dtype`, default D's), the C sub-tile stages (and, with `clc`, the scheduler ring; with `scales`, a
-    block-scaled payload's scale boxes, as sm100_plan takes them); dtypes by Gluon name, as sm100_matmul_spec takes
-    them."""
+    block-scaled payload's scale boxes, as sm100_plan takes them; a 2x1 cluster: the two-CTA form's per-CTA bytes);
+    dtypes by Gluon name, as sm100_matmul_spec takes them."""
     from tilepipe.kernels.sm100_matmul import sm100_plan
     from tilepipe.pipeline.storage import SmemBudgetError
 
@@ -408,8 +415,8 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
 
     def fits(stages: int) -> bool:
         try:
-            plan = sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
-                                 src_dtype=source, clc=clc, scales=scales)
+            plan = sm100_plan.fn(cfg.tile_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages, dtype, c_dtype, True,
+                                 src_dtype=source, clc=clc, scales=scales, cluster_m=cfg.cluster_m)
         except SmemBudgetError:
             return False
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes

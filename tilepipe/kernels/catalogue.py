@@ -39,6 +39,11 @@ SM100_EPILOGUES = {
     "sm100 matmul +bias": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16"),
 }
 """sm100_matmul_kernel's epilogues, as sm100_matmul_spec arguments (compiled for sm_100a only: never run here)."""
+SM100_PAIR = {"sm100 matmul 2-CTA": dict(dtype="bf16", c_dtype="bf16")}
+"""sm100_matmul_kernel's two-CTA form (a 2x1 cluster, cta_group::2 MMAs, static schedule; host/configs.py
+SM100_PAIR_CONFIGS), as sm100_matmul_spec arguments (compiled for sm_100a only: never run here). Its epilogues are
+the plain one and the bias (no pipeline of its own); with C both CTAs' eight roles take the checker past its state
+budget (over 10^6 states for one tile of one k-step), so the host refuses C with a pair."""
 SM100_FP8 = {"sm100 matmul_fp8 scaled": dict(per_row=True)}
 """sm100_scaled_matmul_kernel (per-tensor and per-row scales share it: only a scale stride differs; compiled for
 sm_100a only: never run here)."""
@@ -53,8 +58,9 @@ WGMMA_STAGES = (2, 4, 8)
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs, swap-AB (plain and +C under each scheduler; FP8 per-tensor
-    and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers, the FP8 kernels (also under
-    stream-K), the sm_100a FP8 and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
+    and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8
+    kernels (also under stream-K), the sm_100a FP8 and block-scaled GEMMs, the restaging copy, and the pipeline
+    examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
@@ -62,6 +68,8 @@ def shipped_variants() -> list[Variant]:
                  for schedule in SCHEDULERS for name, options in MATMUL_SWAP.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
+    variants += [Variant("sm100_matmul_kernel 2-CTA", f"{name} static", options)
+                 for name, options in SM100_PAIR.items()]
     variants += [Variant("sm100_scaled_matmul_kernel", name, options) for name, options in SM100_FP8.items()]
     variants += [Variant("sm100_block_scaled_kernel", name, options) for name, options in SM100_BLOCK_SCALED.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]

@@ -1,13 +1,13 @@
 """The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
 and sm_100a, block-scaled payloads included), the TMA store warp and the epilogue-load warp, the C pipelines they
-take, and the bias read of the epilogues. Each walks its tiles through the kernel's scheduler and touches shared
-memory only through the pipelines it is given."""
+take, the bias read of the epilogues, and the sm_100a GEMMs' epilogue (TMEM sub-tiles to TMA stores). Each walks its
+tiles through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
-from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
@@ -125,3 +125,41 @@ def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_
             b = b.permute((1, 0))
         acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
     return consumer.retire(acc)
+
+
+@gluon.jit
+def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
+                  beta, bias_ptr, scale_a, scale_b, M, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
+    """The sm_100a GEMMs' epilogue (kernels/sm100_matmul.py). SA_STRIDE, SB_STRIDE >= 0 (FP8): D times
+    scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE]; -1: no scales. Over a two-CTA accumulator each CTA reads and
+    stores its own half of the rows (the TMEM, register and D-buffer layouts all split them over the pair)."""
+    BM: gl.constexpr = accs.tiles.shape[1]
+    BN: gl.constexpr = accs.tiles.shape[2]
+    EPI_N: gl.constexpr = d_desc.block_type.shape[1]
+    SUBTILES: gl.constexpr = BN // EPI_N
+    layout: gl.constexpr = accs.tiles.index(0).slice(0, EPI_N).get_reg_layout()  # of a sub-tile's TMEM load
+    work = sched.work()
+    while work.valid:
+        pid_m, pid_n = work.coords()
+        if SA_STRIDE >= 0:
+            rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, layout))
+            row_scales = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)[:, None]
+        with accs.consume_explicit() as acc:
+            for j in gl.static_range(SUBTILES):
+                d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
+                if j == SUBTILES - 1:
+                    acc.arrive()  # every TMEM load of the tile is done: the MMA role may overwrite the accumulator
+                if HAS_C:
+                    with sources.consume() as source:  # C sub-tile j has landed; freed once read
+                        d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
+                elif HAS_BIAS:
+                    d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
+                elif SA_STRIDE >= 0:
+                    cols = pid_n * BN + j * EPI_N + gl.arange(0, EPI_N, gl.SliceLayout(0, layout))
+                    d = d * row_scales * gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)[None, :]
+                else:
+                    d = alpha * d
+                stores.store(d_desc, [pid_m * BM, pid_n * BN + j * EPI_N], d, j)
+        work = work.next()
+    stores.drain()

@@ -16,17 +16,22 @@ Accumulators are double-buffered in TMEM where two fit beside any scale buffers 
 i + 1's main loop while the epilogue drains tile i. A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N;
 C of any dtype the descriptor gives. The arguments are the sm_90a matmul_kernel's (C and D in BM x EPILOGUE_N boxes),
 so one host launch serves both; the dynamic and stream-K schedules are not built for sm_100a
-(schedulers.sm100_scheduler_class refuses them), nor are clusters (sm100_operand_blocks refuses a config with one).
+(schedulers.sm100_scheduler_class refuses them).
+Two-CTA form (sm100_matmul_kernel with CLUSTER_M = 2, static schedule; compiled, never run): a 2x1 cluster computes
+a 2 * 128 x BN tile with cta_group::2 MMAs. Each CTA TMA-loads its 128 rows of A and its BN / 2 rows of B into its
+own stages, arriving on the lead CTA's pair barrier; the lead CTA's MMA role issues the MMAs over both CTAs' stages
+(the other CTA's MMA role waits and issues nothing: Gluon predicates both to the lead CTA), and each commit lands on
+both CTAs' barriers; each CTA's epilogue drains its own 128 rows of the accumulator and frees it on the pair barrier.
+The roles are the same code: the storage declares the pair (sm100_plan's `cluster_m`), the pipelines do the rest.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, column_bias, epilogue_load_role,
+from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, epilogue_role,
                                         load_role)
-from tilepipe.kernels.matmul import operand_blocks
 from tilepipe.kernels.spec import gemm_spec
-from tilepipe.pipeline.epilogue import EpiLoadPipeline
+from tilepipe.pipeline.cluster import Cluster
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
@@ -41,34 +46,44 @@ from tilepipe.schedulers.clc import clc_scheduler_role
 EPILOGUE_N = 32
 """Columns of one epilogue sub-tile: a 32x32b TMEM load of 32 fp32 values per thread, and the D TMA box's width."""
 CLC_STAGES = 2  # CLC responses in flight: the throttle keeps the scheduler one tile ahead of the load role
-HOPPER_ONLY = gl.constexpr("the sm_100a GEMM is not built for clusters or swap-AB (Hopper only)")
+HOPPER_ONLY = gl.constexpr("the sm_100a FP8 and block-scaled GEMMs are not built for clusters or swap-AB")
+PAIR_ONLY = gl.constexpr("sm100_matmul_kernel takes no cluster or a 2x1 one (launched with num_ctas = 2: the two-CTA "
+                         "MMA, static schedule), and no swap-AB")
 
 
 @gluon.constexpr_function
 def sm100_plan(block_m, block_n, block_k, stages, sub_stages, dtype, c_dtype, b_kmajor, epi_n=EPILOGUE_N,
-               src_dtype=None, clc=False, b_dtype=None, scales=None):
+               src_dtype=None, clc=False, b_dtype=None, scales=None, cluster_m=1):
     """Shared and tensor memory: operand stages, `sub_stages` D sub-tile buffers of epi_n columns (and as many C
     sub-tile stages of `src_dtype`, with C), TMEM accumulators (two where they fit beside any scale buffers), and the
     pipelines between the roles (with `clc`, the scheduler ring of CLC responses, which every other role reads); B's
     stages of `b_dtype` where it differs from A's (FP8: e4m3 with e5m2); `scales` (scale dtype, packed 4-scale blocks
-    along K a stage): a block-scaled payload, block_k in stored elements. Refused (SmemBudgetError, a compile error
-    in the kernel) over 227 KB of shared memory or 512 TMEM columns."""
+    along K a stage): a block-scaled payload, block_k in stored elements. `cluster_m` 2: the two-CTA form, block_m
+    the pair's rows, the tiles split over its CTAs (sizes and TMEM columns per CTA), the input and accumulator rings
+    declared for the pair's MMA. Refused (SmemBudgetError, a compile error in the kernel) over 227 KB of shared
+    memory or 512 TMEM columns per CTA."""
+    pair = Cluster(cluster_m)
+    if pair.num_ctas > 1 and (clc or scales):
+        raise ValueError("the two-CTA sm_100a GEMM is built for the static schedule, without block scales")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     operands = (BlockScaledTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages, *scales)
-                if scales else StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages))
+                if scales else StandardTileStorage(dtype, b_dtype or dtype, (block_m, block_k), b_tile, stages,
+                                                   a_cga=pair.a, b_cga=pair.b(b_kmajor, mma_pair=True)))
     scale_columns = sum(part.columns for part in operands.tmem_parts())
     acc_stages = 2 if 2 * block_n + scale_columns <= TMEM_LIMIT_COLUMNS["sm_100a"] else 1
     has_c = src_dtype is not None
     readers = ("epilogue", "load", "mma") + (("epilogue_load", ) if has_c else ())
+    mma = "mma" if pair.num_ctas > 1 else ""  # the pair's MMA: the input ring's consumer, the accumulators' producer
     storages = dict(operands=operands,
-                    d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages),
-                    accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n),
+                    d_tiles=OutputTileStorage(c_dtype, (block_m, epi_n), sub_stages, cga=pair.c),
+                    accumulators=TmemAccumulatorStorage(acc_stages, block_m, block_n, two_ctas=bool(mma)),
                     pipelines=SmemPipelineBundle(
-                        InputPipelineStorage(stages), OutputPipelineStorage(acc_stages),
+                        InputPipelineStorage(stages, pair_mma=mma and "consumer"),
+                        OutputPipelineStorage(acc_stages, pair_mma=mma and "producer"),
                         clc=ClcPipelineStorage(CLC_STAGES, readers, producer_proxy="async") if clc else None,
                         epi_load=EpiLoadPipelineStorage(sub_stages, consumer_proxy="generic") if has_c else None))
     if has_c:
-        storages.update(src_tiles=SourceTileStorage(src_dtype, (block_m, epi_n), sub_stages),
+        storages.update(src_tiles=SourceTileStorage(src_dtype, (block_m, epi_n), sub_stages, cga=pair.c),
                         load_order=LoadOrderBarrierStorage())
     return SmemPlan("sm_100a", **storages).check()
 
@@ -93,54 +108,20 @@ def mma_role(inputs: InputTilePipeline, accs: OutputTilePipeline, sched, k_tiles
 
 
 @gluon.jit
-def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
-                  beta, bias_ptr, scale_a, scale_b, M, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
-                  SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
-    """SA_STRIDE, SB_STRIDE >= 0 (FP8): D times scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE]; -1: no scales."""
-    BM: gl.constexpr = accs.tiles.shape[1]
-    BN: gl.constexpr = accs.tiles.shape[2]
-    EPI_N: gl.constexpr = d_desc.block_type.shape[1]
-    SUBTILES: gl.constexpr = BN // EPI_N
-    layout: gl.constexpr = accs.tiles.index(0).slice(0, EPI_N).get_reg_layout()  # of a sub-tile's TMEM load
-    work = sched.work()
-    while work.valid:
-        pid_m, pid_n = work.coords()
-        if SA_STRIDE >= 0:
-            rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, layout))
-            row_scales = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)[:, None]
-        with accs.consume_explicit() as acc:
-            for j in gl.static_range(SUBTILES):
-                d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
-                if j == SUBTILES - 1:
-                    acc.arrive()  # every TMEM load of the tile is done: the MMA role may overwrite the accumulator
-                if HAS_C:
-                    with sources.consume() as source:  # C sub-tile j has landed; freed once read
-                        d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
-                elif HAS_BIAS:
-                    d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
-                elif SA_STRIDE >= 0:
-                    cols = pid_n * BN + j * EPI_N + gl.arange(0, EPI_N, gl.SliceLayout(0, layout))
-                    d = d * row_scales * gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)[None, :]
-                else:
-                    d = alpha * d
-                stores.store(d_desc, [pid_m * BM, pid_n * BN + j * EPI_N], d, j)
-        work = work.next()
-    stores.drain()
-
-
-@gluon.jit
 def sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, scale_a, scale_b, M, N, K, alpha, beta, STAGES: gl.constexpr,
                C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                HAS_BIAS: gl.constexpr, SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr, SCHEDULE: gl.constexpr,
                workspace, probe_buf, PROBE: gl.constexpr, sfa_desc=None, sfb_desc=None):
-    """The GEMM the sm_100a kernels launch (given scale descriptors: a block-scaled payload): plan, pipelines, roles."""
+    """The GEMM the sm_100a kernels launch (given scale descriptors: a block-scaled payload; launched with two CTAs:
+    the two-CTA form): plan, pipelines, roles."""
     SCALED: gl.constexpr = sfa_desc is not None
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     PLAN: gl.constexpr = sm100_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
                                     d_desc.block_type.shape[1], c_desc.dtype if HAS_C else None, SCHEDULE == "clc",
-                                    b_desc.dtype, (sfa_desc.dtype, sfa_desc.block_type.shape[2]) if SCALED else None)
+                                    b_desc.dtype, (sfa_desc.dtype, sfa_desc.block_type.shape[2]) if SCALED else None,
+                                    gl.num_ctas())
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # debug / trace records of every pipeline wait
     sched = sm100_scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
@@ -164,8 +145,9 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
                         CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False,
                         probe_buf=None, PROBE: gl.constexpr = 0):
     """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
-    sub-tile stages; no cluster, no swap-AB); `workspace` is not read (neither scheduler keeps global state)."""
-    gl.static_assert(CLUSTER_M * CLUSTER_N == 1 and not SWAP_AB, HOPPER_ONLY)
+    sub-tile stages; no swap-AB; CLUSTER_M = 2: the two-CTA form, its blocks the pair's); `workspace` is not read
+    (neither scheduler keeps global state)."""
+    gl.static_assert(CLUSTER_N == 1 and CLUSTER_M == gl.num_ctas() and CLUSTER_M <= 2 and not SWAP_AB, PAIR_ONLY)
     sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, bias_ptr, bias_ptr, M, N, K, alpha, beta, STAGES, C_STAGES,
                GROUP_M, B_KMAJOR, HAS_C, HAS_BIAS, -1, -1, SCHEDULE, workspace, probe_buf, PROBE)
 
@@ -186,15 +168,21 @@ def sm100_matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool
                       source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
                       schedule: str = "static"):
     """sm100_matmul_kernel for one configuration and scheduler as a KernelSpec (sm_100a): matmul_spec's arguments
-    (D of `c_dtype`; C of `source_dtype` with `has_c`, or a bias of `bias_dtype`; PROBE, SCHEDULE), no cluster."""
+    (D of `c_dtype`; C of `source_dtype` with `has_c`, or a bias of `bias_dtype`; PROBE, SCHEDULE); a 2x1 cluster in
+    `cfg`: the two-CTA form."""
     return gemm_spec(f"{__name__}:sm100_matmul_kernel", cfg, dtype, c_dtype, b_kmajor,
                      sm100_operand_blocks(cfg, b_kmajor), "sm_100a", has_c, source_dtype, bias_dtype, probe, schedule)
 
 
 def sm100_operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
-    """operand_blocks for sm100_matmul_kernel: A's and B's, with C and D in BM x EPILOGUE_N boxes (the epilogue's
-    sub-tiles). A `cfg` with a cluster raises ValueError (Hopper-only; swap-AB: api/matmul.py check_swap_ab)."""
-    if cfg.cluster.num_ctas > 1:
-        raise ValueError(f"the sm_100a GEMM runs without clusters (they are built for sm_90a only); got a config "
-                         f"with a {cfg.cluster_m}x{cfg.cluster_n} cluster: use cluster_m = cluster_n = 1")
-    return {**operand_blocks(cfg, b_kmajor), "c": ((cfg.block_m, EPILOGUE_N), ())}
+    """The TMA blocks of sm100_matmul_kernel (a program's tiles: a pair's in the two-CTA form, A, C and D split by
+    rows, B by its N columns, each CTA loading its own part), C and D in tile_m x EPILOGUE_N boxes (the epilogue's
+    sub-tiles). A cluster other than 2x1 raises ValueError (1x2 is Hopper-only; swap-AB: api/matmul.py
+    check_swap_ab)."""
+    cluster = cfg.cluster
+    if cluster.n > 1:
+        raise ValueError(f"the sm_100a GEMM's cluster is the 2x1 pair of its two-CTA MMA; got cluster_n = "
+                         f"{cfg.cluster_n} (a 1x2 cluster is built for sm_90a only): use cluster_n = 1")
+    b_block = (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n)
+    return {"a": ((cfg.tile_m, cfg.block_k), cluster.a), "b": (b_block, cluster.b(b_kmajor, mma_pair=True)),
+            "c": ((cfg.tile_m, EPILOGUE_N), cluster.c)}

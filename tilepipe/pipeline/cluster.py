@@ -36,10 +36,11 @@ class Cluster:
         """A's [m * BM, BK] cluster tile: split along M over a 2x1 cluster, shared (multicast) by a 1x2 one."""
         return _SPLIT_ROWS if self.m > 1 else _REPLICATED if self.n > 1 else ()
 
-    def b(self, kmajor: bool) -> Bases:
+    def b(self, kmajor: bool, mma_pair: bool = False) -> Bases:
         """B's cluster tile ([n * BN, BK] K-major, else [BK, n * BN]): split along N over a 1x2 cluster, shared
-        (multicast) by a 2x1 one."""
-        if self.n > 1:
+        (multicast) by a 2x1 one; split along N by a 2x1 `mma_pair` too (sm_100a's two-CTA MMA: each CTA of the
+        pair holds half of the cluster tile's BN columns, and the MMA reads both halves)."""
+        if self.n > 1 or mma_pair and self.m > 1:
             return _SPLIT_ROWS if kmajor else _SPLIT_COLS
         return _REPLICATED if self.m > 1 else ()
 

@@ -71,6 +71,10 @@ class ProducerConsumerPipeline:
     The second CTA's producer does not wait on the pair: what keeps it from running a lap ahead (and mixing two
     laps' releases in one pair phase) is that its fills complete only when the first CTA's multicast landed, so
     a multicast ring must be filled by TMA multicast (InputProducerStage.load of a tile the CTAs share).
+    A two-CTA MMA ring (`pair_side` "full" or "empty": storage.BarrierPair.pair_mma) keeps that side's barriers in
+    `pair`, one per CTA pair in its lead CTA: both CTAs arrive there (an expect, a release), the compiler doubles the
+    count and lets only the lead CTA wait; `barriers` holds the other side, one per CTA, signalled by the lead CTA's
+    MMA commit on both CTAs.
     """
     barriers: gl.shared_memory_descriptor
     pair: gl.shared_memory_descriptor
@@ -85,17 +89,20 @@ class ProducerConsumerPipeline:
     fence_before_release: gl.constexpr
     name: gl.constexpr
     multicast: gl.constexpr
+    pair_side: gl.constexpr
     probe: Probe
 
     # ---- declaration --------------------------------------------------------------------------
 
     @builtin
     def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
-                      producer_proxy="async", consumer_proxy="async", probe=None, pair=None, _semantic=None):
+                      producer_proxy="async", consumer_proxy="async", probe=None, pair=None, pair_side="",
+                      _semantic=None):
         """A pipeline over `barriers`, a [2 * num_stages, CTAs] int64 mbarrier array: full stages, then empty.
 
         `probe` (a `tilepipe.pipeline.probe.Probe`, default off) records this pipeline's waits in debug and trace modes.
-        `pair` ([num_stages, 1], two-CTA barriers) makes it a multicast ring.
+        `pair` ([num_stages, 1], two-CTA barriers) makes it a multicast ring; with `pair_side` ("full" or "empty") a
+        two-CTA MMA ring, whose `pair` is that side and `barriers` ([num_stages, CTAs]) the other.
         """
         num_stages, producer_arrivals, consumer_arrivals = map(_unwrap_if_constexpr, (num_stages, producer_arrivals,
                                                                      consumer_arrivals))
@@ -108,9 +115,13 @@ class ProducerConsumerPipeline:
         for what, proxy in (("producer_proxy", producer_proxy), ("consumer_proxy", consumer_proxy)):
             if proxy not in PROXIES:
                 raise _trace.ProtocolError(f"pipeline '{name}': {what} must be one of {PROXIES}, got {proxy!r}")
-        ctas = _unwrap_if_constexpr(gl.num_ctas(_semantic=_semantic))
-        if list(barriers.shape) != [2 * num_stages, ctas]:
-            raise _trace.ProtocolError(f"pipeline '{name}' needs a [{2 * num_stages}, {ctas}] barrier array (one "
+        ctas, pair_side = _unwrap_if_constexpr(gl.num_ctas(_semantic=_semantic)), _unwrap_if_constexpr(pair_side)
+        if pair_side not in ("", "full", "empty") or pair_side and pair is None:
+            raise _trace.ProtocolError(f"pipeline '{name}': pair_side must be '', 'full' or 'empty' with pair "
+                                       f"barriers, got {pair_side!r}")
+        sides = 1 if pair_side else 2
+        if list(barriers.shape) != [sides * num_stages, ctas]:
+            raise _trace.ProtocolError(f"pipeline '{name}' needs a [{sides * num_stages}, {ctas}] barrier array (one "
                                        f"per CTA), got {list(barriers.shape)}")
         if pair is not None and list(pair.shape) != [num_stages, 1]:
             raise _trace.ProtocolError(f"pipeline '{name}' needs [{num_stages}, 1] pair barriers (a two-CTA "
@@ -119,8 +130,8 @@ class ProducerConsumerPipeline:
         return ProducerConsumerPipeline(
             barriers, barriers if pair is None else pair, index, phase, pending, num_stages,
             producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
-            consumer_proxy == "generic" and producer_proxy == "async", name, pair is not None,
-            _probe.started(_probe.off() if probe is None else probe, _semantic))
+            consumer_proxy == "generic" and producer_proxy == "async", name, pair is not None and not pair_side,
+            pair_side, _probe.started(_probe.off() if probe is None else probe, _semantic))
 
     @builtin
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
@@ -138,7 +149,8 @@ class ProducerConsumerPipeline:
 
     @gluon.jit
     def init_barriers(self):
-        """full[i] expects `producer_arrivals` arrivals per phase, empty[i] `consumer_arrivals`."""
+        """full[i] expects `producer_arrivals` arrivals per phase, empty[i] `consumer_arrivals` (a pair barrier: from
+        each CTA of the pair, the compiler doubles the count)."""
         gl.static_assert(_LIB_REV != "", "the library revision enters the cache key of every kernel")
         for i in gl.static_range(self.num_stages):
             mbarrier.init(self.producer_mbar(i), count=self.producer_arrivals)
@@ -187,13 +199,15 @@ class ProducerConsumerPipeline:
     def try_wait_consumer(self, suspend_ns: gl.constexpr = 0):
         """Producer side: whether the consumers already released the current slot, without waiting for it (longer
         than about `suspend_ns` nanoseconds, when given: the seed's suspend hint)."""
-        gl.static_assert(not self.multicast, "try_wait_consumer: a multicast ring's pair barrier lives in another CTA")
+        gl.static_assert(not self.multicast and self.pair_side != "empty",
+                         "try_wait_consumer: a multicast or two-CTA ring's pair barrier lives in another CTA")
         return _try_wait(self.consumer_mbar(self.index), self.phase ^ 1, suspend_ns)
 
     @gluon.jit
     def try_wait_producer(self, suspend_ns: gl.constexpr = 0):
         """Consumer side: whether the producer already filled the current slot, without waiting for it (longer than
         about `suspend_ns` nanoseconds, when given)."""
+        gl.static_assert(self.pair_side != "full", "try_wait_producer: a two-CTA ring's pair barrier is the lead CTA's")
         return _try_wait(self.producer_mbar(self.index), self.phase, suspend_ns)
 
     @gluon.must_use_result("Rebind it: `pipe = pipe.producer_step()`.")
@@ -385,12 +399,17 @@ def _check_unlagged(pipe, what):
 
 
 def _full(pipe, index, semantic):
-    """The full barrier of slot `index`: barriers[index]."""
-    return pipe.barriers.index(index, _semantic=semantic)
+    """The full barrier of slot `index`: barriers[index] (a two-CTA ring's pair side: pair[index])."""
+    side = _unwrap_if_constexpr(pipe.pair_side)
+    return (pipe.pair if side == "full" else pipe.barriers).index(index, _semantic=semantic)
 
 
 def _empty(pipe, index, semantic):
-    """The empty barrier of slot `index`: barriers[num_stages + index] (the seed's layout)."""
+    """The empty barrier of slot `index`: barriers[num_stages + index] (the seed's layout; a two-CTA ring's:
+    pair[index] on its pair side, else barriers[index])."""
+    side = _unwrap_if_constexpr(pipe.pair_side)
+    if side:
+        return (pipe.pair if side == "empty" else pipe.barriers).index(index, _semantic=semantic)
     return pipe.barriers.index(index.__add__(pipe.num_stages, _semantic=semantic), _semantic=semantic)
 
 

@@ -126,12 +126,13 @@ class Part:
 
 @dataclass(frozen=True)
 class BarrierUse:
-    """One line of a plan's barrier map."""
+    """One line of a plan's barrier map (`kind` "pair_barrier": one barrier per CTA pair, in its lead CTA)."""
     name: str
     count: int
     arrivals: int
     producer: str
     consumer: str
+    kind: str = "barrier"
 
 
 class Storage:
@@ -338,17 +339,25 @@ class TmemAccumulatorStorage(Storage):
     stages: int
     block_m: int
     block_n: int
+    two_ctas: bool = False  # a cta_group::2 accumulator: block_m rows over a CTA pair, each CTA holding its half
+
+    @property
+    def cta_rows(self) -> int:
+        """Rows of the accumulator one CTA holds (the lanes it occupies)."""
+        return self.block_m // 2 if self.two_ctas else self.block_m
 
     def parts(self) -> list[Part]:
         return []
 
     def tmem_parts(self) -> list[TmemPart]:
-        return [TmemPart("acc", (self.block_m, self.block_n), self.stages)]
+        return [TmemPart("acc", (self.cta_rows, self.block_n), self.stages)]
 
     @builtin
     def allocate(self, _semantic=None):
-        """The accumulators: a [stages, BM, BN] fp32 tensor-memory descriptor (one column per fp32 value)."""
-        layout = TensorMemoryLayout((self.block_m, self.block_n), col_stride=1)
+        """The accumulators: a [stages, BM, BN] fp32 tensor-memory descriptor (one column per fp32 value; two_ctas:
+        split by rows over the pair, the layout that makes tcgen05_mma a cta_group::2 MMA)."""
+        layout = TensorMemoryLayout((self.cta_rows, self.block_n), col_stride=1,
+                                    cga_layout=[[1, 0]] if self.two_ctas else [], two_ctas=self.two_ctas)
         return allocate_tensor_memory(gl.float32, [self.stages, self.block_m, self.block_n], layout,
                                       _semantic=_semantic)
 
@@ -362,7 +371,13 @@ class BarrierPair(Storage):
 
     `multicast`: the slots are filled by TMA multicast in a two-CTA cluster (one CTA loads a shared tile into both),
     so a slot is free only when the consumers of both CTAs released it: a third barrier per stage, `empty_pair`,
-    lives in the pair's first CTA, counts both CTAs' releases, and gates the multicasting producer."""
+    lives in the pair's first CTA, counts both CTAs' releases, and gates the multicasting producer.
+
+    `pair_mma` ("producer" or "consumer"): that side is the lead CTA's two-CTA (cta_group::2) tcgen05 MMA. The barrier
+    it waits on (a consumer's full, a producer's empty) is then a pair barrier in the lead CTA, which the other role
+    of both CTAs arrives on (each CTA's arrivals, counted twice by the compiler; only the lead CTA waits); the barrier
+    it signals stays one per CTA: its commit lands on both CTAs' barriers, one arrival each (Gluon's
+    tcgen05_mma_barrier_count for a 2x1 pair, checked where the MMA is issued: tiles.py)."""
     stages: int
     name: str
     producer: str
@@ -372,17 +387,37 @@ class BarrierPair(Storage):
     producer_proxy: str = "async"
     consumer_proxy: str = "async"
     multicast: bool = False
+    pair_mma: str = ""
+
+    def __post_init__(self) -> None:
+        if self.pair_mma not in ("", "producer", "consumer") or self.pair_mma and self.multicast:
+            raise ValueError(f"pipeline '{self.name}': pair_mma must be '', 'producer' or 'consumer' (and a two-CTA "
+                             f"MMA pipeline is not a multicast ring), got {self.pair_mma!r}")
+
+    @property
+    def pair_side(self) -> str:
+        """The barrier kept per CTA pair: "full" (the MMA consumes), "empty" (the MMA produces), "" (none)."""
+        return {"consumer": "full", "producer": "empty"}.get(self.pair_mma, "")
 
     def parts(self) -> list[Part]:
+        if self.pair_mma:
+            return [Part("barriers", "int64", (1, ), self.stages, kind="barrier"),
+                    Part("pair", "int64", (1, ), self.stages, kind="pair_barrier")]
         pair = [Part("pair", "int64", (1, ), self.stages, kind="pair_barrier")] if self.multicast else []
         return [Part("barriers", "int64", (1, ), 2 * self.stages, kind="barrier")] + pair
 
     def barriers(self) -> list[BarrierUse]:
         pair = [BarrierUse(f"{self.name}.empty_pair", self.stages, 2 * self.consumer_arrivals,
                            f"{self.consumer} of both CTAs", self.producer)] if self.multicast else []
-        return [BarrierUse(f"{self.name}.full", self.stages, self.producer_arrivals, self.producer, self.consumer),
-                BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer,
-                           self.producer)] + pair
+        full, empty = (BarrierUse(f"{self.name}.full", self.stages, self.producer_arrivals, self.producer,
+                                  self.consumer),
+                       BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer,
+                                  self.producer))
+        if self.pair_side == "full":
+            full = replace(full, arrivals=2 * full.arrivals, kind="pair_barrier")  # the producers of both CTAs
+        elif self.pair_side == "empty":
+            empty = replace(empty, arrivals=2 * empty.arrivals, kind="pair_barrier")  # the consumers of both
+        return [full, empty] + pair
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):
@@ -391,7 +426,7 @@ class BarrierPair(Storage):
         pipe = ProducerConsumerPipeline.from_barriers(
             parts[0].allocate(_semantic), self.stages, self.producer_arrivals, self.consumer_arrivals,
             self.name, self.producer_proxy, self.consumer_proxy, probe,
-            parts[1].allocate(_semantic) if self.multicast else None, _semantic=_semantic)
+            parts[1].allocate(_semantic) if len(parts) > 1 else None, self.pair_side, _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
@@ -421,6 +456,7 @@ class InputPipelineStorage(BarrierPair):
     k_group_size: int = 1
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.k_group_size < 1 or self.stages % self.k_group_size:
             raise ValueError(f"input pipeline: {self.stages} stages are not a whole number of k-groups of "
                              f"{self.k_group_size}")
@@ -437,7 +473,8 @@ class InputPipelineStorage(BarrierPair):
 
     def _grouped(self) -> BarrierPair:
         return BarrierPair(self.group_stages, self.name, self.producer, self.consumer, self.producer_arrivals,
-                           self.consumer_arrivals, self.producer_proxy, self.consumer_proxy, self.multicast)
+                           self.consumer_arrivals, self.producer_proxy, self.consumer_proxy, self.multicast,
+                           self.pair_mma)
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):
@@ -690,8 +727,7 @@ class SmemPlan:
         return self
 
     def barrier_map(self) -> list[BarrierUse]:
-        return [BarrierUse(use.name if use.name.split(".")[0] == name else f"{name}.{use.name}", use.count,
-                           use.arrivals, use.producer, use.consumer)
+        return [replace(use, name=use.name if use.name.split(".")[0] == name else f"{name}.{use.name}")
                 for name, storage in self.storages for use in storage.barriers()]
 
     def table(self) -> str:
@@ -710,7 +746,8 @@ class SmemPlan:
 
     def __str__(self) -> str:
         barriers = [("barrier", "count", "arrivals", "producer", "consumer")]
-        barriers += [(u.name, str(u.count), str(u.arrivals), u.producer, u.consumer) for u in self.barrier_map()]
+        barriers += [(u.name + (" (pair)" if u.kind == "pair_barrier" else ""), str(u.count), str(u.arrivals),
+                      u.producer, u.consumer) for u in self.barrier_map()]
         return f"{self.table()}\n\n{format_table(barriers)}"
 
 

@@ -28,7 +28,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_copy, tcgen05_mma, tcgen05_mma_scaled
+from triton.experimental.gluon.language.nvidia.blackwell import (tcgen05_copy, tcgen05_mma, tcgen05_mma_barrier_count,
+                                                                 tcgen05_mma_scaled)
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 from triton.language.core import _unwrap_if_constexpr, base_value
 
@@ -167,7 +168,10 @@ class InputConsumerStage(_TileStage):
     def tcgen05_mma(self, a, b, acc, use_acc=True, _semantic=None):
         """sm_100a: acc (TMEM) += a @ b as an async tcgen05 MMA on this stage's tiles, released by the MMA itself: its
         commit arrives on the stage's empty barrier (the seed's `mbar()` path) once it has read the tiles, so the
-        load role refills the slot while later MMAs still run. Returns the advanced consumer."""
+        load role refills the slot while later MMAs still run. A two-CTA accumulator (cta_group::2) needs a ring
+        declared for it (pair_mma="consumer"), whose empty count is the commits Gluon says land per phase. Returns the
+        advanced consumer."""
+        _check_pair_mma(self.stage.pipe, a, b, acc)
         tcgen05_mma(a, b, acc, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)], _semantic=_semantic)
         return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
 
@@ -187,6 +191,19 @@ class InputConsumerStage(_TileStage):
                            a_format, b_format, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)],
                            _semantic=_semantic)
         return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
+
+
+def _check_pair_mma(pipe, a, b, acc) -> None:
+    """ProtocolError unless the input ring is a two-CTA MMA ring exactly when `acc` is a two-CTA accumulator, with the
+    empty count tcgen05_mma_barrier_count gives for these operands (1 for a 2x1 pair: the lead CTA's commit)."""
+    two_ctas, name = bool(acc.type.layout.two_ctas), _unwrap_if_constexpr(pipe.name)
+    if two_ctas != (_unwrap_if_constexpr(pipe.pair_side) == "full"):
+        raise _trace.ProtocolError(f"pipeline '{name}': a {'two' if two_ctas else 'one'}-CTA MMA needs an input ring "
+                                   f"declared with pair_mma={'consumer' if two_ctas else ''!r}")
+    commits = tcgen05_mma_barrier_count.fn([a, b], True, True) if two_ctas else 1
+    if commits != _unwrap_if_constexpr(pipe.consumer_arrivals):
+        raise _trace.ProtocolError(f"pipeline '{name}': {commits} MMA commit(s) land on each empty barrier per phase, "
+                                   f"the ring declares {_unwrap_if_constexpr(pipe.consumer_arrivals)}")
 
 
 def _block_scaled(payload) -> bool:

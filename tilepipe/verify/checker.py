@@ -23,6 +23,12 @@ ring (its storage declares an `empty_pair` barrier) couples them as the hardware
 lands in the second CTA (one more arrival on that CTA's full barrier, for the same phase), every consumer's release
 also arrives on the pair barrier (in the first CTA, counting both CTAs), and only the first CTA's producer waits on
 it (Gluon predicates the pair wait to the first CTA).
+
+A two-CTA MMA ring (sm_100a cta_group::2: its storage declares one side a "pair_barrier") couples them as the
+compiled kernel does: its MMA side (the consumer of a ring whose full barrier is the pair's, the producer of one whose
+empty barrier is) runs in the lead CTA only (Gluon predicates the other CTA's waits, MMAs and commits away), the
+other side's roles of both CTAs arrive on the lead CTA's pair barrier (counting both), and each lead-CTA commit
+lands on that side's barrier in every CTA. The CTAs run independently otherwise, so either may be the slower one.
 """
 
 from collections import deque
@@ -52,6 +58,17 @@ class PipelineModel:
     producers: tuple[str, ...]
     consumers: tuple[str, ...]
     pair_arrivals: int = 0  # a multicast ring's pair barrier count (both CTAs' releases); 0: not multicast
+    pair_side: str = ""  # a two-CTA MMA ring's barrier kept per CTA pair ("full" or "empty", counting both CTAs)
+
+    @property
+    def lead_roles(self) -> tuple[str, ...]:
+        """The roles of a two-CTA MMA ring's MMA side, which run in the lead CTA only (none for other rings)."""
+        return {"full": self.consumers, "empty": self.producers}.get(self.pair_side, ())
+
+    def per_cta_arrivals(self) -> tuple[int, int]:
+        """(producer, consumer) arrivals as each CTA declares them: a pair barrier's count is both CTAs'."""
+        return (self.producer_arrivals // (2 if self.pair_side == "full" else 1),
+                self.consumer_arrivals // (2 if self.pair_side == "empty" else 1))
 
 
 def pipelines_of(storages: Iterable[Storage]) -> dict[str, PipelineModel]:
@@ -65,9 +82,10 @@ def pipelines_of(storages: Iterable[Storage]) -> dict[str, PipelineModel]:
             empty, pair = uses.get(f"{pipe}.empty"), uses.get(f"{pipe}.empty_pair")
             if barrier != "full" or empty is None:
                 continue  # single barriers (TMEM dealloc) and raw barriers are not pipelines
+            side = "full" if full.kind == "pair_barrier" else "empty" if empty.kind == "pair_barrier" else ""
             models[pipe] = PipelineModel(pipe, full.count, full.arrivals, empty.arrivals,
                                          tuple(full.producer.split("+")), tuple(full.consumer.split("+")),
-                                         pair.arrivals if pair is not None else 0)
+                                         pair.arrivals if pair is not None else 0, side)
     return models
 
 
@@ -230,7 +248,7 @@ class CheckResult:
 @dataclass(frozen=True)
 class _Barriers:
     """Global numbering of every pipeline's barriers: per CTA, full[s] then empty[s], pipeline after pipeline; then
-    the pair barriers of the multicast rings."""
+    the pair barriers of the multicast rings. A two-CTA MMA ring's pair side is the lead CTA's barrier in every CTA."""
     pipelines: dict[str, PipelineModel]
     ctas: int = 1
 
@@ -247,10 +265,11 @@ class _Barriers:
         raise KeyError(pipeline)
 
     def full(self, pipeline: str, stage: int, cta: int = 0) -> int:
-        return self.base(pipeline, cta) + stage
+        return self.base(pipeline, 0 if self.pipelines[pipeline].pair_side == "full" else cta) + stage
 
     def empty(self, pipeline: str, stage: int, cta: int = 0) -> int:
-        return self.base(pipeline, cta) + self.pipelines[pipeline].stages + stage
+        model = self.pipelines[pipeline]
+        return self.base(pipeline, 0 if model.pair_side == "empty" else cta) + model.stages + stage
 
     def pair(self, pipeline: str, stage: int) -> int:
         base = self.ctas * self.per_cta
@@ -372,9 +391,15 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
     # a producer that acquires must signal once per acquisition; one that never acquires only signals (a one-way
     # barrier), and means the next phase each time
     acquiring = {op.pipeline for op in _ops(role.program) if isinstance(op, Wait) and op.side == "producer"}
+    # two-CTA MMA rings whose MMA side this role is: it waits and signals there in the lead CTA only, and its
+    # signals (commits) land in every CTA
+    lead = {name for name, model in barriers.pipelines.items() if role.name in model.lead_roles}
+    everywhere = range(barriers.ctas)
     steps: list[_WaitStep | _ArriveStep] = []
 
     def wait(op: Wait, cur: _Cursor, where: str, drain: bool = False) -> None:
+        if cta > 0 and op.pipeline in lead:
+            return
         s = cur.index
         if op.side == "producer":
             barrier, parity, target = barriers.empty(op.pipeline, s, cta), cur.phase ^ 1, cur.fills[s]
@@ -392,13 +417,16 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
     def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str, pair: bool = True) -> None:
         if slots:
             pair = pair and barriers.multicast(pipeline)
+            ctas = everywhere if pipeline in lead else (cta, )
             arrivals = tuple((barrier, intent) for s in slots for intent in (cur.release_intent(s), )
-                             for barrier in (barriers.empty(pipeline, s, cta), )
+                             for barrier in tuple(barriers.empty(pipeline, s, c) for c in ctas)
                              + ((barriers.pair(pipeline, s), ) if pair else ()))
             steps.append(_ArriveStep(arrivals, where))
 
     for op, where in _iterations(role.program, params):
         cur = cursors[op.pipeline]
+        if cta > 0 and op.pipeline in lead and isinstance(op, Signal):
+            continue  # the lead CTA's MMA and commit stand for the pair
         if isinstance(op, Wait):
             wait(op, cur, where)
         elif isinstance(op, Step):
@@ -413,8 +441,10 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
             s = cur.index
             holds = op.pipeline not in acquiring or s in cur.filling
             intent = cur.fills[s] if holds else None
-            # a multicast fill from the first CTA lands in every CTA: one more arrival on each peer's full barrier
-            peers = range(1, barriers.ctas) if cta == 0 and barriers.multicast(op.pipeline) else ()
+            # a multicast fill (or a lead-CTA MMA commit) from the first CTA lands in every CTA: one more arrival on
+            # each peer's full barrier
+            coupled = barriers.multicast(op.pipeline) or op.pipeline in lead
+            peers = range(1, barriers.ctas) if cta == 0 and coupled else ()
             steps.append(_ArriveStep(tuple((barriers.full(op.pipeline, s, c), intent) for c in (cta, *peers)),
                                      where))
             if holds:
@@ -744,9 +774,9 @@ def _drift_findings(protocol: Protocol) -> list[Finding]:
     for session in sessions:
         for pipe, (producers, consumers) in session.declared.items():
             model = models.get(pipe)
-            if model is None or (model.producer_arrivals, model.consumer_arrivals) != (producers, consumers):
-                declared = "no storage" if model is None else (f"the storage declares {model.producer_arrivals}/"
-                                                               f"{model.consumer_arrivals}")
+            if model is None or model.per_cta_arrivals() != (producers, consumers):
+                declared = "no storage" if model is None else ("the storage declares {}/{}".format(
+                    *model.per_cta_arrivals()))
                 findings.append(Finding("drift", "-", pipe, f"the kernel's pipeline has {producers}/{consumers} "
                                         f"producer/consumer arrivals; {declared}"))
     return list({(f.role, f.pipeline, f.message): f for f in findings}.values())

@@ -242,7 +242,29 @@ def sm100_protocols() -> list[Protocol]:
             "sm100_scaled_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} per-row static",
             plan_storages(plan), sm100_roles(False, cfg.block_n // EPILOGUE_N), tile_cases(fitted.stages),
             lambda cfg=fitted: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")))
-    return protocols + sm100_block_scaled_protocols()
+    return protocols + sm100_pair_protocols() + sm100_block_scaled_protocols()
+
+
+def sm100_pair_protocols() -> list[Protocol]:
+    """sm100_matmul_kernel's two-CTA form (compiled for sm_100a, never run): the plain roles in both CTAs of the pair
+    over its plan's two-CTA MMA rings (the lead CTA's MMA role waits, issues and commits for the pair: checker.py), up
+    to two tiles, each epilogue of the catalogue's SM100_PAIR (the bias one has the plain one's pipelines)."""
+    from tilepipe.kernels.catalogue import SM100_PAIR
+    from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
+
+    protocols = []
+    for variant, args in SM100_PAIR.items():
+        has_c, cfg = args.get("has_c", False), configs.SM100_PAIR_CONFIGS[0]
+        fitted = sm100_fitted(cfg, args["dtype"], args["c_dtype"], has_c)
+        plan = sm100_plan.fn(fitted.tile_m, fitted.block_n, fitted.block_k, fitted.stages, fitted.c_stages,
+                             args["dtype"], args["c_dtype"], True, src_dtype=args["c_dtype"] if has_c else None,
+                             cluster_m=fitted.cluster_m)
+        protocols.append(Protocol(
+            "sm100_matmul_kernel 2-CTA", f"{fitted.tile_m}x{fitted.block_n} stages={fitted.stages} {variant} static",
+            plan_storages(plan), sm100_roles(has_c, cfg.block_n // EPILOGUE_N),
+            trip_cases(tiles=(1, 2), k=(1, fitted.stages + 1)),
+            lambda cfg=fitted, args=args: sm100_matmul_spec(cfg, b_kmajor=True, **args), ctas=2))
+    return protocols
 
 
 def sm100_block_scaled_protocols() -> list[Protocol]:
@@ -291,8 +313,8 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs, the FP8 kernels, the sm_100a GEMM, the stress kernel and the wgmma
-    kernel."""
+    program), the two-CTA cluster GEMMs, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel
+    and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + swap_protocols() + fp8_protocols() + sm100_protocols()

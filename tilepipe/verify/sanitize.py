@@ -74,9 +74,9 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
     return bool(torch.isfinite(got).all()) and float((got - reference).norm()) <= tolerance * float(reference.norm())
 
 
-def run_matmul(options: dict) -> bool:
+def run_matmul(options: dict, config=None) -> bool:
     """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, or swap-AB) on SHAPE, B
-    K-major."""
+    K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
     import torch
 
     import tilepipe
@@ -92,7 +92,7 @@ def run_matmul(options: dict) -> bool:
         c, beta = torch.randn(N, dtype=dtypes[options["bias_dtype"]], device="cuda").expand(M, N), 1.0
     reference = a.cpu().double() @ w.cpu().double().t() + (0.0 if c is None else beta * c.cpu().double())
     cluster = options.get("cluster")
-    config = None if cluster is None else tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cluster[0],
+    config = config if cluster is None else tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cluster[0],
                                                                 cluster_n=cluster[1])
     if options.get("swap_ab"):
         from tilepipe.host.configs import swap_config
@@ -173,6 +173,11 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_matmul(options)
     if variant.kernel == "sm100_matmul_kernel":  # tilepipe.matmul dispatches to it on sm_100/sm_103 only
         return lambda: run_matmul(options) if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
+    if variant.kernel == "sm100_matmul_kernel 2-CTA":  # tilepipe.matmul with its config (a 2x1 cluster), sm_100 only
+        from tilepipe.host.configs import SM100_PAIR_CONFIGS
+
+        return lambda: run_matmul(options, SM100_PAIR_CONFIGS[0]) if _on_sm100() else _skipped(
+            variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "sm100_scaled_matmul_kernel":  # tilepipe.matmul_fp8 dispatches to it on sm_100/sm_103 only
         return lambda: (run_fp8("tensor") and run_fp8("row")) if _on_sm100() else _skipped(
             variant, "needs an sm_100 or sm_103 GPU")
