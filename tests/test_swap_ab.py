@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tilepipe.api.matmul import check_swap_ab
-from tilepipe.host.configs import (DECODE_M, SWAP_MAX_M, MatmulConfig, schedule_for, small_m_config, swap_config,
+from tilepipe.host.configs import (DECODE_M, MatmulConfig, schedule_for, small_m_config, swap_config,
                                    tile_count)
 from tilepipe.kernels.matmul import matmul_spec, operand_blocks
 from tilepipe.tools.bench_shapes import describe
@@ -57,21 +57,22 @@ def test_swap_ab_tiles_d_transposed():
                                                                                                   128, 128]
 
 
-def test_small_m_takes_swap_ab_only_with_b_kmajor_up_to_swap_max_m():
+def test_small_m_takes_swap_ab_only_with_b_kmajor_up_to_64_rows():
+    """predict_us's SWAP_FLOOR_US makes swap-AB's tile the faster predicted while its width is at most 64."""
     sms = 132
     for M in (1, 8, 32, 48, 64):
         for N, K in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)):
             cfg = small_m_config(M, N, K, torch.bfloat16, sms, b_kmajor=True)
             assert cfg == swap_config(M, torch.bfloat16) and schedule_for(M, N, K, cfg, sms) == "static"
             assert not small_m_config(M, N, K, torch.bfloat16, sms, b_kmajor=False).swap_ab  # row-major B
-    assert not small_m_config(SWAP_MAX_M + 1, 4096, 4096, torch.bfloat16, sms, b_kmajor=True).swap_ab
+    assert not small_m_config(65, 4096, 4096, torch.bfloat16, sms, b_kmajor=True).swap_ab
     assert not small_m_config(96, 4096, 4096, torch.bfloat16, sms, b_kmajor=True).swap_ab
 
 
 def test_swap_ab_choice_is_the_fastest_timed_on_the_h100_decode_rows():
     """bench/results/decode-swap-h100.json (H100, every decode bf16 row timed with the 64x128 tile under each
     schedule, the old 128x128 choice, and swap-AB's 64- and 128-row tiles; decode-mid-m-h100.json: M = 48 to 128, also
-    a 128x64 tile): where matmul now takes swap-AB (M <= SWAP_MAX_M, B K-major) its tile under schedule_for's
+    a 128x64 tile): where matmul now takes swap-AB (M <= 64, B K-major) its tile under schedule_for's
     schedule was timed, and within CHOICE_SLACK of the fastest timed."""
     rows = [row for path in (RESULTS, RESULTS.parent / "decode-mid-m-h100.json")
             for row in json.loads(path.read_text())["rows"] if row["group"] == "decode bf16"]
@@ -122,18 +123,21 @@ def compiled_fp8():
 
 
 def test_fp8_takes_swap_ab_for_small_m_per_tensor_and_per_row():
-    """matmul_fp8's choice (fp8_config_for): swap-AB up to FP8_SWAP_MAX_M for per-tensor/per-row scales, never for the
-    blockwise kernel; on the H100 (bench/results/shapes-h100-v5.json, FP8 per-tensor M = 16) swap-AB's tile ran
-    faster than the 64-row tile on both rows."""
+    """matmul_fp8's choice (fp8_config_for): swap-AB's tile by predicted time up to M = 64 for per-tensor/per-row
+    scales, never for the blockwise kernel; on the H100 swap-AB's tile ran faster than the 64-row tile on every row
+    timed (bench/results/shapes-h100-v5.json: M = 16; fp8-mid-m-h100.json: M = 48 and 64, 1.03-1.15x)."""
     from tilepipe.host.configs import fp8_config_for
 
-    assert fp8_config_for(16, 4096, 4096, False, torch.bfloat16, 132) == swap_config(16, torch.bfloat16, kernel="scaled")
-    assert not fp8_config_for(64, 4096, 4096, False, torch.bfloat16, 132).swap_ab
+    for M in (1, 16, 48, 64):
+        assert fp8_config_for(M, 4096, 4096, False, torch.bfloat16, 132) == swap_config(M, torch.bfloat16,
+                                                                                        kernel="scaled")
+    assert not fp8_config_for(65, 4096, 4096, False, torch.bfloat16, 132).swap_ab
     assert not fp8_config_for(16, 4096, 4096, True, torch.bfloat16, 132).swap_ab
-    record = json.loads((RESULTS.parent / "shapes-h100-v5.json").read_text())
-    rows = [row for row in record["rows"] if row["group"] == "FP8 per-tensor" and row["shape"].startswith("16x")]
-    assert len(rows) == 2
+    rows = [row for name in ("shapes-h100-v5.json", "fp8-mid-m-h100.json")
+            for row in json.loads((RESULTS.parent / name).read_text())["rows"]
+            if row["group"] == "FP8 per-tensor" and int(row["shape"].split("x")[0]) <= 64]
+    assert len(rows) == 6
     for row in rows:
-        timed = {name: t["measured_us"] for name, t in row["schedules"].items() if "measured_us" in t}
+        timed = {name: t["measured_us"] for name, t in row["schedules"].items() if t.get("measured_us")}
         swapped = [us for name, us in timed.items() if "swap-AB" in name]
         assert len(timed) == 2 and swapped[0] == min(timed.values()), (row["shape"], timed)

@@ -200,7 +200,8 @@ def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: in
     """Predicted kernel time of one GEMM: the busiest program's k-steps, each as long as its wgmma or its operand
     loads (whichever is slower; at most SM_DRAM_BYTES_PER_US where one or two rows of tiles read B from DRAM), or
     every operand and output byte once at DRAM speed (plus L2_DIRTY_BYTES) where that is longer; plus the partial
-    tiles' fixup (streamk_fixup_us) and LAUNCH_US. A padded tile (M below its rows) costs its full wgmma."""
+    tiles' fixup (streamk_fixup_us), LAUNCH_US and a 64-row swap-AB tile's SWAP_FLOOR_US. A padded tile (M below its
+    rows) costs its full wgmma."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
     programs = schedule_programs(M, N, K, cfg, sms, schedule)
@@ -216,7 +217,8 @@ def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: in
     step_us = max(2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6, stage_bytes / stream)
     reads = (M + N) * K * in_bytes
     dram_us = (reads + M * N * out_bytes + min(reads, L2_DIRTY_BYTES)) / DRAM_BYTES_PER_US
-    return max(steps * step_us, dram_us) + fixup + LAUNCH_US
+    swap_us = SWAP_FLOOR_US[cfg.block_n] if cfg.swap_ab and cfg.block_m == 64 else 0.0
+    return max(steps * step_us, dram_us) + fixup + LAUNCH_US + swap_us
 
 
 def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> float:
@@ -304,23 +306,23 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
     return max(s for s in range(low, (high or MAX_STAGES) + 1) if fits(s))
 
 
-SWAP_MAX_M = 64
-"""Small M up to this, with B K-major, takes swap-AB's 64-row tile (swap_config). On the H100 it ran all 12 decode rows
-of M = 1, 8 and 32 in bench/results/decode-swap-h100.json 1.02-1.13x faster than the 64x128 tile predict_us chose
-(static, or split-K at K = 14336), and the 8 rows of M = 48 and 64 in decode-mid-m-h100.json 1.00-1.13x, each within
-3% of the fastest tile and schedule timed; at M = 96 and 128 its 128-column tile was slower on 6 of 8 rows (split-K
-2-3% faster at K = 14336 only). predict_us cannot tell them apart: both sit at its DRAM floor (docs/perf-log.md rows
-38, 40)."""
+SWAP_FLOOR_US = {8: -1.8, 16: -1.8, 32: -2.4, 64: -2.4, 128: 0.6}
+"""What predict_us adds to a 64-row swap-AB tile's time, by its width (block_n, M's side): the mean of measured minus
+predicted time over its static decode rows less the plain 64x128 tile's (+0.2 us over its 35 rows at K = 4096), from
+bench/results/decode-swap-h100.json, decode-mid-m-h100.json and shapes-h100-v8.json (H100; width 8: 24 rows, 32: 12,
+64: 8, 128: 16; 16 is width 8's, timed only for FP8 at M = 16: -1.7 and 0.0 against the plain tile's -0.6 and +1.9).
+Narrow swap tiles reach the DRAM floor about 2 us sooner than the plain tile (the cause is not measured apart); the
+128-wide one, whose program reads all of M's rows of A (the kernel's B) a k-step, about as soon (0.6 +- 2.2 us), so
+the model keeps the plain tile at 64 < M <= 128 (docs/perf-log.md row 42)."""
 
 
 @cache
 def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_kmajor: bool = False) -> MatmulConfig:
-    """Small M's tile: swap-AB's for M <= SWAP_MAX_M with B K-major (`b_kmajor`), else the one of least predicted
-    time under the schedule schedule_for would give it."""
-    if b_kmajor and M <= SWAP_MAX_M:
-        return swap_config(M, out_dtype)
-    return min(small_m_configs(out_dtype), key=lambda cfg: predict_us(
-        M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms, out_bytes=out_dtype.itemsize))
+    """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`) and small_m_configs, the one of least predicted time
+    under the schedule schedule_for would give it (the first on a tie)."""
+    tiles = ((swap_config(M, out_dtype), ) if b_kmajor else ()) + small_m_configs(out_dtype)
+    return min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms,
+                                                 out_bytes=out_dtype.itemsize))
 
 
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
@@ -449,12 +451,6 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
     return tuple(replace(cfg, stages=fitted_stages(cfg, out_dtype, 1, kernel=kernel)) for cfg in tiles)
 
 
-FP8_SWAP_MAX_M = 32
-"""matmul_fp8 (per-tensor, per-row) takes swap-AB's tile up to this M: the two M = 16 rows of
-bench/results/shapes-h100-v5.json ran it 1.02 and 1.16x faster than the 64-row tile, both static; FP8 at 33 <= M <= 64
-was not timed (bf16 there: SWAP_MAX_M)."""
-
-
 BLOCKWISE_STREAMK_MAX_M = 64
 """The blockwise FP8 kernel splits K (stream-K, split-K) only up to this M: at 1024x4608x7168 its 64-row tile under
 stream-K ran 1.21x its predicted time (84.1 against 69.4 us, bench/results/shapes-h100-v7.json; 84.4 in row 31's
@@ -462,13 +458,15 @@ run), while the 128-row tile's static waves ran at 0.99 of theirs (74.8 against 
 
 
 def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """The configuration matmul_fp8 uses: per-tensor or per-row scales with M <= FP8_SWAP_MAX_M take swap-AB's tile;
-    else for M up to 64 the 64-row tile (no padded wgmma rows; split-K makes up its tile count); else blockwise scales
-    the tile of least predicted static time (BLOCKWISE_STREAMK_MAX_M), per-tensor and per-row the wave-efficiency
-    heuristic over fp8_configs."""
-    if not blockwise and M <= FP8_SWAP_MAX_M:
-        return swap_config(M, out_dtype, kernel="scaled")
+    """The configuration matmul_fp8 uses: for M up to 64 per-tensor and per-row scales the faster predicted of
+    swap-AB's tile and the 64-row tile (each under its schedule_by_time schedule), blockwise scales the 64-row tile
+    (no padded wgmma rows; split-K makes up its tile count); past that blockwise scales the tile of least predicted
+    static time (BLOCKWISE_STREAMK_MAX_M), per-tensor and per-row the wave-efficiency heuristic over fp8_configs."""
     tiles = fp8_configs(blockwise, out_dtype)
+    if M <= tiles[-1].block_m and not blockwise:
+        return min((swap_config(M, out_dtype, kernel="scaled"), tiles[-1]), key=lambda cfg: predict_us(
+            M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms, 1, FP8_SM_FLOPS), sms, 1, out_dtype.itemsize,
+            FP8_SM_FLOPS))
     if M <= tiles[-1].block_m:
         return tiles[-1]
     if blockwise:
