@@ -79,3 +79,15 @@ def test_the_writer_records_every_row_its_prediction_what_is_missing_and_the_hos
                 "schedules"} <= set(row) for row in record["rows"])
     text = format_shapes(rows, host)
     assert "decode bf16: 15 rows, geomean 1.100" in text and "tilepipe 10.0 us, torch.matmul 12.0 us" in text
+
+
+def test_predicted_parts_name_the_bound_and_sum_to_the_prediction():
+    """The table's `bound` column: a decode row sits at the DRAM floor, a large square on its wgmma rate, the
+    64-row tile at N x K = 4096 x 14336 static on its 32 programs' operand stream; predict_us is the parts' sum."""
+    cases = {(1, 4096, 4096, configs.swap_config(1, torch.bfloat16), "static"): "dram",
+             (8192, 8192, 8192, configs.default_configs(torch.bfloat16)[0], "static"): "mma",
+             (96, 4096, 14336, configs.small_m_configs(torch.bfloat16)[0], "static"): "stream"}
+    for (M, N, K, cfg, schedule), bound in cases.items():
+        parts = configs.predicted_parts(M, N, K, cfg, schedule, 132)
+        assert bound in parts and not {"mma", "stream", "dram"} - {bound} & parts.keys(), (M, N, K, parts)
+        assert math.isclose(sum(parts.values()), configs.predict_us(M, N, K, cfg, schedule, 132))

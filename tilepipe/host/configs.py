@@ -197,11 +197,17 @@ with equal tiles; split-K before stream-K: one unit a program)."""
 
 def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: int, in_bytes: int = 2,
                out_bytes: int = 2, sm_flops: float = SM_FLOPS) -> float:
-    """Predicted kernel time of one GEMM: the busiest program's k-steps, each as long as its wgmma or its operand
-    loads (whichever is slower; at most SM_DRAM_BYTES_PER_US where one or two rows of tiles read B from DRAM), or
-    every operand and output byte once at DRAM speed (plus L2_DIRTY_BYTES) where that is longer; plus the partial
-    tiles' fixup (streamk_fixup_us), LAUNCH_US and a 64-row swap-AB tile's SWAP_FLOOR_US. A padded tile (M below its
-    rows) costs its full wgmma."""
+    """Predicted kernel time of one GEMM: the sum of predicted_parts."""
+    return sum(predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, out_bytes, sm_flops).values())
+
+
+def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: int, in_bytes: int = 2,
+                    out_bytes: int = 2, sm_flops: float = SM_FLOPS) -> dict[str, float]:
+    """predict_us's terms, each in us: the main loops as their limit ("mma": the busiest program's k-steps at its
+    wgmma rate; "stream": the same k-steps at its operand loads' rate, at most SM_DRAM_BYTES_PER_US where one or two
+    rows of tiles read B from DRAM; "dram": every operand and output byte once at DRAM speed plus L2_DIRTY_BYTES),
+    whichever is longest, then "fixup" (streamk_fixup_us), "launch" (LAUNCH_US) and "swap" (a 64-row swap-AB tile's
+    SWAP_FLOOR_US). A padded tile (M below its rows) costs its full wgmma."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
     programs = schedule_programs(M, N, K, cfg, sms, schedule)
@@ -214,11 +220,13 @@ def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: in
     stage_bytes = (bm + bn) * bk * in_bytes
     sm_bytes = SM_DRAM_BYTES_PER_US if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else SM_BYTES_PER_US
     stream = min(sm_bytes, cfg.stages * stage_bytes / LOAD_LATENCY_US)
-    step_us = max(2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6, stage_bytes / stream)
     reads = (M + N) * K * in_bytes
-    dram_us = (reads + M * N * out_bytes + min(reads, L2_DIRTY_BYTES)) / DRAM_BYTES_PER_US
+    loops = {"mma": steps * 2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6,
+             "stream": steps * stage_bytes / stream,
+             "dram": (reads + M * N * out_bytes + min(reads, L2_DIRTY_BYTES)) / DRAM_BYTES_PER_US}
+    bound = max(loops, key=loops.__getitem__)
     swap_us = SWAP_FLOOR_US[cfg.block_n] if cfg.swap_ab and cfg.block_m == 64 else 0.0
-    return max(steps * step_us, dram_us) + fixup + LAUNCH_US + swap_us
+    return {bound: loops[bound], "fixup": fixup, "launch": LAUNCH_US, "swap": swap_us}
 
 
 def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> float:

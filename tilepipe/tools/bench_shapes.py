@@ -22,9 +22,10 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, MatmulConfig, choose_config, config_for, default_configs,
-                                   fp8_config_for, fp8_configs, fp8_schedule_for, predict_us, schedule_candidates,
-                                   schedule_for, schedule_programs, swap_config)
+from tilepipe.host.configs import (DECODE_M, DRAM_BYTES_PER_US, FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, choose_config,
+                                   config_for, default_configs, fp8_config_for, fp8_configs, fp8_schedule_for,
+                                   predict_us, predicted_parts, schedule_candidates, schedule_for, schedule_programs,
+                                   swap_config)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -53,6 +54,8 @@ class ShapeRow(Row):
     tilepipe_us: float
     baseline_us: float
     schedules: dict  # the chosen tile's {schedule: {"predicted_us"; bf16: "measured_us", "rel_err"}}; small M: "before"
+    bound: str = ""  # what limits the chosen kernel's main loops in the cost model: "mma", "stream" or "dram"
+    floor_us: float = 0.0  # no kernel beats this at the model's rates: all FLOPs on every SM, or every byte once
 
 
 def describe(cfg: MatmulConfig) -> str:
@@ -170,11 +173,17 @@ def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> Sh
 
 def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result: tuple, err: float,
          cfg: MatmulConfig, schedule: str, predicted: float, schedules: dict) -> ShapeRow:
-    """A ShapeRow from compare()'s (our TFLOP/s, their TFLOP/s, ratio, pair ratios)."""
+    """A ShapeRow from compare()'s (our TFLOP/s, their TFLOP/s, ratio, pair ratios), with the cost model's bound and
+    floor for the row."""
     us = lambda tflops: round(2.0 * M * N * K / tflops * 1e-6, 2)  # noqa: E731
-    programs = schedule_programs(M, N, K, cfg, sm_count(torch.cuda.current_device()), schedule)
+    sms = sm_count(torch.cuda.current_device())
+    programs = schedule_programs(M, N, K, cfg, sms, schedule)
+    in_bytes, flops = (1, FP8_SM_FLOPS) if group.startswith("FP8") else (2, SM_FLOPS)
+    parts = predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, 2, flops)
+    bound = next(name for name in ("mma", "stream", "dram") if name in parts)
+    floor = max(2.0 * M * N * K / (sms * flops) * 1e6, ((M + N) * K * in_bytes + M * N * 2) / DRAM_BYTES_PER_US)
     return ShapeRow(f"{M}x{N}x{K}", variant, baseline, *result[:3], err, result[3], group, describe(cfg), schedule,
-                    programs, round(predicted, 2), us(result[0]), us(result[1]), schedules)
+                    programs, round(predicted, 2), us(result[0]), us(result[1]), schedules, bound, round(floor, 2))
 
 
 def shapes_record(environment: dict, rows: list[ShapeRow], host: dict, pairs: int, rep_ms: int,
@@ -210,11 +219,13 @@ def run(name: str, pairs: int = 5, rep_ms: int = 60, out_dir: Path = RESULTS_DIR
 
 
 def format_shapes(rows: list[ShapeRow], host: dict) -> str:
-    """The printed table: group, shape, chosen config and schedule, predicted and measured times, ratio; then the
-    geometric mean ratio per group and the host time at 256^3."""
-    table = [("group", "shape", "config", "schedule", "predicted us", "tilepipe us", "baseline us", "ratio")]
-    table += [(r.group, r.shape, r.config, f"{r.schedule} ({r.programs})", f"{r.predicted_us:.1f}",
-               f"{r.tilepipe_us:.1f}", f"{r.baseline_us:.1f}", f"{r.ratio:.3f}") for r in rows]
+    """The printed table: group, shape, chosen config and schedule, the cost model's bound and floor, predicted and
+    measured times, ratio; then the geometric mean ratio per group and the host time at 256^3."""
+    table = [("group", "shape", "config", "schedule", "bound", "floor us", "predicted us", "tilepipe us",
+              "baseline us", "ratio")]
+    table += [(r.group, r.shape, r.config, f"{r.schedule} ({r.programs})", r.bound, f"{r.floor_us:.1f}",
+               f"{r.predicted_us:.1f}", f"{r.tilepipe_us:.1f}", f"{r.baseline_us:.1f}", f"{r.ratio:.3f}")
+              for r in rows]
     lines = [format_table(table), ""]
     for group in SHAPE_TABLE:
         ratios = [r.ratio for r in rows if r.group == group]
