@@ -160,14 +160,16 @@ def test_bad_input_names_the_argument(call, error, message):
 def test_fp8_splits_k_where_few_tiles_hold_long_k():
     """fp8_schedule_for: split-K where few 64-row tiles hold long K (16 at N = 2048, K = 14336, M = 64; blockwise 16
     at K = 16384), static where the tiles fill the machine, K is short, or one program a tile streams its k-steps in
-    less than the split's DRAM time and fixup (swap-AB's 32 or 64 tiles at M = 16; blockwise 16 at K = 7168:
+    less than the split's DRAM time and fixup (swap-AB's 32 or 64 tiles at M = 16 to 64; blockwise 16 at K = 7168:
     predict_us as calibrated on the H100 decode rows)."""
-    from tilepipe.host.configs import fp8_config_for, fp8_schedule_for
+    from tilepipe.host.configs import fp8_config_for, fp8_configs, fp8_schedule_for
 
     def pick(M, N, K, blockwise=False):
         return fp8_schedule_for(M, N, K, fp8_config_for(M, N, K, blockwise, torch.bfloat16, 132), blockwise, 132)
 
-    assert pick(64, 2048, 14336) == pick(64, 2048, 16384, blockwise=True) == "splitk"
+    rows64 = fp8_configs(False, torch.bfloat16)[-1]  # the 64-row tile (matmul_fp8 takes swap-AB's at M = 64 now)
+    assert fp8_schedule_for(64, 2048, 14336, rows64, False, 132) == pick(64, 2048, 16384, blockwise=True) == "splitk"
+    assert pick(64, 2048, 14336) == "static" and fp8_config_for(64, 2048, 14336, False, torch.bfloat16, 132).swap_ab
     assert pick(16, 2048, 14336) == pick(16, 4096, 14336) == pick(64, 2048, 7168) == "static"
     assert pick(64, 2048, 7168, blockwise=True) == "static"
     assert pick(16, 14336, 4096) == pick(64, 7168, 2048) == pick(8192, 14336, 4096) == "static"
