@@ -194,10 +194,11 @@ def matmul_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
 
     `format` "mxfp8": a and b float8_e4m3fn or float8_e5m2, scales float8_e8m0fnu, one per 32 elements of K;
     "mxfp4": a and b float4_e2m1fn_x2 (two elements a byte along K: a is (M, K/2), b (K/2, N)), scales
-    float8_e8m0fnu, one per 32; "nvfp4": a and b float4_e2m1fn_x2, scales float8_e4m3fn, one per 16. a is row-major, b column-major (`w.t()` of a row-major weight); each scale is a contiguous tensor in
-    the packed 32x4x4 block order (rows padded to 128, scales along K to 4: torch's SWIZZLE_32_4_4). D is
-    bf16, fp16 or fp32, written into `out` when given. Raises TypeError / ValueError naming the argument for bad
-    input, RuntimeError on a GPU without block-scaled MMA (Hopper) naming it."""
+    float8_e8m0fnu, one per 32; "nvfp4": a and b float4_e2m1fn_x2, scales float8_e4m3fn, one per 16. a is row-major,
+    b column-major (`w.t()` of a row-major weight); each scale is a contiguous tensor in the packed 32x4x4 block order
+    (rows padded to 128, scales along K to 4: torch's SWIZZLE_32_4_4). D is bf16, fp16 or fp32, written into `out`
+    when given. Raises TypeError / ValueError naming the argument for bad input, RuntimeError on a GPU without
+    block-scaled MMA (Hopper) naming it."""
     out_dtype = check_out_dtype(out_dtype if out is None else None, out, out_dtype)
     M, N, K = check_block_scaled(a, b, scale_a, scale_b, format)
     if out is None:
