@@ -22,7 +22,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import tilepipe
-from tilepipe.host.checks import BLOCK_SCALED, check_no_overlap
+from tilepipe.host.checks import BLOCK_SCALED, check_no_overlap, elements_per_byte
 from tilepipe.host.configs import SCALE_BLOCK
 
 OPS: dict[str, Callable[..., torch.Tensor]] = {"matmul": tilepipe.matmul, "addmm": tilepipe.addmm,
@@ -83,7 +83,7 @@ class Case:
     argument: str
     mutation: str
     shape: tuple[int, int, int]  # M, N, K of the valid call
-    dtype: str  # the operands' dtype ("bf16"/"fp16"; FP8: A's, "e4m3"/"e5m2"; block-scaled also "e2m1": NVFP4)
+    dtype: str  # the operands' dtype ("bf16"/"fp16"; FP8: A's, "e4m3"/"e5m2"; block-scaled also "e2m1": MXFP4, NVFP4)
     out_dtype: str
     b_kmajor: bool
     with_out: bool  # the valid call passes out=
@@ -161,12 +161,12 @@ def valid_call(case: Case, make: Maker) -> dict[str, Any]:
         sa, sb = (make.tensor(shape, torch.float32).abs() for shape in scales[case.residual])
         call = dict(a=a, b=b, scale_a=sa, scale_b=sb, out=out)
         return call | ({"out_dtype": out_dtype} if out is None else {})
-    if case.op == "matmul_block_scaled":  # K counts stored elements (NVFP4: bytes of two)
-        fmt = "nvfp4" if case.dtype == "e2m1" else "mxfp8"
-        b_dtype = dtype if fmt == "nvfp4" else make.pick((torch.float8_e4m3fn, torch.float8_e5m2))
+    if case.op == "matmul_block_scaled":  # K counts stored elements (MXFP4, NVFP4: bytes of two)
+        fmt = make.pick(("mxfp4", "nvfp4")) if case.dtype == "e2m1" else "mxfp8"
+        b_dtype = dtype if fmt != "mxfp8" else make.pick((torch.float8_e4m3fn, torch.float8_e5m2))
         a, b = make.operand(M, K, dtype), make.tensor((N, K), b_dtype).t()
         data, scale_dtype, vec = BLOCK_SCALED[fmt]
-        groups = -(-K * (2 if fmt == "nvfp4" else 1) // (4 * vec)) * 4
+        groups = -(-K * elements_per_byte(dtype) // (4 * vec)) * 4
         sa, sb = (make.tensor((-(-rows // 128) * 128 * groups, ), scale_dtype) for rows in (M, N))
         call = dict(a=a, b=b, scale_a=sa, scale_b=sb, format=fmt, out=out)
         return call | ({"out_dtype": out_dtype} if out is None else {})
@@ -283,7 +283,7 @@ def invalid_call(case: Case, make: Maker) -> dict[str, Any]:
     elif how == "missing":
         call["c"] = None
     elif how == "value":
-        call[arg] = make.pick(("fast", "Static", 1, "") if arg == "scheduler" else ("MXFP8", "mxfp4", "nvfp8", ""))
+        call[arg] = make.pick(("fast", "Static", 1, "") if arg == "scheduler" else ("MXFP8", "mxfp6", "nvfp8", ""))
     elif how == "with_debug":
         call.update(trace="trace.json", debug=True)
     elif how == "layout":  # fp8 wgmma and tcgen05 read both K-major: A column-major, B row-major

@@ -1,4 +1,4 @@
-"""CPU tests of the block-scaled GEMM for sm_100a (MXFP8, NVFP4): compiled for sm_100a without a GPU, its SASS
+"""CPU tests of the block-scaled GEMM for sm_100a (MXFP8, MXFP4, NVFP4): compiled for sm_100a without a GPU, its SASS
 instruction mix per k-step, its shared and tensor memory against the plan and the limits, the plan's refusals, the
 packed scale layout against the kernel's view of it, and matmul_block_scaled's argument checks. Nothing here runs a
 kernel: the block-scaled GEMM has been compiled, never run."""
@@ -20,9 +20,11 @@ from tilepipe.verify.compile import CompileError, compile_kernels
 LARGE, MEDIUM = SM100_BLOCK_SCALED_CONFIGS
 # (format, config, A dtype, B dtype, D dtype), configs fitted as matmul_block_scaled launches them
 CASES = [("mxfp8", LARGE, "fp8e4nv", "fp8e4nv", "bf16"), ("mxfp8", MEDIUM, "fp8e4nv", "fp8e5", "fp32"),
+         ("mxfp4", LARGE, "uint8", "uint8", "bf16"), ("mxfp4", MEDIUM, "uint8", "uint8", "fp32"),
          ("nvfp4", LARGE, "uint8", "uint8", "bf16"), ("nvfp4", MEDIUM, "uint8", "uint8", "fp16")]
 CASES = [(fmt, sm100_block_scaled_fitted(cfg, fmt, a, out), a, b, out) for fmt, cfg, a, b, out in CASES]
 MMA = {"mxfp8": ("UTCQMMA", "kind::mxf8f6f4.block_scale.block32", 32),  # SASS, PTX, K of one MMA instruction
+       "mxfp4": ("UTCOMMA gdesc", "kind::mxf4.block_scale.block32", 64),  # no .4X: block32 scales
        "nvfp4": ("UTCOMMA.4X", "kind::mxf4nvf4.block_scale.block16", 64)}
 
 
@@ -43,7 +45,8 @@ def reports():
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[case_id(case) for case in CASES])
 def test_block_scaled_instruction_mix(reports, index):
-    """Per k-step (K = 128 stored elements: 128 e4m3 or 256 e2m1) 4 block-scaled MMAs of the format's kind; one
+    """Per k-step (K = 128 stored elements: 128 e4m3 or 256 e2m1) 4 block-scaled MMAs of the format's kind (no
+    other format's, in PTX or SASS); one
     tcgen05.cp per 128 rows of SFA and SFB per packed scale block; 4 TMA loads (A, B, SFA, SFB); a commit per input
     stage and one per tile (UTCBAR x 2); the plain epilogue (BN / EPI_N TMEM loads and TMA stores); no other MMA, no
     spills; shared memory as planned, TMEM as planned, both within the limits."""
@@ -54,8 +57,8 @@ def test_block_scaled_instruction_mix(reports, index):
     k_elements = cfg.block_k * FORMATS[fmt].per_element
     assert report.count(sass, "sass") == k_elements // mma_k == report.count(f"tcgen05.mma.cta_group::1.{ptx}") == 4
     assert report.count("UTCHMMA", "sass") == report.count("kind::f8f6f4") == report.count("wgmma") == 0
-    other = "UTCOMMA" if fmt == "mxfp8" else "UTCQMMA"
-    assert report.count(other, "sass") == 0
+    assert all(report.count(o_sass, "sass") == report.count(o_ptx) == 0
+               for other, (o_sass, o_ptx, _) in MMA.items() if other != fmt)
     copies = (cfg.block_m + cfg.block_n) // 128 * FORMATS[fmt].k_blocks(cfg.block_k)
     assert report.count("UTCCP.T.S.4x32dp128bit", "sass") == copies == report.count("tcgen05.cp.cta_group::1.warpx4")
     assert report.count("UTMALDG", "sass") == 4 and report.count("UTMALDG.5D", "sass") == 2
@@ -109,10 +112,10 @@ def test_tmem_counts_the_scale_buffers():
 
 
 def test_stages_fit_the_shared_memory():
-    """NVFP4's scale boxes are 4 times MXFP8's: 4 stages of 128x256 fit with MXFP8, 3 with NVFP4 (4 would need
-    237 KB); more stages than fit are refused."""
+    """NVFP4's scale boxes are 4 times MXFP8's, MXFP4's twice: 4 stages of 128x256 fit with MXFP8 and MXFP4, 3 with
+    NVFP4 (4 would need 237 KB); more stages than fit are refused."""
     assert [sm100_block_scaled_config(8192, 8192, fmt, FORMATS[fmt].dtype, torch.bfloat16, 148).stages
-            for fmt in ("mxfp8", "nvfp4")] == [4, 3]
+            for fmt in ("mxfp8", "mxfp4", "nvfp4")] == [4, 4, 3]
     assert sm100_block_scaled_config(1024, 1024, "mxfp8", "fp8e4nv", torch.bfloat16, 148) == MEDIUM
     with pytest.raises(SmemBudgetError, match="shared memory plan needs 237"):
         plan_of("nvfp4", LARGE, "uint8", "bf16")
@@ -137,9 +140,9 @@ def test_packed_scales_are_what_the_kernel_unpacks():
 def test_random_operands_dequantize_to_their_reference():
     """The GPU tests' operands: packed scales of torch's element count, and a reference that is the dequantized
     product (checked here against a direct sum over a few entries)."""
-    for fmt, K in (("mxfp8", 96), ("nvfp4", 100)):
+    for fmt, K in (("mxfp8", 96), ("mxfp4", 200), ("nvfp4", 100)):
         a, b, sa, sb, reference = block_scaled_operands(130, 7, K, fmt, device="cpu")
-        groups = -(-K // (4 * (32 if fmt == "mxfp8" else 16))) * 4
+        groups = -(-K // (4 * FORMATS[fmt].vec)) * 4
         assert sa.numel() == 256 * groups and sb.numel() == 128 * groups and b.stride(0) == 1
         assert reference.shape == (130, 7) and torch.isfinite(reference).all()
 
@@ -149,7 +152,7 @@ def cpu_operands(fmt: str = "mxfp8", M: int = 130, N: int = 7, K: int = 96):
 
 
 @pytest.mark.parametrize("edit, error, message", [
-    (lambda a, b, sa, sb: (a, b, sa, sb, {"format": "mxfp4"}), ValueError, "format must be one of"),
+    (lambda a, b, sa, sb: (a, b, sa, sb, {"format": "mxfp6"}), ValueError, "format must be one of"),
     (lambda a, b, sa, sb: (a.float(), b, sa, sb, {}), TypeError, "a must be torch.float8_e4m3fn or"),
     (lambda a, b, sa, sb: (a, b, sa, sb, {"format": "nvfp4"}), TypeError, "a must be torch.float4_e2m1fn_x2"),
     (lambda a, b, sa, sb: (a, b, sa.view(torch.uint8), sb, {}), TypeError, "scale_a must be torch.float8_e8m0fnu"),
@@ -168,12 +171,22 @@ def test_bad_arguments_name_themselves(edit, error, message):
         matmul_block_scaled(a, b, sa, sb, **kwargs)
 
 
-def test_nvfp4_scales_count_sixteen_elements_of_k():
-    a, b, sa, sb = cpu_operands("nvfp4", K=100)  # 7 scales of 16, padded to 8
-    with pytest.raises(ValueError, match="a must be on a CUDA device"):  # every format check passed
-        matmul_block_scaled(a, b, sa, sb, format="nvfp4")
+def test_fp4_formats_differ_in_their_scales():
+    """MXFP4 and NVFP4 take the same packed e2m1 data; their scales differ in dtype (e8m0, e4m3) and in the K each
+    covers (32, 16), and each format refuses the other's (the triple (format, data, scales) names the argument)."""
+    mx, nv = cpu_operands("mxfp4", K=200), cpu_operands("nvfp4", K=100)  # 7 scales of 32 and of 16, padded to 8
+    for fmt, (a, b, sa, sb) in (("mxfp4", mx), ("nvfp4", nv)):
+        with pytest.raises(ValueError, match="a must be on a CUDA device"):  # every format check passed
+            matmul_block_scaled(a, b, sa, sb, format=fmt)
     with pytest.raises(TypeError, match="scale_a must be torch.float8_e4m3fn for format 'nvfp4'"):
-        matmul_block_scaled(a, b, sa.view(torch.float8_e8m0fnu), sb, format="nvfp4")
+        matmul_block_scaled(*mx, format="nvfp4")
+    with pytest.raises(TypeError, match="scale_a must be torch.float8_e8m0fnu for format 'mxfp4'"):
+        matmul_block_scaled(*nv, format="mxfp4")
+    e8m0 = [s.view(torch.float8_e8m0fnu) for s in nv[2:]]  # K = 100: 4 scales of 32 a row, where NVFP4 has 8 of 16
+    with pytest.raises(ValueError, match="scale_b must have 512 elements for format 'mxfp4'.*one per 32.*got 1024"):
+        matmul_block_scaled(nv[0], nv[1], e8m0[0][:1024], e8m0[1], format="mxfp4")
+    with pytest.raises(TypeError, match="a must be torch.float4_e2m1fn_x2 for format 'mxfp4'"):
+        matmul_block_scaled(*cpu_operands(), format="mxfp4")
 
 
 @pytest.mark.parametrize("capability, name, words", [

@@ -52,8 +52,8 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert sum("CLUSTER_M=2" in " ".join(row) for row in sm100) == 1  # the two-CTA form
     assert all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] in ("256", "512") for row in sm100)
     assert "tensor memory plan of sm100_matmul_kernel" in report.stdout and "TMEM total" in report.stdout
-    scaled = [row.split() for row in lines if row.startswith("sm100_block_scaled_kernel")]  # 2 formats x 2 tiles
-    assert len(scaled) == 4 and all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] == "512"
+    scaled = [row.split() for row in lines if row.startswith("sm100_block_scaled_kernel")]  # 3 formats x 2 tiles
+    assert len(scaled) == 6 and all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] == "512"
                                     and row[-3] == "4" for row in scaled)  # 4 MMAs a k-step
     assert all(int(row[-2]) == 4 + int(row[-1]) for row in scaled)  # A, B, SFA, SFB loads; a store per TMEM load
     assert {row[-1] for row in scaled} == {"8", "4"} and "operands.sfb" in report.stdout  # TMEM loads: BN / 32

@@ -56,7 +56,7 @@ def report() -> int:
                                                           "bf16"), v.options["fmt"], FORMATS[v.options["fmt"]].dtype,
                                 FORMATS[v.options["fmt"]].dtype, "bf16")
               for v in shipped_variants() if v.kernel == "sm100_block_scaled_kernel"
-              for cfg in SM100_BLOCK_SCALED_CONFIGS]  # MXFP8 and NVFP4 (tcgen05_mma_scaled)
+              for cfg in SM100_BLOCK_SCALED_CONFIGS]  # MXFP8, MXFP4, NVFP4 (tcgen05_mma_scaled)
     specs += [scaled_spec(fp8_configs(False, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16", True),
               scaled_spec(fp8_configs(False, torch.bfloat16)[1], "fp8e4nv", "fp8e4nv", "bf16", False, "streamk"),
               blockwise_spec(fp8_configs(True, torch.bfloat16)[0], "fp8e4nv", "fp8e4nv", "bf16"),

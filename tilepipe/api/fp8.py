@@ -1,5 +1,5 @@
 """FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales, and the
-block-scaled MXFP8/NVFP4 GEMM (sm_100 only; compiled for sm_100a on the CPU, never run).
+block-scaled MXFP8/MXFP4/NVFP4 GEMM (sm_100 only; compiled for sm_100a on the CPU, never run).
 
 `matmul_fp8(a, b, scale_a, scale_b)` computes (a * scale_a) @ (b * scale_b) with the scales broadcast as
 torch._scaled_mm does:
@@ -19,7 +19,7 @@ import torch
 
 from tilepipe.api.matmul import check_cluster, check_swap_ab
 from tilepipe.host.checks import (check_block_scaled, check_fp8_operands, check_no_overlap, check_out,
-                                  check_out_dtype, scaling_of)
+                                  check_out_dtype, elements_per_byte, scaling_of)
 from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_block_scaled_config,
                                    sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
@@ -193,11 +193,12 @@ def matmul_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     (kernels/sm100_block_scaled.py, tcgen05_mma_scaled) has been compiled and checked on the CPU, never run.
 
     `format` "mxfp8": a and b float8_e4m3fn or float8_e5m2, scales float8_e8m0fnu, one per 32 elements of K;
-    "nvfp4": a and b float4_e2m1fn_x2 (two elements a byte along K: a is (M, K/2), b (K/2, N)), scales float8_e4m3fn,
-    one per 16. a is row-major, b column-major (`w.t()` of a row-major weight); each scale is a contiguous tensor in
-    the packed 32x4x4 block order (rows padded to 128, scales along K to 4: torch's SWIZZLE_32_4_4). D is
-    bf16, fp16 or fp32, written into `out` when given. Raises TypeError / ValueError naming the argument for bad
-    input, RuntimeError on a GPU without block-scaled MMA (Hopper) naming it."""
+    "mxfp4": a and b float4_e2m1fn_x2 (two elements a byte along K: a is (M, K/2), b (K/2, N)), scales
+    float8_e8m0fnu, one per 32; "nvfp4": a and b float4_e2m1fn_x2, scales float8_e4m3fn, one per 16. a is row-major,
+    b column-major (`w.t()` of a row-major weight); each scale is a contiguous tensor in the packed 32x4x4 block order
+    (rows padded to 128, scales along K to 4: torch's SWIZZLE_32_4_4). D is bf16, fp16 or fp32, written into `out`
+    when given. Raises TypeError / ValueError naming the argument for bad input, RuntimeError on a GPU without
+    block-scaled MMA (Hopper) naming it."""
     out_dtype = check_out_dtype(out_dtype if out is None else None, out, out_dtype)
     M, N, K = check_block_scaled(a, b, scale_a, scale_b, format)
     if out is None:
@@ -211,7 +212,7 @@ def matmul_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
         return out.zero_()
     device = device_index(a)
     block_scaled_target(torch.cuda.get_device_capability(device), torch.cuda.get_device_name(device))
-    as_bytes = (lambda t: t.view(torch.uint8)) if format == "nvfp4" else (lambda t: t)
+    as_bytes = (lambda t: t.view(torch.uint8)) if elements_per_byte(a.dtype) == 2 else (lambda t: t)
     operands = tma_ready(as_bytes(a)), tma_ready(as_bytes(b.t()))
     cfg = sm100_block_scaled_config(M, N, format, GL_DTYPES[operands[0].dtype], out_dtype, sm_count(device))
     blocks, k_blocks = block_scaled_blocks(cfg, format), -(-K // (4 * FORMATS[format].vec))

@@ -39,20 +39,21 @@ def fp4_values(packed: torch.Tensor) -> torch.Tensor:
 def block_scaled_operands(M: int, N: int, K: int, fmt: str, a_dtype: torch.dtype = torch.float8_e4m3fn,
                           b_dtype: torch.dtype = torch.float8_e4m3fn, device: str = "cuda"):
     """Random (a, b, scale_a, scale_b, reference) as matmul_block_scaled takes them: a (M, K) row-major and b = w.t()
-    of a row-major (N, K) w, fp8 of the given dtypes (MXFP8) or packed e2m1 (NVFP4, K even); scales varying over
-    rows and K groups (e8m0 2^-3..2^3, or e4m3 0.25..4), packed; reference = the float64 dequantized product."""
-    vec = BLOCK_SCALED[fmt][2]
+    of a row-major (N, K) w, fp8 of the given dtypes (MXFP8) or packed e2m1 (MXFP4, NVFP4: K even); scales varying
+    over rows and K groups (e8m0 2^-3..2^3, or e4m3 0.25..4), packed; reference = the float64 dequantized product."""
+    data, scale_dtype, vec = BLOCK_SCALED[fmt]
     groups = -(-K // vec)
-    if fmt == "nvfp4":
+    if data == (torch.float4_e2m1fn_x2, ):
         a = torch.randint(0, 256, (M, K // 2), dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2)
         w = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2)
         a_values, w_values = fp4_values(a), fp4_values(w)
-        sa, sw = ((0.25 + 3.75 * torch.rand(rows, groups, device=device)).to(torch.float8_e4m3fn)
-                  for rows in (M, N))
     else:
         a, w = (torch.randn(M, K, device=device) * 2).to(a_dtype), (torch.randn(N, K, device=device) * 2).to(b_dtype)
         a_values, w_values = a.double(), w.double()
-        sa, sw = (torch.randint(124, 131, (rows, groups), dtype=torch.uint8, device=device).view(torch.float8_e8m0fnu)
+    if scale_dtype == torch.float8_e4m3fn:
+        sa, sw = ((0.25 + 3.75 * torch.rand(rows, groups, device=device)).to(scale_dtype) for rows in (M, N))
+    else:
+        sa, sw = (torch.randint(124, 131, (rows, groups), dtype=torch.uint8, device=device).view(scale_dtype)
                   for rows in (M, N))
     full_a = scale_values(sa).repeat_interleave(vec, 1)[:, :K]
     full_w = scale_values(sw).repeat_interleave(vec, 1)[:, :K]

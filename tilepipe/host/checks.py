@@ -149,8 +149,14 @@ def check_k_major(a: torch.Tensor, b: torch.Tensor, reader: str) -> None:
 
 
 BLOCK_SCALED = {"mxfp8": (FP8_DTYPES, torch.float8_e8m0fnu, 32),
+                "mxfp4": ((torch.float4_e2m1fn_x2, ), torch.float8_e8m0fnu, 32),
                 "nvfp4": ((torch.float4_e2m1fn_x2, ), torch.float8_e4m3fn, 16)}
 """Block-scaled formats as torch._scaled_mm takes them: data dtypes, scale dtype, K elements per scale."""
+
+
+def elements_per_byte(dtype: torch.dtype) -> int:
+    """Elements of K one stored element of `dtype` holds: 2 for float4_e2m1fn_x2 (MXFP4, NVFP4), else 1."""
+    return 2 if dtype == torch.float4_e2m1fn_x2 else 1
 
 
 def check_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, fmt: str
@@ -160,7 +166,7 @@ def check_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, 
     each scale contiguous, of the format's dtype, with one element per 128-row block (rows padded to 128) and 4-scale
     group along K (scales padded to 4) in the packed-block order. (M, N, K) with K in elements."""
     if not isinstance(fmt, str):
-        raise TypeError(f"format must be a str ('mxfp8' or 'nvfp4'), got {type(fmt).__name__}")
+        raise TypeError(f"format must be a str (one of {sorted(BLOCK_SCALED)}), got {type(fmt).__name__}")
     if fmt not in BLOCK_SCALED:
         raise ValueError(f"format must be one of {sorted(BLOCK_SCALED)}, got {fmt!r}")
     data, scale_dtype, vec = BLOCK_SCALED[fmt]
@@ -173,8 +179,7 @@ def check_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, 
         if t.dtype not in data:
             raise TypeError(f"{name} must be {' or '.join(map(str, data))} for format {fmt!r}, got {t.dtype}")
     check_k_major(a, b, "tcgen05")
-    per_byte = 2 if fmt == "nvfp4" else 1
-    M, K, N = a.shape[0], a.shape[1] * per_byte, b.shape[1]
+    M, K, N = a.shape[0], a.shape[1] * elements_per_byte(a.dtype), b.shape[1]
     k_groups = -(-K // (4 * vec)) * 4
     for name, s, rows in (("scale_a", scale_a, M), ("scale_b", scale_b, N)):
         if s.dtype != scale_dtype:

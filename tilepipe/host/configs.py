@@ -383,14 +383,14 @@ def sm100_fp8_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> Matmul
 SM100_BLOCK_SCALED_CONFIGS = (MatmulConfig(128, 256, 128, stages=4, c_stages=2, num_warps=4),
                               MatmulConfig(128, 128, 128, stages=6, c_stages=2, num_warps=4))
 """The sm_100a block-scaled GEMM's tiles (kernels/sm100_block_scaled.py), largest first, stages at most these (fitted:
-as many as fit). block_k counts stored elements, 128 bytes a row in both formats: 128 e4m3 (MXFP8: one packed scale
-block a stage) or 256 e2m1 (NVFP4: four). 128x256 keeps one TMEM accumulator (two 256-column ones and the two
-32-column scale buffers pass 512), 128x128 two."""
+as many as fit). block_k counts stored elements, 128 bytes a row in every format: 128 e4m3 (MXFP8: one packed
+scale block a stage) or 256 e2m1 (MXFP4: two; NVFP4: four). 128x256 keeps one TMEM accumulator (two 256-column ones
+and the two 32-column scale buffers pass 512), 128x128 two."""
 
 
 def sm100_block_scaled_config(M: int, N: int, fmt: str, dtype: str, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
-    """The block-scaled GEMM's configuration for format `fmt` ("mxfp8", "nvfp4") and data of Gluon dtype `dtype`: the
-    wave-efficiency choice among SM100_BLOCK_SCALED_CONFIGS, fitted (sm100_block_scaled_fitted)."""
+    """The block-scaled GEMM's configuration for format `fmt` ("mxfp8", "mxfp4", "nvfp4") and data of Gluon dtype
+    `dtype`: the wave-efficiency choice among SM100_BLOCK_SCALED_CONFIGS, fitted (sm100_block_scaled_fitted)."""
     cfg = choose_config(M, N, out_dtype, sms, SM100_BLOCK_SCALED_CONFIGS)
     return sm100_block_scaled_fitted(cfg, fmt, dtype, GL_DTYPES[out_dtype])
 

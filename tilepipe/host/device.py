@@ -50,9 +50,9 @@ def block_scaled_target(capability: tuple[int, int], device_name: str = "this GP
     target = gemm_target(capability, device_name)
     if target != "sm_100a":
         major, minor = capability
-        raise RuntimeError(f"block-scaled MMA (MXFP8, NVFP4) needs a datacenter Blackwell GPU (sm_100/sm_103: B200, "
-                           f"B300; tcgen05 block_scale); {device_name} is sm_{major}{minor} (Hopper), whose wgmma has "
-                           "no block scales")
+        raise RuntimeError(f"block-scaled MMA (MXFP8, MXFP4, NVFP4) needs a datacenter Blackwell GPU (sm_100/sm_103: "
+                           f"B200, B300; tcgen05 block_scale); {device_name} is sm_{major}{minor} (Hopper), whose "
+                           "wgmma has no block scales")
     return target
 
 

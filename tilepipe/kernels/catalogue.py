@@ -47,7 +47,8 @@ budget (over 10^6 states for one tile of one k-step), so the host refuses C with
 SM100_FP8 = {"sm100 matmul_fp8 scaled": dict(per_row=True)}
 """sm100_scaled_matmul_kernel (per-tensor and per-row scales share it: only a scale stride differs; compiled for
 sm_100a only: never run here)."""
-SM100_BLOCK_SCALED = {"sm100 block_scaled mxfp8": dict(fmt="mxfp8"), "sm100 block_scaled nvfp4": dict(fmt="nvfp4")}
+SM100_BLOCK_SCALED = {"sm100 block_scaled mxfp8": dict(fmt="mxfp8"), "sm100 block_scaled mxfp4": dict(fmt="mxfp4"),
+                      "sm100 block_scaled nvfp4": dict(fmt="nvfp4")}
 """sm100_block_scaled_kernel in each format (compiled for sm_100a only: never run here)."""
 FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
 """The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""

@@ -1,6 +1,6 @@
 """Block-scaled GEMM for sm_100a (Blackwell): D = (A * SFA) @ (B * SFB)^T on tcgen05's block-scaled MMA, for MXFP8
-(e4m3/e5m2 data, e8m0 scales, one per 32 K-elements) and NVFP4 (e2m1 data packed two to a byte, e4m3 scales, one per
-16). Compiled for sm_100a on the CPU; never run (no Blackwell GPU here).
+(e4m3/e5m2 data, e8m0 scales, one per 32 K-elements), MXFP4 (e2m1 data packed two to a byte, e8m0 scales, one per 32)
+and NVFP4 (e2m1 packed, e4m3 scales, one per 16). Compiled for sm_100a on the CPU; never run (no Blackwell GPU here).
 
 It is the sm_100a GEMM's body, roles and pipelines (sm100_matmul.py: sm100_gemm) over a block-scaled payload (the
 seed's BlockScaledTilePayload: A, B, SFA, SFB a stage, pipeline/storage.py: BlockScaledTileStorage): the load role
@@ -36,9 +36,11 @@ class BlockFormat(NamedTuple):
         return self.scale_dtype, self.k_blocks(block_k)
 
 
-FORMATS = {"mxfp8": BlockFormat(1, 32, "uint8", "fp8e4nv"), "nvfp4": BlockFormat(2, 16, "fp8e4nv", "uint8")}
-"""The formats the kernel is built for: kind::mxf8f6f4 with block32 scales (UTCQMMA), kind::mxf4nvf4 with block16
-scales (UTCOMMA)."""
+FORMATS = {"mxfp8": BlockFormat(1, 32, "uint8", "fp8e4nv"), "mxfp4": BlockFormat(2, 32, "uint8", "uint8"),
+           "nvfp4": BlockFormat(2, 16, "fp8e4nv", "uint8")}
+"""The formats the kernel is built for, as tcgen05.mma lowers them (PTX kind, SASS): kind::mxf8f6f4.block32 (UTCQMMA),
+kind::mxf4.block32 (UTCOMMA) and kind::mxf4nvf4.block16 (UTCOMMA.4X). The same e2m1 tiles make MXFP4 with e8m0 scales
+(uint8), NVFP4 with e4m3 ones (tests/test_block_scaled.py asserts each lowering)."""
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration
@@ -64,7 +66,7 @@ def block_scaled_blocks(cfg, fmt: str) -> dict[str, tuple]:
 def block_scaled_spec(cfg, fmt: str, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str = "static"
                       ) -> KernelSpec:
     """sm100_block_scaled_kernel for one configuration as a KernelSpec (sm_100a): `fmt` "mxfp8" (A and B "fp8e4nv"
-    or "fp8e5") or "nvfp4" (both "uint8"), D of `c_dtype`."""
+    or "fp8e5"), "mxfp4" or "nvfp4" (both "uint8"), D of `c_dtype`."""
     blocks, scales = block_scaled_blocks(cfg, fmt), FORMATS[fmt].scale_dtype
     return KernelSpec(f"{__name__}:sm100_block_scaled_kernel",
                       {"a_desc": tile_desc(a_dtype, *blocks["a"]), "b_desc": tile_desc(b_dtype, *blocks["b"]),
