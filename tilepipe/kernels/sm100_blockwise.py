@@ -39,7 +39,7 @@ def sm100_blockwise_plan(block_m, block_n, stages, dtype, b_dtype, c_dtype):
 
 
 @gluon.jit
-def blockwise_load_role(inputs: InputTilePipeline, scales: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc,
+def scale_ring_load_role(inputs: InputTilePipeline, scales: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc,
                         sched, k_tiles):
     """Per K tile its scales into the scale ring, then A and B into the input ring."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
@@ -121,6 +121,6 @@ def sm100_blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, work
     scales = InputTilePipeline(smem.scale_ring, smem.scales, 1)
     partials = OutputTilePipeline(smem.pipelines.output, smem.accumulators)
     warp_specialize([(promote_role, (partials, scales, SubtileStores(smem.d_tiles), sched, d_desc, k_tiles)),
-                     (blockwise_load_role, (inputs, scales, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles),
+                     (scale_ring_load_role, (inputs, scales, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles),
                       WORKER_WARPS, WORKER_REGS),
                      (partial_mma_role, (inputs, partials, sched, k_tiles), WORKER_WARPS, WORKER_REGS)])
