@@ -7,7 +7,7 @@ import torch
 
 from tests.test_sm100 import innermost_loop
 from tilepipe.api import fp8 as fp8_api
-from tilepipe.host.configs import GL_DTYPES, SM100_BLOCKWISE_CONFIG, sm100_blockwise_config
+from tilepipe.host.configs import GL_DTYPES, SM100_BLOCKWISE_CONFIGS, sm100_blockwise_config
 from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
 from tilepipe.kernels.sm100_blockwise import sm100_blockwise_plan
 from tilepipe.pipeline.storage import SmemBudgetError
@@ -68,14 +68,14 @@ def test_sm100_blockwise_per_k_tile(reports, index):
 
 
 def test_sm100_blockwise_stages_fill_shared_memory():
-    """As many stages as fit beside D's one 128 x 128 buffer and the scale ring (at most SM100_BLOCKWISE_CONFIG's):
+    """As many stages as fit beside D's one 128 x 128 buffer and the scale ring (at most SM100_BLOCKWISE_CONFIGS'):
     5 with a 16-bit D, 4 with fp32; one more is over the limit."""
     for out, stages in ((torch.bfloat16, 5), (torch.float16, 5), (torch.float32, 4)):
         cfg = sm100_blockwise_config(out)
-        assert cfg.stages == stages <= SM100_BLOCKWISE_CONFIG.stages
+        assert cfg.stages == stages <= SM100_BLOCKWISE_CONFIGS[0].stages
         assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.c_stages) == (128, 128, 128, 1)
         with pytest.raises(SmemBudgetError, match="shared memory plan needs"):
-            sm100_blockwise_plan.fn(128, 128, stages + 2, "fp8e4nv", "fp8e4nv", GL_DTYPES[out])
+            sm100_blockwise_plan.fn(128, 128, stages + 1, "fp8e4nv", "fp8e4nv", GL_DTYPES[out])
 
 
 def test_plan_declares_the_scale_ring_from_load_to_epilogue():
@@ -118,7 +118,7 @@ def test_matmul_fp8_launches_the_sm100_blockwise_kernel(sm100_launch, out_dtype)
 
 def test_sm100_blockwise_refuses_other_tiles(sm100_launch):
     a = torch.zeros(256, 256).to(torch.float8_e4m3fn)
-    config = SM100_BLOCKWISE_CONFIG.__class__(128, 256, 128, stages=4, c_stages=1, num_warps=8)
+    config = SM100_BLOCKWISE_CONFIGS[0].__class__(128, 256, 128, stages=4, c_stages=1, num_warps=8)
     with pytest.raises(ValueError, match="128 x 128 x 128 tiles"):
         fp8_api.matmul_fp8(a, a.t(), torch.ones(2, 256).t(), torch.ones(2, 2), config=config)
     assert not sm100_launch
