@@ -32,8 +32,7 @@ from tilepipe.schedulers import sm100_scheduler_class
 def sm100_blockwise_plan(block_m, block_n, stages, dtype, b_dtype, c_dtype):
     """sm100_plan's (BK = 128, one BM x BN D buffer, two TMEM partial buffers as its accumulators) plus the scale ring:
     `stages` BlockwiseScaleStorage stages and their barriers (load -> epilogue). SmemBudgetError past the limits."""
-    base = sm100_plan(block_m, block_n, SCALE_BLOCK, stages, 1, dtype, c_dtype, True, block_n,
-                         b_dtype=b_dtype)
+    base = sm100_plan(block_m, block_n, SCALE_BLOCK, stages, 1, dtype, c_dtype, True, block_n, b_dtype=b_dtype)
     return SmemPlan("sm_100a", **dict(base.storages), scales=BlockwiseScaleStorage(block_m, stages),
                     scale_ring=BarrierPair(stages, "scales", "load", "epilogue", consumer_proxy="generic")).check()
 
