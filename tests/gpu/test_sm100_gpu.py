@@ -1,9 +1,9 @@
 """GPU, sm_100/sm_103 only (B200, B300): tilepipe.matmul's sm_100a GEMM against a float64 reference, every dtype pair
 and B layout, its residual and bias-row epilogues, its two-CTA form (2x1 cluster, cta_group::2) on ragged shapes,
 matmul_fp8's per-tensor, per-row and blockwise scales, matmul_block_scaled's MXFP8 and NVFP4, and both its
-schedulers computing every tile exactly once (CLC included, over repeated launches and CUDA-graph replays). Skipped with the reason on every
-other machine; these tests have never run (no Blackwell GPU has been available), so the sm_100a GEMMs are compiled
-and checked on the CPU only."""
+schedulers computing every tile exactly once (CLC included, over repeated launches and CUDA-graph replays). Skipped
+with the reason on every other machine; these tests have never run (no Blackwell GPU has been available), so the
+sm_100a GEMMs are compiled and checked on the CPU only."""
 
 import pytest
 
