@@ -8,11 +8,11 @@ import pytest
 from tilepipe.host.configs import MEDIUM, MatmulConfig
 from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_SWAP, shipped_variants
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
-from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Wait, check, consume,
-                                     format_results, loop, produce, trip_cases, wait_filled)
+from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait, check,
+                                     consume, format_results, loop, produce, trip_cases, wait_filled)
 from tilepipe.verify.protocols import (UNCHECKED, check_shipped_kernels, covering_kernel, matmul_configs,
-                                       matmul_protocol, sm100_pair_protocols, sm100_protocols, stress_protocol,
-                                       unchecked_reason, wgmma_protocol)
+                                       matmul_protocol, sm100_blockwise_protocols, sm100_pair_protocols,
+                                       sm100_protocols, stress_protocol, unchecked_reason, wgmma_protocol)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_every_shipped_kernel_passes(shipped):
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
                        "matmul_fp8 blockwise", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
-                       "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel",
+                       "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel", "sm100_blockwise_matmul_kernel",
                        "pipeline_demo stress",
                        "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
@@ -378,3 +378,29 @@ def test_two_cta_empty_counting_a_commit_per_cta_deadlocks_the_load_role():
     lead CTA's MMA commits, so the load roles wait for a release that never completes."""
     found = only(check(with_pipeline(sm100_pair(), "input", consumer_arrivals=2)), "deadlock")
     assert any(f.role.startswith("load") and f.pipeline == "input" for f in found), found
+
+
+def sm100_blockwise():
+    """The sm_100a blockwise FP8 GEMM's protocol, bf16 D (compiled, never run)."""
+    return sm100_blockwise_protocols()[0]
+
+
+def test_blockwise_scale_ring_counting_two_releases_deadlocks_the_load_role():
+    """A seeded wrong count: the scale ring declares two consumer arrivals, but only the epilogue frees a stage."""
+    found = only(check(with_pipeline(sm100_blockwise(), "scales", consumer_arrivals=2)), "deadlock")
+    assert (found[0].role, found[0].pipeline) == ("load", "scales")
+
+
+def test_blockwise_partial_committed_once_a_tile_deadlocks_the_promotion():
+    """The plain sm_100a MMA role's shape (one accumulator commit a tile) under the per-K-tile promotion: the
+    epilogue waits for a second partial that never comes."""
+    protocol = sm100_blockwise()
+    mma = role(protocol, "mma")
+    tiles = mma.program[0]
+    k_loop = tiles.body[0]
+    per_tile = replace(tiles, body=(Wait("output", "producer"),
+                                    replace(k_loop, body=tuple(op for op in k_loop.body if getattr(op, "pipeline", "")
+                                                               == "input")),
+                                    Commit("output", "producer"), Step("output")))
+    found = only(check(with_role(protocol, replace(mma, program=(per_tile, *mma.program[1:])))), "deadlock")
+    assert any(f.role == "epilogue" and f.pipeline == "output" for f in found)

@@ -57,6 +57,10 @@ def test_report_lists_every_kernel_with_its_resources(report):
                                     and row[-3] == "4" for row in scaled)  # 4 MMAs a k-step
     assert all(int(row[-2]) == 4 + int(row[-1]) for row in scaled)  # A, B, SFA, SFB loads; a store per TMEM load
     assert {row[-1] for row in scaled} == {"8", "4"} and "operands.sfb" in report.stdout  # TMEM loads: BN / 32
+    blockwise = [row.split() for row in lines if row.startswith("sm100_blockwise_matmul_kernel")]
+    assert len(blockwise) == 1 and blockwise[0][-9] == "sm_100a"  # 4 MMAs a K tile, into 2 x 128 TMEM columns
+    assert int(blockwise[0][-8]) <= 227 * 1024 and blockwise[0][-7] == "256" and blockwise[0][-3] == "4"
+    assert "plan of sm100_blockwise_matmul_kernel" in report.stdout and "scale_ring.scales.full" in report.stdout
     assert all("FAILED" not in row for row in rows)
     assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout
 

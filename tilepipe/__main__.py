@@ -10,7 +10,8 @@ from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_BLOCK_SCALED_CONFIGS,
                                    SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS, SMALL, fp8_configs,
-                                   sm100_block_scaled_fitted, sm100_fitted, small_m_configs, swap_config)
+                                   sm100_block_scaled_fitted, sm100_blockwise_config, sm100_fitted, small_m_configs,
+                                   swap_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -29,6 +30,7 @@ def report() -> int:
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
     from tilepipe.kernels.restage import restage_spec
     from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_spec
+    from tilepipe.kernels.sm100_blockwise import sm100_blockwise_plan
 
     specs = [pipeline_demo.stress_spec(style, 4, 2, target) for target in ("sm_90a", "sm_100a")
              for style in pipeline_demo.STYLES]
@@ -52,6 +54,8 @@ def report() -> int:
               for v in shipped_variants() if v.kernel == "sm100_matmul_kernel 2-CTA"]  # its two-CTA form
     specs += [scaled_spec(sm100_fitted(cfg, "fp8e4nv", "bf16"), "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")
               for cfg in SM100_FP8_CONFIGS]  # the sm_100a FP8 GEMM (tcgen05 f8f6f4)
+    specs += [blockwise_spec(sm100_blockwise_config(torch.bfloat16), "fp8e4nv", "fp8e4nv", "bf16", target="sm_100a")
+              for v in shipped_variants() if v.kernel == "sm100_blockwise_matmul_kernel"]  # promoted per K tile
     specs += [block_scaled_spec(sm100_block_scaled_fitted(cfg, v.options["fmt"], FORMATS[v.options["fmt"]].dtype,
                                                           "bf16"), v.options["fmt"], FORMATS[v.options["fmt"]].dtype,
                                 FORMATS[v.options["fmt"]].dtype, "bf16")
@@ -95,6 +99,10 @@ def report() -> int:
           f"{cfg.block_k * fmt.per_element}, {cfg.stages} stages; compiled for sm_100a, never run):\n")
     print(sm100_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "uint8", "bf16", True,
                         scales=fmt.scales(cfg.block_k)))
+    cfg = sm100_blockwise_config(torch.bfloat16)
+    print(f"\nshared and tensor memory plan of sm100_blockwise_matmul_kernel ({cfg.block_m}x{cfg.block_n}x"
+          f"{cfg.block_k}, {cfg.stages} stages, e4m3, bf16 D; compiled for sm_100a, never run):\n")
+    print(sm100_blockwise_plan.fn(cfg.block_m, cfg.block_n, cfg.stages, "fp8e4nv", "fp8e4nv", "bf16"))
     return 1 if failed else 0
 
 

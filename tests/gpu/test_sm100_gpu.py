@@ -1,9 +1,9 @@
 """GPU, sm_100/sm_103 only (B200, B300): tilepipe.matmul's sm_100a GEMM against a float64 reference, every dtype pair
 and B layout, its residual and bias-row epilogues, its two-CTA form (2x1 cluster, cta_group::2) on ragged shapes,
-matmul_fp8's per-tensor and per-row scales, matmul_block_scaled's MXFP8, MXFP4 and NVFP4, and both its schedulers
-computing every tile exactly once (CLC included, over repeated launches and CUDA-graph replays). Skipped with the
-reason on every other machine; these tests have never run (no Blackwell GPU has been available), so the sm_100a GEMMs
-are compiled and checked on the CPU only."""
+matmul_fp8's per-tensor, per-row and blockwise scales, matmul_block_scaled's MXFP8, MXFP4 and NVFP4, and both its
+schedulers computing every tile exactly once (CLC included, over repeated launches and CUDA-graph replays). Skipped
+with the reason on every other machine; these tests have never run (no Blackwell GPU has been available), so the
+sm_100a GEMMs are compiled and checked on the CPU only."""
 
 import pytest
 
@@ -17,6 +17,8 @@ SCHEDULER_CASES = [("launches", schedule, out) for schedule in ("static", "clc")
 SCHEDULER_CASES += [("graphs", "clc"), ("bias", "clc")]
 FP8_CASES = [("tensor", "e4m3", "e4m3", "bf16"), ("row", "e4m3", "e5m2", "fp32"), ("tensor", "e5m2", "e4m3", "fp16"),
              ("row", "e4m3", "e4m3", "bf16")]  # matmul_fp8 there: sm100_scaled_matmul_kernel
+FP8_CASES += [("blockwise", "e4m3", "e4m3", "bf16"), ("blockwise", "e4m3", "e5m2", "fp32"),
+              ("blockwise", "e5m2", "e4m3", "fp16")]  # sm100_blockwise_matmul_kernel
 BLOCK_SCALED_CASES = [("mxfp8", "e4m3", "e4m3", "bf16"), ("mxfp8", "e5m2", "e4m3", "fp32"),
                       ("mxfp4", "e2m1", "e2m1", "bf16"), ("mxfp4", "e2m1", "e2m1", "fp32"),
                       ("nvfp4", "e2m1", "e2m1", "bf16"), ("nvfp4", "e2m1", "e2m1", "fp16")]

@@ -1,5 +1,5 @@
-"""FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales, and the
-block-scaled MXFP8/MXFP4/NVFP4 GEMM (sm_100 only; compiled for sm_100a on the CPU, never run).
+"""FP8 GEMMs with torch._scaled_mm's semantics: per-tensor, per-row and DeepSeek-style blockwise scales (on sm_100:
+compiled for sm_100a on the CPU, never run), and the block-scaled MXFP8/MXFP4/NVFP4 GEMM (sm_100 only; likewise).
 
 `matmul_fp8(a, b, scale_a, scale_b)` computes (a * scale_a) @ (b * scale_b) with the scales broadcast as
 torch._scaled_mm does:
@@ -21,7 +21,7 @@ from tilepipe.api.matmul import check_cluster, check_swap_ab
 from tilepipe.host.checks import (check_block_scaled, check_fp8_operands, check_no_overlap, check_out,
                                   check_out_dtype, elements_per_byte, scaling_of)
 from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_block_scaled_config,
-                                   sm100_fp8_config)
+                                   sm100_blockwise_config, sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
 from tilepipe.host.launch import (TMA_ALIGN_BYTES, LauncherCache, LaunchPlan, TmaOperand, persistent_grid,
                                   scheduler_workspace, tensor_descriptor)
@@ -38,8 +38,8 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
                config: MatmulConfig | None = None) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...). On an
     sm_100/sm_103 GPU (B200, B300) per-tensor and per-row scaling launch the sm_100a kernel
-    (kernels/sm100_matmul.py: sm100_scaled_matmul_kernel, compiled and checked on the CPU only, never run);
-    blockwise scaling there raises NotImplementedError.
+    (kernels/sm100_matmul.py: sm100_scaled_matmul_kernel) and blockwise scaling kernels/sm100_blockwise.py's, both
+    compiled and checked on the CPU only, never run.
 
     a is (M, K) row-major and b is (K, N) column-major (`w.t()` of a row-major (N, K) weight): fp8 wgmma reads both
     operands K-major from shared memory, so other layouts are refused rather than transposed behind your back (a
@@ -93,10 +93,13 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     if config is not None and (config.cluster.num_ctas > 1 or config.swap_ab) and mode == "blockwise":
         raise ValueError("config: the blockwise FP8 kernel has no cluster or swap-AB variant yet (cluster_m = "
                          "cluster_n = 1, swap_ab=False)")
-    if arch == "sm_100a":
-        if mode == "blockwise":
-            raise NotImplementedError("tilepipe.matmul_fp8: blockwise scales on sm_100 (Blackwell) are not built yet; "
-                                      "per-tensor and per-row scales are (compiled for sm_100a, never run)")
+    if arch == "sm_100a" and mode == "blockwise":
+        cfg, schedule = config or sm100_blockwise_config(out_dtype), "static"
+        if (cfg.block_m, cfg.block_n, cfg.block_k, cfg.c_stages) != (128, 128, 128, 1):
+            raise ValueError(f"config: the sm_100a blockwise FP8 kernel takes 128 x 128 x 128 tiles and c_stages = 1 "
+                             f"(one D buffer); got {cfg.block_m} x {cfg.block_n} x {cfg.block_k}, c_stages = "
+                             f"{cfg.c_stages}")
+    elif arch == "sm_100a":
         cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
     else:
         cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, sm_count(device))
@@ -107,7 +110,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     operands = (tma_ready(a), tma_ready(b.t()))
     if mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N blocks x K blocks) by TMA
         scales = (tma_ready(scale_a.t()), tma_ready(scale_b.t()))
-        launch = _launch_blockwise(*operands, *scales, target, device, cfg, schedule)
+        launch = _launch_blockwise(*operands, *scales, target, device, cfg, schedule, arch)
     else:
         scales = (scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous())
         launch = _launch_scaled(*operands, *scales, mode == "row", target, device, cfg, schedule, arch)
@@ -178,11 +181,13 @@ def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
 
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
-                      device: int, cfg: MatmulConfig, schedule: str) -> LaunchPlan | None:
-    """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale."""
+                      device: int, cfg: MatmulConfig, schedule: str, arch: str) -> LaunchPlan | None:
+    """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale (sm_100a:
+    the Blackwell kernel, which takes the same arguments)."""
     tma = ((a, (cfg.block_m, cfg.block_k), ()), (b, (cfg.block_n, cfg.block_k), ()), (sa_t, (1, cfg.block_m), ()),
            (sb_t, BlockwiseFP8TileStorage.b_scale_tile, ()), (out, (cfg.block_m, cfg.block_n), ()))
-    return _launch("blockwise_matmul_kernel", tma, (), (), None, device, cfg, schedule)
+    kernel = "sm100_blockwise_matmul_kernel" if arch == "sm_100a" else "blockwise_matmul_kernel"
+    return _launch(kernel, tma, (), (), None, device, cfg, schedule)
 
 
 def matmul_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -248,7 +253,7 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     kernel_schedule = KERNEL_SCHEDULE.get(schedule, schedule)
     scalars = (rows, cols, K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, kernel_schedule)
-    if kernel != "blockwise_matmul_kernel":  # the scaled kernels take the cluster shape and swap-AB
+    if "blockwise" not in kernel:  # the scaled kernels take the cluster shape and swap-AB
         scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
     grid = persistent_grid(*out.shape, K, cfg, device, schedule)
     key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
@@ -258,11 +263,12 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
     if launcher is not None:
         return LaunchPlan(launcher, grid, device, args, slots or tuple(range(len(tma) + len(pointers))),
                           None if workspace is None else stream)
-    from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_block_scaled, sm100_matmul
+    from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_block_scaled, sm100_blockwise, sm100_matmul
 
     jit = {"scaled_matmul_kernel": matmul_fp8.scaled_matmul_kernel, "sm100_scaled_matmul_kernel":
            sm100_matmul.sm100_scaled_matmul_kernel, "blockwise_matmul_kernel":
            matmul_fp8_blockwise.blockwise_matmul_kernel,
+           "sm100_blockwise_matmul_kernel": sm100_blockwise.sm100_blockwise_matmul_kernel,
            "sm100_block_scaled_kernel": sm100_block_scaled.sm100_block_scaled_kernel}[kernel]
     launched = jit[grid](*(tensor_descriptor(*operand) for operand in tma), *pointers,
                          out if workspace is None else workspace,  # unread by static: any tensor types it

@@ -380,6 +380,30 @@ def sm100_fp8_config(M: int, N: int, out_dtype: torch.dtype, sms: int) -> Matmul
     return sm100_fitted(choose_config(M, N, out_dtype, sms, SM100_FP8_CONFIGS), "fp8e4nv", GL_DTYPES[out_dtype])
 
 
+SM100_BLOCKWISE_CONFIGS = (MatmulConfig(128, 128, 128, stages=6, c_stages=1, num_warps=8), )
+"""The sm_100a blockwise FP8 GEMM's tile (kernels/sm100_blockwise.py; stages at most this, fitted): BN = BK = 128, one
+B scale a K tile; 8 epilogue warps, so each thread holds 64 of the fp32 total and 64 of a partial; c_stages is its one
+BM x BN D buffer. Two 128-column TMEM partial buffers. A tuple, like SM100_CONFIGS: the checker's matmul
+configurations (verify/protocols.py: matmul_configs) take every bare MatmulConfig here."""
+
+
+def sm100_blockwise_config(out_dtype: torch.dtype) -> MatmulConfig:
+    """SM100_BLOCKWISE_CONFIGS' one tile with as many stages as fit beside the scale ring and D's buffer (fp8e4nv
+    operands)."""
+    from tilepipe.kernels.sm100_blockwise import sm100_blockwise_plan
+    from tilepipe.pipeline.storage import SmemBudgetError
+
+    def fits(stages: int) -> bool:
+        try:
+            plan = sm100_blockwise_plan.fn(128, 128, stages, "fp8e4nv", "fp8e4nv", GL_DTYPES[out_dtype])
+        except SmemBudgetError:
+            return False
+        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+
+    cfg = SM100_BLOCKWISE_CONFIGS[0]
+    return replace(cfg, stages=max(s for s in range(1, cfg.stages + 1) if fits(s)))
+
+
 SM100_BLOCK_SCALED_CONFIGS = (MatmulConfig(128, 256, 128, stages=4, c_stages=2, num_warps=4),
                               MatmulConfig(128, 128, 128, stages=6, c_stages=2, num_warps=4))
 """The sm_100a block-scaled GEMM's tiles (kernels/sm100_block_scaled.py), largest first, stages at most these (fitted:

@@ -47,6 +47,9 @@ budget (over 10^6 states for one tile of one k-step), so the host refuses C with
 SM100_FP8 = {"sm100 matmul_fp8 scaled": dict(per_row=True)}
 """sm100_scaled_matmul_kernel (per-tensor and per-row scales share it: only a scale stride differs; compiled for
 sm_100a only: never run here)."""
+SM100_BLOCKWISE = {"sm100 matmul_fp8 blockwise": {}}
+"""sm100_blockwise_matmul_kernel (kernels/sm100_blockwise.py: DeepSeek-V3 blockwise scales, promoted per 128-wide K
+tile; static schedule; compiled for sm_100a only: never run here)."""
 SM100_BLOCK_SCALED = {"sm100 block_scaled mxfp8": dict(fmt="mxfp8"), "sm100 block_scaled mxfp4": dict(fmt="mxfp4"),
                       "sm100 block_scaled nvfp4": dict(fmt="nvfp4")}
 """sm100_block_scaled_kernel in each format (compiled for sm_100a only: never run here)."""
@@ -60,8 +63,8 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs, swap-AB (plain and +C under each scheduler; FP8 per-tensor
     and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8
-    kernels (also under stream-K), the sm_100a FP8 and block-scaled GEMMs, the restaging copy, and the pipeline
-    examples the demo runs."""
+    kernels (also under stream-K), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the
+    restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
@@ -72,6 +75,7 @@ def shipped_variants() -> list[Variant]:
     variants += [Variant("sm100_matmul_kernel 2-CTA", f"{name} static", options)
                  for name, options in SM100_PAIR.items()]
     variants += [Variant("sm100_scaled_matmul_kernel", name, options) for name, options in SM100_FP8.items()]
+    variants += [Variant("sm100_blockwise_matmul_kernel", name, options) for name, options in SM100_BLOCKWISE.items()]
     variants += [Variant("sm100_block_scaled_kernel", name, options) for name, options in SM100_BLOCK_SCALED.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K

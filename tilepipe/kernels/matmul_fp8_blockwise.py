@@ -41,11 +41,18 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
                 tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc)
                 tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
                 tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
-                tma.async_load(sa_desc, [k, pid_m * BM], tiles.mbar(), tiles.tile("a_scales"))
-                tma.async_load(sb_desc, [pid_n, k - k % SCALE_ALIGN], tiles.mbar(),
-                                                tiles.tile("b_scales"))
+                load_stage_scales(tiles, sa_desc, sb_desc, pid_m, pid_n, k)
         work = work.next()
     producer.drain()
+
+
+@gluon.jit
+def load_stage_scales(stage, sa_desc, sb_desc, pid_m, pid_n, k):
+    """TMA-load K block k's scales of tile (pid_m, pid_n) into the stage (its "a_scales" and "b_scales" arrays): A's
+    column of BM row scales, and B's box from K block k - k % SCALE_ALIGN (stage_scales picks the block's word)."""
+    BM: gl.constexpr = sa_desc.block_type.shape[1]
+    tma.async_load(sa_desc, [k, pid_m * BM], stage.mbar(), stage.tile("a_scales"))
+    tma.async_load(sb_desc, [pid_n, k - k % SCALE_ALIGN], stage.mbar(), stage.tile("b_scales"))
 
 
 @gluon.jit
@@ -148,11 +155,14 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, workspace,
                      (store_role, (outputs, None, d_desc, sched, False), WORKER_WARPS, WORKER_REGS)])  # no C
 
 
-def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str = "static"):
-    """blockwise_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec (sm_90a)."""
+def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str = "static", target: str = "sm_90a"):
+    """blockwise_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec; `target`
+    "sm_100a": sm100_blockwise.py's kernel, which takes the same arguments."""
     from tilepipe.kernels.spec import KernelSpec
 
-    return KernelSpec(f"{__name__}:blockwise_matmul_kernel",
+    fn = (f"{__name__}:blockwise_matmul_kernel" if target == "sm_90a" else
+          "tilepipe.kernels.sm100_blockwise:sm100_blockwise_matmul_kernel")
+    return KernelSpec(fn,
                       {"a_desc": tile_desc(a_dtype, (cfg.block_m, cfg.block_k)),
                        "b_desc": tile_desc(b_dtype, (cfg.block_n, cfg.block_k)),
                        "sa_desc": tile_desc("fp32", (1, cfg.block_m)),
@@ -161,4 +171,4 @@ def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str 
                        "N": "i32", "K": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                        "GROUP_M": "constexpr", "SCHEDULE": "constexpr"},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SCHEDULE": schedule},
-                      num_warps=cfg.num_warps)
+                      target=target, num_warps=cfg.num_warps)

@@ -261,20 +261,44 @@ class BlockScaledTileStorage(StandardTileStorage):
         return self.device(*tiles, *scales)
 
 
-@dataclass(frozen=True)
-class BlockwiseFP8TileStorage(StandardTileStorage):
-    """DeepSeek-style blockwise FP8: A, B, a (1 x BM) fp32 row of A-scales and a (1 x 32) fp32 B-scale box per stage.
+@aggregate
+class BlockwiseScales:
+    """A stage of blockwise FP8 scales apart from the operands (device side of BlockwiseScaleStorage)."""
+    a_scales: gl.shared_memory_descriptor
+    b_scales: gl.shared_memory_descriptor
 
-    Scales travel with the operands (TMA, same barrier), so the MMA role never loads from global memory in its
-    main loop. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost coordinates, so the B box
-    is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is one of its first 4 words.
-    """
-    device: ClassVar[type] = BlockwiseFP8Tiles
+
+@dataclass(frozen=True)
+class BlockwiseScaleStorage(Storage):
+    """Blockwise FP8 scales of one 128-wide K block per stage: a (1 x block_m) fp32 row of A-scales and a (1 x 32)
+    fp32 B-scale box. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost coordinates, so the
+    B box is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is one of its first 4
+    words. Alone (sm_100a), a ring of its own from the load role to the promoting epilogue."""
+    block_m: int
+    stages: int
+    device: ClassVar[type] = BlockwiseScales
     b_scale_tile: ClassVar[tuple[int, int]] = (1, 32)
 
     def parts(self) -> list[Part]:
-        return super().parts() + [Part("a_scales", "fp32", (1, self.a_tile[0]), self.stages),
-                                  Part("b_scales", "fp32", self.b_scale_tile, self.stages)]
+        return [Part("a_scales", "fp32", (1, self.block_m), self.stages),
+                Part("b_scales", "fp32", self.b_scale_tile, self.stages)]
+
+    @builtin
+    def allocate(self, _semantic=None):
+        return self.device(*(part.allocate(_semantic) for part in self.parts()))
+
+
+@dataclass(frozen=True)
+class BlockwiseFP8TileStorage(StandardTileStorage):
+    """DeepSeek-style blockwise FP8 (sm_90a): A, B and the K block's BlockwiseScaleStorage scales in one stage.
+
+    Scales travel with the operands (TMA, same barrier), so the MMA role never loads from global memory in its
+    main loop."""
+    device: ClassVar[type] = BlockwiseFP8Tiles
+    b_scale_tile: ClassVar[tuple[int, int]] = BlockwiseScaleStorage.b_scale_tile
+
+    def parts(self) -> list[Part]:
+        return super().parts() + BlockwiseScaleStorage(self.a_tile[0], self.stages).parts()
 
 
 class _SingleArrayStorage(Storage):

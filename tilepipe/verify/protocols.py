@@ -214,7 +214,8 @@ def sm100_protocols() -> list[Protocol]:
     epilogue has the plain one's roles and pipelines and is left out; so is fp32 C under CLC (C's roles, fewer
     stages), whose ~1M states per configuration would double the checker's time. The FP8 kernel
     (sm100_scaled_matmul_kernel) runs the plain epilogue's roles over its own plan, at each FP8 tile; so does the
-    block-scaled one (sm100_block_scaled_protocols)."""
+    block-scaled one (sm100_block_scaled_protocols); the blockwise one has roles of its own
+    (sm100_blockwise_protocols)."""
     from tilepipe.kernels.catalogue import SM100_EPILOGUES
     from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_plan
@@ -242,7 +243,43 @@ def sm100_protocols() -> list[Protocol]:
             "sm100_scaled_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={fitted.stages} per-row static",
             plan_storages(plan), sm100_roles(False, cfg.block_n // EPILOGUE_N), tile_cases(fitted.stages),
             lambda cfg=fitted: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")))
-    return protocols + sm100_pair_protocols() + sm100_block_scaled_protocols()
+    return protocols + sm100_pair_protocols() + sm100_blockwise_protocols() + sm100_block_scaled_protocols()
+
+
+def sm100_blockwise_roles() -> tuple[Role, ...]:
+    """tilepipe/kernels/sm100_blockwise.py: per K tile the epilogue consumes a TMEM partial buffer ('output') and a
+    scale stage ('scales'); the load role fills a scale stage, then an input stage; the MMA role takes a free partial
+    buffer and an input stage, and its two commits (the MMAs' frees the input stage, the next hands the partial on)
+    land later, in that order."""
+    epilogue = Role("epilogue", "promote_role", (loop("tile", "tiles", loop("k", "k", *consume("output"),
+                                                                              *consume("scales"))), ))
+    load = Role("load", "scale_ring_load_role", (
+        loop("tile", "tiles", loop("k", "k", *produce("scales"), *produce("input"))), Drain("input"),
+        Drain("scales")))
+    mma = Role("mma", "partial_mma_role", (
+        loop("tile", "tiles", loop("k", "k", Wait("output", "producer"), Wait("input", "consumer"),
+                                   Commit("input", "consumer"), Step("input"), Commit("output", "producer"),
+                                   Step("output"))), Drain("output")))
+    return epilogue, load, mma
+
+
+def sm100_blockwise_protocols() -> list[Protocol]:
+    """tilepipe/kernels/sm100_blockwise.py (compiled for sm_100a, never run) over its plan, in the configuration
+    matmul_fp8 takes for each output dtype (bf16 and fp32: the stage counts differ)."""
+    import torch
+
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
+    from tilepipe.kernels.sm100_blockwise import sm100_blockwise_plan
+
+    protocols = []
+    for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+        cfg = configs.sm100_blockwise_config(out_dtype)
+        plan = sm100_blockwise_plan.fn(cfg.block_m, cfg.block_n, cfg.stages, "fp8e4nv", "fp8e4nv", c_dtype)
+        protocols.append(Protocol(
+            "sm100_blockwise_matmul_kernel", f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> {c_dtype} static",
+            plan_storages(plan), sm100_blockwise_roles(), tile_cases(cfg.stages),
+            lambda cfg=cfg, c=c_dtype: blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", c, target="sm_100a")))
+    return protocols
 
 
 def sm100_pair_protocols() -> list[Protocol]:

@@ -181,6 +181,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "sm100_scaled_matmul_kernel":  # tilepipe.matmul_fp8 dispatches to it on sm_100/sm_103 only
         return lambda: (run_fp8("tensor") and run_fp8("row")) if _on_sm100() else _skipped(
             variant, "needs an sm_100 or sm_103 GPU")
+    if variant.kernel == "sm100_blockwise_matmul_kernel":  # matmul_fp8's blockwise scales on sm_100/sm_103
+        return lambda: run_fp8("blockwise") if _on_sm100() else _skipped(variant, "needs an sm_100 or sm_103 GPU")
     if variant.kernel == "sm100_block_scaled_kernel":  # tilepipe.matmul_block_scaled runs on sm_100/sm_103 only
         return lambda: run_block_scaled(options["fmt"]) if _on_sm100() else _skipped(
             variant, "needs an sm_100 or sm_103 GPU")
