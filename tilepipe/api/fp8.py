@@ -24,7 +24,7 @@ from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_fo
                                    sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
 from tilepipe.host.launch import (TMA_ALIGN_BYTES, LauncherCache, LaunchPlan, TmaOperand, persistent_grid,
-                                  scheduler_workspace, tensor_descriptor)
+                                  partial_tiles, scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
 from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_blocks
@@ -251,6 +251,9 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
         scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
     grid = persistent_grid(*out.shape, K, cfg, device, schedule)
     key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
+    partials, partial_desc = partial_tiles(workspace if kernel_schedule == "streamk" else None, cfg, out.dtype)
+    if not kernel.startswith("sm100"):  # the sm_90a kernels take stream-K's partial tiles last
+        scalars += (partials, )
     args = (*(TmaOperand.of(t) for t, *_ in tma), *(p.data_ptr() for p in pointers),
             workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
     launcher = _LAUNCHERS.launch(key, grid, stream, args)
@@ -263,9 +266,10 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
            sm100_matmul.sm100_scaled_matmul_kernel, "blockwise_matmul_kernel":
            matmul_fp8_blockwise.blockwise_matmul_kernel,
            "sm100_block_scaled_kernel": sm100_block_scaled.sm100_block_scaled_kernel}[kernel]
+    jit_scalars = scalars[:-1] + (partial_desc, ) if not kernel.startswith("sm100") else scalars
     launched = jit[grid](*(tensor_descriptor(*operand) for operand in tma), *pointers,
                          out if workspace is None else workspace,  # unread by static: any tensor types it
-                         *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
+                         *jit_scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, launched)
     return None
 

@@ -215,6 +215,20 @@ def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Te
     return workspace
 
 
+def partial_tiles(workspace: torch.Tensor | None, cfg: MatmulConfig, out_dtype: torch.dtype
+                  ) -> tuple[TmaOperand | None, object]:
+    """Stream-K's partial tiles in `workspace` (after its flags) as a TMA operand and, for the JIT, a descriptor,
+    in boxes of one output stage's bytes of `out_dtype` D (pipeline/partials.py: partial_box); (None, None) for a
+    schedule without them (no workspace, or the dynamic scheduler's)."""
+    if workspace is None:
+        return None, None
+    from tilepipe.pipeline.partials import FLAG_WORDS, partial_box
+
+    area = workspace[FLAG_WORDS.value:].view(torch.float32).view(-1, cfg.tile_n)
+    box = partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8)
+    return TmaOperand.of(area), tensor_descriptor(area, box)
+
+
 def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:
     """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline);
     records are per CTA: `ctas` per program in a cluster launch."""
