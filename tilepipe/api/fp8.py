@@ -237,7 +237,7 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
     fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases[, layout kind]), pointers,
     the scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
-    schedule and (the scaled kernels) the cluster shape and swap-AB. The first call per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
+    schedule, (the scaled kernels) the cluster shape and swap-AB, and (the sm_90a kernels) stream-K's partial tiles. The first call per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
     the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers, in order or
     as `slots` maps the plan's addresses to them (planned for this stream under stream-K)."""
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]

@@ -10,16 +10,17 @@ The sums travel by TMA through the output stages, in sub-tiles of a stage's byte
 warpgroups only write or read shared memory and go on:
   contributor  mma: each sub-tile into an output stage; store: TMA-stores it into the slot, then (all of them
                written, `store_wait` with writes) `fence.proxy.async.global` and a `red.release` add  -> flag 1
-  finisher     epilogue_load: spins (`ld.acquire`) until flag >= 1, `fence.proxy.async.global`, TMA-loads each
-               sub-tile into the stage (the epi_load ring, like C); mma adds it; the flag is retired to 0
+  finisher     epilogue_load: spins (`ld.acquire`) until the flag is set and stores 0 (the slot's only reader),
+               `fence.proxy.async.global`, TMA-loads each sub-tile into a stage (the epi_load ring, like C);
+               mma adds it from shared memory
 Every use of an output stage passes epilogue_load (a fill or an empty arrival), mma and store in that order, so
 the epi_load ring runs in lockstep with the output ring and a fill never lands in a stage a store still reads.
 The proxy fences: TMA is the async proxy and the flag's release and acquire the generic one, and PTX orders two
 proxies' accesses only across a `fence.proxy.async` (the bulk group's completion, waited for with its writes, makes
 them performed; the fence then orders them before the release; the acquire is likewise fenced before the TMA
-reads). The retire needs no host reset between
-launches (or CUDA-graph replays); the next launch overwrites a slot only after this one ended. Contributors never
-wait, and a finisher waits only for other programs' first units, so no wait depends on a waiting program.
+reads). The flags rest at 0 between launches (or CUDA-graph replays): no host reset; the next launch rewrites a slot
+only after this one ended. Contributors never wait, and a finisher waits only for other programs' first units, so
+no wait depends on a waiting program.
 """
 
 from triton.experimental import gluon
@@ -37,13 +38,13 @@ def partial_box(rows: int, cols: int, out_bits: int) -> tuple[int, int]:
     return rows, cols * out_bits // 32
 
 
-# Each asm runs in every thread of the role; lane 0 of each warp acts for its warp, after `bar.warp.sync`, which
-# orders the other lanes' operations with lane 0's. The roles that run them have one warp.
+# Each asm runs in every thread of a one-warp role (the store and epilogue-load roles); lane 0 acts for the role, and
+# `bar.warp.sync` orders the other lanes' operations with lane 0's.
 
 
 def _lane_0(registers: str, body: str) -> gl.constexpr:
-    """An asm block that sets predicate `first` on lane 0 of each warp, declares `registers`, then runs `body`;
-    its result ($0) is always 0."""
+    """An asm block that sets predicate `first` on lane 0, declares `registers`, then runs `body`; its result ($0)
+    is always 0."""
     return gl.constexpr(f"""{{
  .reg .u32 lane;
  .reg .pred first;
@@ -56,34 +57,30 @@ def _lane_0(registers: str, body: str) -> gl.constexpr:
 
 
 # store role, after its bulk stores completed: every lane orders the async proxy's writes before the generic proxy
-# (the lane that issued them among them), then lane 0 releases
+# (the lane that issued them among them), then lane 0 releases the flag
 _SIGNAL = _lane_0("", """ fence.proxy.async.global;
  bar.warp.sync -1;
  @first red.release.gpu.global.add.s32 [$1], 1;""")
-# epilogue-load role: lane 0 acquires and retires the flag (back to 0), then every lane orders the acquire before
-# the TMA reads that follow (whichever lane issues them)
-_TAKE = _lane_0(".reg .s32 seen;\n .reg .s32 before;\n .reg .pred early;\n .reg .pred last;", """ @!first bra waited;
+# epilogue-load role: lane 0 acquires the flag and retires it (the slot's only reader), then every lane orders the
+# acquire before the TMA reads that follow (whichever lane issues them)
+_TAKE = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra taken;
  wait_flag:
  ld.acquire.gpu.global.s32 seen, [$1];
- setp.lt.s32 early, seen, $2;
+ setp.eq.s32 early, seen, 0;
  @early bra wait_flag;
- atom.relaxed.gpu.global.add.s32 before, [$1], 1;
- setp.eq.s32 last, before, $3;
- @last st.relaxed.gpu.global.s32 [$1], 0;
- waited:
+ st.relaxed.gpu.global.s32 [$1], 0;
+ taken:
  bar.warp.sync -1;
  fence.proxy.async.global;""")
 
 
 @gluon.jit
-def _per_thread(asm: gl.constexpr, flag, warps):
-    """`asm` run exactly once by every thread of the calling role, on `flag` (operands: `warps` and 2 warps - 1)."""
-    threads: gl.constexpr = 32 * gl.num_warps()
-    one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    return gl.inline_asm_elementwise(asm, "=r,l,r,r", [flag + gl.zeros([threads], gl.int32, one),
-                                                      gl.full([threads], warps, gl.int32, one),
-                                                      gl.full([threads], 2 * warps - 1, gl.int32, one)],
-                                     dtype=gl.int32, is_pure=False, pack=1)
+def _on_flag(asm: gl.constexpr, flag):
+    """`asm` run exactly once by every thread of the calling one-warp role, on `flag`."""
+    gl.static_assert(gl.num_warps() == 1, "lane 0 of a one-warp role signals and takes a flag")
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    return gl.inline_asm_elementwise(asm, "=r,l", [flag + gl.zeros([32], gl.int32, one)], dtype=gl.int32,
+                                     is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -183,8 +180,7 @@ class PartialTiles:
                 tma.store_wait(0)  # read: the stage may be refilled
                 sources = sources.release()
         tma.store_wait(0, read_only=False)  # written (performed), before the proxy fence and the release
-        gl.static_assert(gl.num_warps() == 1, "one-warp roles signal and take a flag (threshold 1)")
-        _per_thread(_SIGNAL, self.flags + slot, 1)
+        _on_flag(_SIGNAL, self.flags + slot)
         return outputs, sources
 
     @gluon.jit
@@ -201,8 +197,7 @@ class PartialTiles:
         the stages in turn; returns `sources`, advanced."""
         BM: gl.constexpr = self.desc.block_type.shape[0]
         SUB: gl.constexpr = self.desc.block_type.shape[1]
-        gl.static_assert(gl.num_warps() == 1, "one-warp roles signal and take a flag (threshold 1)")
-        _per_thread(_TAKE, self.flags + slot, 1)
+        _on_flag(_TAKE, self.flags + slot)
         for j in gl.static_range(self.COUNT):
             sources = sources.load(self.desc, [slot * BM, j * SUB], self.stages)
         return sources

@@ -93,7 +93,8 @@ def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_ro
         loop("tile", "tiles", *store_use), loop("part", "partial", loop("sub", "subs", *store_use)),
         loop("after", "after", loop("sum", "sums", *store_use), *store_use)))
     epilogue_load = Role("epilogue_load", "epilogue_load_role", (
-        loop("tile", "tiles", *with_c(*consume("load_order")), *fill), loop("part", "partial", loop("sub", "subs", *fill)),
+        loop("tile", "tiles", *with_c(*consume("load_order")), *fill),
+        loop("part", "partial", loop("sub", "subs", *fill)),
         loop("after", "after", loop("sum", "sums", *fill), *with_c(*consume("load_order")), *fill),
         Drain("epi_load")))
     return (mma, load, store, epilogue_load)
