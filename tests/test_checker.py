@@ -69,7 +69,8 @@ def test_every_shipped_kernel_passes(shipped):
                        *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
-                       "matmul_fp8 blockwise", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
+                       "matmul_fp8 blockwise", "matmul_fp8 scaled streamk", "matmul_fp8 scaled swap-AB streamk",
+                       "matmul_fp8 blockwise streamk", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
                        "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel", "sm100_blockwise_matmul_kernel",
                        "pipeline_demo stress",
                        "pipeline_demo wgmma"}
@@ -140,14 +141,25 @@ def test_a_role_that_skips_its_first_tile_id_leaves_the_scheduler_undrained():
 
 
 def test_a_streamk_store_role_waiting_for_a_contributing_unit_deadlocks():
-    """The store role takes an output stage for the unit that ends inside a tile too, but the mma role produces
-    none for it (the tile's finisher, another program, stores it)."""
+    """The store role takes a single output stage for the unit that ends inside a tile, as for a tile's D, but the
+    mma role hands it the partial sum in `subs` stages (pipeline/partials.py): the stages it leaves never free."""
     protocol = matmul_protocol("MEDIUM", MEDIUM, "matmul", "streamk")
     store = role(protocol, "store")
-    tiles = store.program[0]
-    buggy = replace(store, program=(tiles, replace(tiles, var="part", count="partial"), *store.program[1:]))
+    tiles, part, *tail = store.program
+    buggy = replace(store, program=(tiles, replace(tiles, var="part", count="partial"), *tail))
     found = only(check(with_role(protocol, buggy)), "deadlock")
-    assert ("store", "output") in {(f.role, f.pipeline) for f in found}
+    assert {"mma", "epilogue_load"} & {f.role for f in found}
+
+
+def test_a_streamk_partial_without_its_empty_fills_deadlocks_the_mma_role():
+    """The contributing unit's stages pass the epilogue-load role too (an empty fill each), so the epi_load ring
+    stays in lockstep with the output ring whose stages it shares; without them the mma role waits forever."""
+    protocol = matmul_protocol("MEDIUM", MEDIUM, "matmul", "streamk")
+    epilogue_load = role(protocol, "epilogue_load")
+    tiles, part, *tail = epilogue_load.program
+    buggy = replace(epilogue_load, program=(tiles, *tail))
+    found = only(check(with_role(protocol, buggy)), "deadlock")
+    assert ("mma", "epi_load") in {(f.role, f.pipeline) for f in found}
 
 
 def test_producer_iterating_once_more_never_drains():

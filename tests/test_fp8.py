@@ -12,6 +12,8 @@ from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
 from tilepipe.pipeline.storage import SMEM_LIMIT_BYTES, BlockwiseFP8TileStorage
 from tilepipe.verify.compile import CompileError, compile_kernels
 
+from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
+
 LARGE, MEDIUM, SMALL = configs(False, torch.bfloat16)
 MEDIUM_FP32, SMALL_FP32 = configs(False, torch.float32)
 BLOCKWISE, BLOCKWISE_SMALL = configs(True, torch.bfloat16)
@@ -58,17 +60,19 @@ def test_fp8_gemm_compiles_to_fp8_wgmma_tma_and_no_spills(reports, index):
     assert report.count(f"wgmma.mma_async.sync.aligned.{shape}") > 0
     assert report.count("QGMMA", "sass") > 0  # Hopper's fp8 GMMA (HGMMA is the 16-bit one)
     # TMA loads per stage: A, B, and for blockwise the A-scale column and the B-scale box
+    streamk = kind.endswith("streamk")
+    partial_boxes = tma_partial_boxes(cfg.block_n, c_dtype) if streamk else 0  # stream-K's partial sums, loaded
     loads = report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
-    assert loads == (4 if kind.startswith("blockwise") else 2)
+    assert loads == (4 if kind.startswith("blockwise") else 2) + partial_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
-    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring add (pipeline/partials.py)
-    streamk = kind.endswith("streamk")
-    assert (report.count("red.release.gpu.global.add"), report.count("atom.relaxed.gpu.global.add")) == (streamk, ) * 2
+    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring store (pipeline/partials.py)
+    assert (report.count("red.release.gpu.global.add"), report.count("st.relaxed.gpu.global")) == (streamk, ) * 2
     assert (report.count("ld.acquire.gpu.global") > 0) == streamk
+    assert_partials_by_tma(report, partial_boxes, reads=kind.startswith("scaled"))  # the scales' loads
     planned = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, a_dtype, b_dtype, c_dtype,
-                          kind.startswith("blockwise"))
+                          kind.startswith("blockwise"), streamk=streamk)
     assert 0 <= report.shared - planned.total_bytes < WS_SCRATCH_BYTES
 
 

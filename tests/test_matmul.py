@@ -34,6 +34,29 @@ CASES += [(DECODE, "bf16", "bf16", True, False, None, None, "streamk"), (DECODE,
           (DECODE_FP32, "bf16", "fp32", True, False, None, None, "streamk")]
 
 
+def tma_partial_boxes(tile_n: int, c_dtype: str) -> int:
+    """TMA boxes of one fp32 partial tile `tile_n` wide (pipeline/partials.py): sub-tiles of an output stage of
+    `c_dtype` D, each split into 128-byte-wide boxes."""
+    bits = {"fp32": 32}.get(c_dtype, 16)
+    return 32 // bits * max(1, tile_n * bits // 32 * 4 // 128)
+
+
+def assert_partials_by_tma(report, partial_boxes: int, reads: bool = False) -> None:
+    """Stream-K's partial sums (`partial_boxes` TMA boxes each way, 0 without stream-K) move by TMA: UTMASTG out of
+    and UTMALDG into shared memory; the only other global accesses are the slot flag's 4-byte acquire and retiring
+    store and release add (no wide STG/LDG loop over a tile), and, where the epilogue `reads` a bias or scales, its
+    loads."""
+    assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1 + partial_boxes  # D and the partials
+    assert report.count("UTMASTG", "sass") >= report.count("cp.async.bulk.tensor.2d.global.shared::cta")
+    assert report.count("UTMALDG", "sass") >= report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
+    for wide in ("STG.E.64", "STG.E.128") + (() if reads else ("LDG.E.64", "LDG.E.128")):
+        assert report.count(wide, "sass") == 0, wide
+    streamk = partial_boxes > 0
+    assert report.count("STG.E", "sass") == report.count("STG.E.STRONG.GPU", "sass") == streamk  # the flag's retire
+    assert report.count("REDG.E.ADD.S32.STRONG.GPU", "sass") == streamk  # the contributor's release
+    assert report.count("fence.proxy.async.global") == 2 * streamk  # async-proxy writes -> release; acquire -> reads
+
+
 @pytest.fixture(scope="module")
 def reports():
     return dict(zip(range(len(CASES)), compile_kernels([matmul_spec(*case[:7], schedule=case[7]) for case in CASES])))
@@ -51,25 +74,26 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
     b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
     c_boxes = cfg.block_n * (4 if "fp32" in (c_dtype, source_dtype) else 2) // 128 if has_c else 0  # C loads
-    assert report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 1 + b_boxes + c_boxes
+    partial_boxes = tma_partial_boxes(cfg.block_n, c_dtype) if schedule == "streamk" else 0  # each stored and loaded
+    loads = report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
+    assert loads == 1 + b_boxes + c_boxes + partial_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
     planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
-                             has_c, source_dtype, dynamic=schedule == "dynamic")
+                             has_c, source_dtype, dynamic=schedule == "dynamic", streamk=schedule == "streamk")
     assert planned.fits
     assert ("src" in str(planned)) == (source_dtype is not None)  # fp32 C gets source stages of its own
-    # only the bias and stream-K's partial sums are read without TMA
-    assert (report.count("ld.global") > 0) == (bias_dtype is not None or schedule == "streamk")
+    # only the bias is read without TMA (stream-K's partial sums travel by TMA too)
+    assert (report.count("ld.global") > 0) == (bias_dtype is not None)
     assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
     # the dynamic scheduler draws tickets with one atomic add and leaves the counter at zero with one exchange
     dynamic, streamk = schedule == "dynamic", schedule == "streamk"
     assert report.count("atom.global.gpu.acq_rel.add") == report.count("atom.global.gpu.acq_rel.exch") == dynamic
-    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring add (tilepipe/pipeline/partials.py)
-    assert (report.count("red.release.gpu.global.add"), report.count("atom.relaxed.gpu.global.add")) == (streamk, ) * 2
+    # stream-K: a contributor's release-signal, a finisher's acquire-spin and retiring store (pipeline/partials.py)
+    assert (report.count("red.release.gpu.global.add"), report.count("st.relaxed.gpu.global")) == (streamk, ) * 2
     assert (report.count("ld.acquire.gpu.global") > 0) == streamk
-    # partial sums, stored and loaded in the accumulator's layout as 8-byte vectors
-    assert (report.count("st.global.v2.b32") > 0) == (report.count("ld.global.v2.b32") > 0) == streamk
+    assert_partials_by_tma(report, partial_boxes, reads=bias_dtype is not None)
     assert report.num_warps == cfg.num_warps + 4  # up to 4 one-warp roles: one warpgroup of workers either way
 
 

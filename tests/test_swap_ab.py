@@ -15,6 +15,8 @@ from tilepipe.kernels.matmul import matmul_spec, operand_blocks
 from tilepipe.tools.bench_shapes import describe
 from tilepipe.verify.compile import compile_kernels
 
+from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
+
 RESULTS = Path(__file__).parents[1] / "bench/results/decode-swap-h100.json"
 CHOICE_SLACK = 1.03
 """How much slower (measured) the chosen tile and schedule may be than the fastest of those timed on a row."""
@@ -33,16 +35,20 @@ def test_swap_ab_compiles_to_narrow_wgmmas_and_one_transposed_store(compiled):
     """64 rows of N by the M tile's 8, 32 or 128 columns: wgmma 64xWIDTHx16, BK / 16 = 8 of them a k-step (the loop
     may be unrolled twice), two TMA boxes a stage for each operand (BK = 128 is 256 bytes, two 128-byte swizzle
     rows) and one for C, one D store a tile (64 columns of N: two boxes in fp32), within shared memory, no
-    spills."""
+    spills; under split-K (stream-K's kernel) the partial sums' TMA boxes both ways, and no other global traffic
+    (test_matmul.assert_partials_by_tma)."""
     for name, width in (("plain M=1", 8), ("+C M=32", 32), ("+bias M=96 split-K", 128)):
         report = compiled[name]
         assert sorted(set(re.findall(r"HGMMA\.(\d+x\d+x\d+)", report.sass))) == [f"64x{width}x16"], name
         assert report.count("wgmma.mma_async") in (8, 16), name
+        partial_boxes = tma_partial_boxes(width, "fp32") if "split-K" in name else 0  # the fp32 tile, 64 x 128
         stores = report.count("cp.async.bulk.tensor.2d.global.shared::cta")
-        assert stores == (2 if "M=96" in name else 1), (name, stores)  # M=96's D is fp32
+        assert stores == (2 if "M=96" in name else 1) + partial_boxes, (name, stores)  # M=96's D is fp32
         loads = report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
-        assert loads == (5 if name.startswith("+C") else 4), (name, loads)
+        assert loads == (5 if name.startswith("+C") else 4) + partial_boxes, (name, loads)
         assert report.shared <= 227 * 1024 and report.spill_stores == report.spill_loads == 0, name
+        if "split-K" in name:
+            assert_partials_by_tma(report, partial_boxes)
 
 
 def test_swap_ab_tiles_d_transposed():
@@ -103,13 +109,16 @@ def test_swap_ab_refuses_what_it_is_not_built_for(cfg, b_kmajor, arch, message):
 
 def test_fp8_swap_ab_compiles_to_narrow_fp8_wgmmas(compiled_fp8):
     """The per-tensor/per-row FP8 kernel with swap-AB: wgmma 64xWIDTHx32 e4m3 (QGMMA), BK / 32 = 4 a k-step, one TMA
-    box a stage for each operand (BK = 128 bytes), one D store a tile, no spills."""
+    box a stage for each operand (BK = 128 bytes), one D store a tile, no spills; under stream-K the partial sums'
+    boxes both ways (two 64 x 16 fp32 halves of the 64 x 32 tile), and no other global traffic."""
     for schedule, report in compiled_fp8.items():
+        partial_boxes = tma_partial_boxes(32, "bf16") if schedule == "streamk" else 0
         assert sorted(set(re.findall(r"QGMMA\.(\d+x\d+x\d+)", report.sass))) == ["64x32x32"], schedule
         assert report.count("wgmma.mma_async") in (4, 8), schedule
-        assert report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 2, schedule
-        assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") == 1, schedule
+        assert report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier") == 2 + partial_boxes, schedule
+        assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") == 1 + partial_boxes, schedule
         assert report.shared <= 227 * 1024 and report.spill_stores == report.spill_loads == 0, schedule
+        assert_partials_by_tma(report, partial_boxes, reads=True)  # the scales' loads
 
 
 @pytest.fixture(scope="module")

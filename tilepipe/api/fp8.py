@@ -24,7 +24,7 @@ from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_fo
                                    sm100_blockwise_config, sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
 from tilepipe.host.launch import (TMA_ALIGN_BYTES, LauncherCache, LaunchPlan, TmaOperand, persistent_grid,
-                                  scheduler_workspace, tensor_descriptor)
+                                  partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
 from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_blocks
@@ -243,9 +243,10 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
     fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases[, layout kind]), pointers,
     the scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
-    schedule and (the scaled kernels) the cluster shape and swap-AB. The first call per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later ones through
-    the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers, in order or
-    as `slots` maps the plan's addresses to them (planned for this stream under stream-K)."""
+    schedule, (the scaled kernels) the cluster shape and swap-AB, and (the sm_90a kernels) stream-K's partial tiles.
+    The first call per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later
+    ones through the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers,
+    in order or as `slots` maps the plan's addresses to them (planned for this stream under stream-K)."""
     a, b, out = tma[0][0], tma[1][0], tma[-1][0]
     rows, K = a.shape  # the kernel's M and N (under swap-AB the problem's N and M)
     cols = b.shape[0]
@@ -257,6 +258,9 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
         scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
     grid = persistent_grid(*out.shape, K, cfg, device, schedule)
     key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
+    partials, area = partial_tiles(workspace if kernel_schedule == "streamk" else None, cfg)
+    if not kernel.startswith("sm100"):  # the sm_90a kernels take stream-K's partial tiles last
+        scalars += (partials, )
     args = (*(TmaOperand.of(t) for t, *_ in tma), *(p.data_ptr() for p in pointers),
             workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
     launcher = _LAUNCHERS.launch(key, grid, stream, args)
@@ -270,9 +274,10 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
            matmul_fp8_blockwise.blockwise_matmul_kernel,
            "sm100_blockwise_matmul_kernel": sm100_blockwise.sm100_blockwise_matmul_kernel,
            "sm100_block_scaled_kernel": sm100_block_scaled.sm100_block_scaled_kernel}[kernel]
+    jit_scalars = scalars if kernel.startswith("sm100") else scalars[:-1] + (partial_descriptor(area, cfg, out.dtype), )
     launched = jit[grid](*(tensor_descriptor(*operand) for operand in tma), *pointers,
                          out if workspace is None else workspace,  # unread by static: any tensor types it
-                         *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
+                         *jit_scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, launched)
     return None
 

@@ -10,7 +10,7 @@ from tilepipe.host.checks import (check_no_overlap, check_operands, check_out, c
 from tilepipe.host.configs import MatmulConfig, config_for, schedule_for, sm100_config
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
-                                  scheduler_workspace, tensor_descriptor)
+                                  partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
@@ -255,11 +255,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     grid = persistent_grid(M, N, K, cfg, device, schedule)
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
+    partials, area = partial_tiles(workspace if scalars[-1] == "streamk" else None, cfg)
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
     args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
-            *cluster, cfg.swap_ab, None, 0)
+            *cluster, cfg.swap_ab, None, 0, partials)
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
            device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
@@ -275,11 +276,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
                 bias if has_bias else out, workspace if workspace is not None else out, *scalars,
                 *cluster, cfg.swap_ab)  # unused pointers: any tensor types them
     options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
+    partial_desc = partial_descriptor(area, cfg, out.dtype)
     if probe is not None:
-        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **options), grid[0], probe, a.device,
-                      cfg.cluster.num_ctas)
+        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, partial_desc=partial_desc, **options),
+                      grid[0], probe, a.device, cfg.cluster.num_ctas)
         return None, grid, args
-    _LAUNCHERS.remember(key, kernel[grid](*jit_args, **options))
+    _LAUNCHERS.remember(key, kernel[grid](*jit_args, partial_desc=partial_desc, **options))
     return None, grid, args
 
 

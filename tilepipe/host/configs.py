@@ -63,7 +63,9 @@ STREAMK_FIXUP_US = 10.0
 """What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
 (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
 14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json). Those launches add
-one partial a finisher; streamk_fixup_us scales it to other tiles and shares."""
+one partial a finisher; streamk_fixup_us scales it to other tiles and shares. Measured with the partial tiles moved
+by the mma warps themselves; through shared memory and TMA (row 42) it is predicted at about half: unchanged here
+until measured, since it moves schedule_for's choices."""
 
 UNIT_FILL_US = 2.5
 """What a unit of work's first k-step costs over a steady one (its pipeline fills): about 2.5 us against 0.75 at

@@ -215,6 +215,35 @@ def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Te
     return workspace
 
 
+_PARTIALS: dict[tuple[int, int, int], tuple[TmaOperand, torch.Tensor]] = {}
+
+
+def partial_tiles(workspace: torch.Tensor | None, cfg: MatmulConfig) -> tuple[TmaOperand | None, torch.Tensor | None]:
+    """Stream-K's partial tiles in `workspace` (after its flags): a TMA operand and the fp32 tensor it covers, one
+    tile of `cfg` per slot, for `partial_descriptor`; (None, None) without them (no workspace, or the dynamic
+    scheduler's). Cached per workspace: a repeated launch does no tensor arithmetic for them."""
+    if workspace is None:
+        return None, None
+    key = (workspace.data_ptr(), cfg.tile_m, cfg.tile_n)
+    found = _PARTIALS.get(key)
+    if found is None:
+        from tilepipe.pipeline.partials import FLAG_WORDS
+
+        area = workspace[FLAG_WORDS.value:].view(torch.float32).view(-1, cfg.tile_n)
+        found = _PARTIALS[key] = (TmaOperand.of(area), area)
+    return found
+
+
+def partial_descriptor(area: torch.Tensor | None, cfg: MatmulConfig, out_dtype: torch.dtype):
+    """The JIT's descriptor over partial_tiles' tensor, in boxes of one output stage's bytes of `out_dtype` D
+    (pipeline/partials.py: partial_box); None without one."""
+    if area is None:
+        return None
+    from tilepipe.pipeline.partials import partial_box
+
+    return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8))
+
+
 def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:
     """`launch(probe_buf, PROBE)` in debug mode (under the hang watchdog) or trace mode (then saves the timeline);
     records are per CTA: `ctas` per program in a cluster launch."""

@@ -15,12 +15,16 @@ WORKER_REGS = gl.constexpr(40)
 
 
 @gluon.jit
-def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr):
+def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr, STREAMK: gl.constexpr = False):
     """The C pipeline (into `c_tiles`, where C lands) and load-order barrier a GEMM's roles take. Without C they are
-    stand-ins over the output pipeline, never used: a role (the default partition above all) cannot be handed None."""
+    stand-ins over the output pipeline, never used: a role (the default partition above all) cannot be handed None;
+    under STREAMK the C pipeline is real (it brings partial sums, pipeline/partials.py)."""
     if HAS_C:
         sources = EpiLoadPipeline(smem.pipelines.epi_load, c_tiles)
         load_order = LoadOrderBarrier(smem.load_order)
+    elif STREAMK:
+        sources = EpiLoadPipeline(smem.pipelines.epi_load, c_tiles)
+        load_order = LoadOrderBarrier(smem.pipelines.output)
     else:
         sources = EpiLoadPipeline(smem.pipelines.output, c_tiles)
         load_order = LoadOrderBarrier(smem.pipelines.output)
@@ -69,37 +73,48 @@ def output_origin(pid_m, pid_n, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB:
 
 
 @gluon.jit
-def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, HAS_C: gl.constexpr,
+def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, SOURCES: gl.constexpr,
                SWAP_AB: gl.constexpr = False):
+    """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
         if work.finishes:
+            outputs, sources = work.pass_partials(outputs, sources)  # stream-K: stages the partial sums came in
             pid_m, pid_n = work.coords()
             with outputs.consume() as out:
                 row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
                 out.store(d_desc, [row, col])
-                if HAS_C:
+                if SOURCES:
                     sources = sources.release()  # C was used and D stored: the stage may receive the next C
+        else:
+            outputs, sources = work.store_partial(outputs, sources)  # stream-K contributor
         work = work.next()
 
 
 @gluon.jit
 def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr,
-                       SWAP_AB: gl.constexpr = False):
+                       SWAP_AB: gl.constexpr = False, HAS_C: gl.constexpr = True):
     """C of each finished BM x BN tile of D, in c_desc's boxes (sm_90a: the whole tile; sm_100a: the epilogue's
-    sub-tiles, one source stage each)."""
+    sub-tiles, one source stage each); under stream-K first the partial sums a finisher adds (an empty fill for
+    each stage use without a load: pipeline/partials.py)."""
     BM: gl.constexpr = c_desc.block_type.shape[0]
     SUB_N: gl.constexpr = c_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
         if work.finishes:
-            pid_m, pid_n = work.coords()
-            load_order = load_order.wait()  # this tile's main-loop loads were issued first
-            row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
-            for j in gl.static_range(BN // SUB_N):
-                sources = sources.load(c_desc, [row, col + j * SUB_N])
+            sources = work.fetch_partials(sources)
+            if HAS_C:
+                pid_m, pid_n = work.coords()
+                load_order = load_order.wait()  # this tile's main-loop loads were issued first
+                row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
+                for j in gl.static_range(BN // SUB_N):
+                    sources = sources.load(c_desc, [row, col + j * SUB_N])
+            else:
+                sources = sources.skip()
+        else:
+            sources = work.skip_partial(sources)
         work = work.next()
     sources.drain()
 

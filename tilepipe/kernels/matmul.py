@@ -5,12 +5,13 @@ Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or strea
   load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
   mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
-  epilogue_load  (1 warp, with C)  TMA-loads the C tile into the output stage the tile will use, once the tile's
-                 main-loop loads were issued (load-order pipeline) and the store role freed the stage
+  epilogue_load  (1 warp, with C or stream-K)  TMA-loads the C tile into the output stage the tile will use, once the
+                 tile's main-loop loads were issued (load-order pipeline) and the store role freed the stage
   scheduler      (1 warp, dynamic)  draws tile ids from a global counter and hands them to every other role
 Under the stream-K schedule a unit may be part of a tile's k-steps: the mma role of a program that does not finish
-the tile publishes its partial sum instead of an output stage, and only finishing units reach the store and
-epilogue-load roles.
+the tile writes its partial sum into output stages, which the store role TMA-stores into the program's workspace
+slot; a finisher's epilogue-load role TMA-loads each contributor's slot into output stages, which the mma role adds
+before its epilogue (pipeline/partials.py).
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype, and then lands in the
 output stage it will be stored from, or is fp32 with a 16-bit D, and then lands in its own source stages
 (`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
@@ -29,6 +30,7 @@ from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage,
@@ -43,13 +45,14 @@ SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one
 
 @gluon.constexpr_function
 def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
-                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False):
+                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False, streamk=False):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
     ring: every other role consumes it). In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's
     tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases. With `swap_ab`
     the kernel computes D^T = B^T A^T: its block_m x block_n tile is D's block_n x block_m one, which the output
-    and source stages hold."""
+    and source stages hold. Under `streamk` the epilogue-load role also brings partial sums into the output stages
+    (pipeline/partials.py), so the C pipeline exists without C."""
     cluster = Cluster(cluster_m, cluster_n)
     if dynamic and cluster.num_ctas > 1:
         raise ValueError("the dynamic scheduler draws a tile per CTA; a cluster's CTAs must share theirs")
@@ -57,7 +60,7 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
         raise ValueError("swap-AB is built without clusters")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     d_tile = (block_n, block_m) if swap_ab else (block_m, block_n)
-    sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c else None
+    sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c or streamk else None
     clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()))
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages, a_cga=cluster.a,
                                                  b_cga=cluster.b(b_kmajor)),
@@ -77,9 +80,10 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
              beta, bias_ptr, D_COLS, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
-             SWAP_AB: gl.constexpr):
+             SWAP_AB: gl.constexpr, STREAMK: gl.constexpr = False):
     """The output stages hold D's tiles: with SWAP_AB the transpose of the accumulator (D^T = B^T A^T), which the
-    epilogue turns into D's tile first. D_COLS: D's columns (the bias's length)."""
+    epilogue turns into D's tile first. D_COLS: D's columns (the bias's length). STREAMK: partial sums pass
+    through the output stages too, every stage use in lockstep with an epi_load one (pipeline/partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     D_BN: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
@@ -89,22 +93,25 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if work.finishes:
-            acc = work.add_partials(acc)
+            acc, outputs, sources = work.add_partials(acc, outputs, sources)
             d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
             with outputs.produce() as out:
                 if HAS_C:
                     source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
                     d = alpha * d + beta * source.load(d.type.layout).to(gl.float32)
-                elif HAS_BIAS:
-                    pid_m, pid_n = work.coords()
-                    _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
-                    d = alpha * d + beta * column_bias(bias_ptr, D_COLS, first_col, D_BN, d.type.layout)[None, :]
                 else:
-                    d = alpha * d
+                    if STREAMK:
+                        _, sources = sources.wait()  # this use's empty fill
+                    if HAS_BIAS:
+                        pid_m, pid_n = work.coords()
+                        _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
+                        d = alpha * d + beta * column_bias(bias_ptr, D_COLS, first_col, D_BN, d.type.layout)[None, :]
+                    else:
+                        d = alpha * d
                 out.tile().store(d.to(outputs.tiles.dtype))
                 out.arrive()
         else:
-            work.publish_partial(acc)
+            outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
     outputs.drain()
 
@@ -113,36 +120,41 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
 def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta, STAGES: gl.constexpr,
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
-                  CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0):
+                  CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0,
+                  partial_desc=None):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
     partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
     num_ctas = CLUSTER_M * CLUSTER_N, the descriptors' blocks are a cluster's tiles and a program is a cluster.
     SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
-    the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile)."""
+    the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
+    (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     D_BN: gl.constexpr = d_desc.block_type.shape[1]  # the columns of D's tile
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
+    STREAMK: gl.constexpr = SCHEDULE == "streamk"
+    SOURCES: gl.constexpr = HAS_C or STREAMK  # an epilogue-load role and its ring
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
-                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB)
+                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK)
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
     SCHEDULER: gl.constexpr = scheduler_class(SCHEDULE)
-    sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace)
+    partials = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else None
+    sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, partials)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
-    sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C)
+    sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C, STREAMK)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
-                                 B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB)),
+                                 B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
-                     (store_role, (outputs, sources, d_desc, sched, HAS_C, SWAP_AB), WORKER_WARPS, WORKER_REGS),
-                     (epilogue_load_role, (sources, load_order, c_desc, sched, D_BN, SWAP_AB),
-                      WORKER_WARPS, WORKER_REGS) if HAS_C else None,
+                     (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB), WORKER_WARPS, WORKER_REGS),
+                     (epilogue_load_role, (sources, load_order, c_desc, sched, D_BN, SWAP_AB, HAS_C),
+                      WORKER_WARPS, WORKER_REGS) if SOURCES else None,
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])
 
 

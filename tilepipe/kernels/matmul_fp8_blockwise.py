@@ -5,17 +5,20 @@ input stage as the operands (`BlockwiseFP8TileStorage`), so the main loop does n
 
 Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial fp32 sums, already promoted, meet
 through a workspace as in matmul.py): load (1 warp, TMA of A, B and the stage's scales), mma (8 warps: two wgmma
-warpgroups, promotion, epilogue into an output stage), store (1 warp, the shared TMA store role).
+warpgroups, promotion, epilogue into an output stage), store (1 warp, the shared TMA store role), and under stream-K
+the shared epilogue-load role (1 warp, TMA loads of the partial sums a finisher adds).
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma
 
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, store_role
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, store_role
 from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
 from tilepipe.pipeline.mma import warpgroup_local_wait
+from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
 from tilepipe.pipeline.tiles import InputTilePipeline
@@ -91,9 +94,11 @@ def promote_while_next_runs(consumer, k, in_flight, scale, acc, rows: gl.constex
 
 
 @gluon.jit
-def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles):
+def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched,
+                       k_tiles, STREAMK: gl.constexpr):
     """Per K tile a fresh wgmma partial sum, promoted in fp32 registers with the stage's scales while the next
-    K tile's wgmma runs: three 64 x BN fp32 tensors per thread (total, and two partial sums in turn).
+    K tile's wgmma runs: three 64 x BN fp32 tensors per thread (total, and two partial sums in turn). STREAMK:
+    stream-K's partial tiles pass through the output stages, in lockstep with `sources` (pipeline/partials.py).
 
     The main loop takes K tiles in pairs so the two partial sums swap roles by name, never by a register copy: a
     copy of a partial sum whose wgmma is still in flight makes ptxas serialize every wgmma of the kernel.
@@ -126,39 +131,46 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
             acc += last0 * gl.expand_dims(s0, 1)
         consumer = consumer.flush_releases()
         if work.finishes:
-            acc = work.add_partials(acc)
+            acc, outputs, sources = work.add_partials(acc, outputs, sources)
             with outputs.produce() as out:
+                if STREAMK:
+                    _, sources = sources.wait()  # this use's empty fill
                 out.tile().store(acc.to(outputs.tiles.dtype))
                 out.arrive()
         else:
-            work.publish_partial(acc)
+            outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
     outputs.drain()
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration
 def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, workspace, M, N, K, STAGES: gl.constexpr,
-                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SCHEDULE: gl.constexpr):
+                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SCHEDULE: gl.constexpr, partial_desc=None):
     """D = sum over K blocks kb of (A_kb @ B_kb^T) * sa[row, kb] * sb[col // 128, kb]; sa_desc is over scale_a^T
     (K blocks x M), sb_desc over scale_b^T (N blocks x K blocks). SCHEDULE: "static" or "streamk"; `workspace`:
-    stream-K's flags and partial tiles (unread by static)."""
+    stream-K's flags and partial tiles, which travel through `partial_desc` (unread by static)."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     gl.static_assert(BN == SCALE_BLOCK and BK == SCALE_BLOCK, "one B scale and one A scale column per K tile")
-    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True)
-    sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace)
-    inputs, outputs = allocate_roles(PLAN)
-    warp_specialize([(blockwise_mma_role, (inputs, outputs, sched, gl.cdiv(K, BK))),
+    STREAMK: gl.constexpr = SCHEDULE == "streamk"
+    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True,
+                                  streamk=STREAMK)
+    inputs, outputs, sources, load_order = allocate_roles(PLAN, STREAMK)
+    partials = PartialTiles.create(workspace, partial_desc, outputs.tiles, BN) if STREAMK else None
+    sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials)
+    warp_specialize([(blockwise_mma_role, (inputs, outputs, sources, sched, gl.cdiv(K, BK), STREAMK)),
                      (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, gl.cdiv(K, BK)),
                       WORKER_WARPS, WORKER_REGS),
-                     (store_role, (outputs, None, d_desc, sched, False), WORKER_WARPS, WORKER_REGS)])  # no C
+                     (store_role, (outputs, sources, d_desc, sched, STREAMK), WORKER_WARPS, WORKER_REGS),  # no C
+                     (epilogue_load_role, (sources, load_order, d_desc, sched, BN, False, False), WORKER_WARPS,
+                      WORKER_REGS) if STREAMK else None])
 
 
 def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str = "static", target: str = "sm_90a"):
     """blockwise_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec; `target`
-    "sm_100a": sm100_blockwise.py's kernel, which takes the same arguments."""
-    from tilepipe.kernels.spec import KernelSpec
+    "sm_100a": sm100_blockwise.py's kernel, which takes the same arguments but the partial-tile descriptor."""
+    from tilepipe.kernels.spec import KernelSpec, partial_signature
 
     fn = (f"{__name__}:blockwise_matmul_kernel" if target == "sm_90a" else
           "tilepipe.kernels.sm100_blockwise:sm100_blockwise_matmul_kernel")
@@ -169,6 +181,8 @@ def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str 
                        "sb_desc": tile_desc("fp32", BlockwiseFP8TileStorage.b_scale_tile),
                        "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "workspace": "*i32", "M": "i32",
                        "N": "i32", "K": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "SCHEDULE": "constexpr"},
-                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SCHEDULE": schedule},
+                       "GROUP_M": "constexpr", "SCHEDULE": "constexpr",
+                       **({"partial_desc": partial_signature(cfg, c_dtype, schedule)} if target == "sm_90a" else {})},
+                      {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SCHEDULE": schedule,
+                       **({} if schedule == "streamk" or target != "sm_90a" else {"partial_desc": None})},
                       target=target, num_warps=cfg.num_warps)

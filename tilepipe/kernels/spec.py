@@ -82,6 +82,17 @@ def tile_desc(dtype: str, block: Sequence[int], cga: tuple = (), kind: str = "ti
     return tdesc_signature(dtype, list(block), tile_layout(dtype, block, cga, kind))
 
 
+def partial_signature(cfg, c_dtype: str, schedule: str) -> str:
+    """The `partial_desc` argument of a GEMM with D of `c_dtype` under `schedule`: stream-K's descriptor over the
+    workspace's fp32 partial tiles, in one output stage's bytes (pipeline/partials.py: partial_box); else None."""
+    from tilepipe.pipeline.partials import partial_box
+    from tilepipe.pipeline.storage import dtype_of
+
+    if schedule != "streamk":
+        return "constexpr"
+    return tile_desc("fp32", partial_box(cfg.tile_m, cfg.tile_n, dtype_of(c_dtype).primitive_bitwidth))
+
+
 def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: dict, target: str,
               has_c: bool = False, source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
               schedule: str = "static") -> KernelSpec:
@@ -89,7 +100,7 @@ def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: di
     (a MatmulConfig: its cluster is CLUSTER_M x CLUSTER_N and the launch's num_ctas, its swap_ab SWAP_AB) for `target`, with the TMA
     `blocks` of A, B and C/D ({"a"/"b"/"c": (block, cga bases)}, kernels/matmul.py: operand_blocks); D of `c_dtype`,
     C (of `source_dtype`, default D's) in D's blocks when `has_c`, a per-column bias of `bias_dtype` when given;
-    `probe` is PROBE, `schedule` SCHEDULE."""
+    `probe` is PROBE, `schedule` SCHEDULE (stream-K: with the partial tiles' descriptor, partial_signature)."""
     from tilepipe.pipeline.probe import buffer_signature
 
     return KernelSpec(fn,
@@ -101,9 +112,10 @@ def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: di
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
                        "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "CLUSTER_M": "constexpr",
                        "CLUSTER_N": "constexpr", "SWAP_AB": "constexpr", "probe_buf": buffer_signature(probe),
-                       "PROBE": "constexpr"},
+                       "PROBE": "constexpr", "partial_desc": partial_signature(cfg, c_dtype, schedule)},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
                        "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule,
                        "CLUSTER_M": cfg.cluster_m, "CLUSTER_N": cfg.cluster_n, "SWAP_AB": cfg.swap_ab, "PROBE": probe,
-                       **({} if probe else {"probe_buf": None})},
+                       **({} if probe else {"probe_buf": None}),
+                       **({} if schedule == "streamk" else {"partial_desc": None})},
                       target=target, num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas})

@@ -26,11 +26,22 @@ class EpiLoadPipeline(GuardedTiles):
 
     @gluon.must_use_result("Rebind it: `sources = sources.load(c_desc, coords)`.")
     @gluon.jit
-    def load(self, c_desc, coords):
-        """Epilogue-load role: wait for a free stage, TMA-load the C tile at `coords` into it."""
+    def load(self, c_desc, coords, into=None):
+        """Epilogue-load role: wait for a free stage, TMA-load the box at `coords` into it (into the same stage of
+        `into` when given: stream-K's partial sums, pipeline/partials.py)."""
         stage = self.pipeline.acquire_producer()
         stage.expect_loads(c_desc)
-        tma.async_load(c_desc, coords, stage.mbar(), self.tiles.index(stage.index()))
+        tiles = self.tiles if into is None else into
+        tma.async_load(c_desc, coords, stage.mbar(), tiles.index(stage.index()))
+        return EpiLoadPipeline(stage.release(), self.tiles)
+
+    @gluon.must_use_result("Rebind it: `sources = sources.skip()`.")
+    @gluon.jit
+    def skip(self):
+        """Epilogue-load role: a use of the stage with nothing to load (an empty fill), keeping the ring in lockstep
+        with the output ring it shares its stages with (stream-K, pipeline/partials.py)."""
+        stage = self.pipeline.acquire_producer()
+        stage.arrive()
         return EpiLoadPipeline(stage.release(), self.tiles)
 
     @gluon.jit

@@ -6,29 +6,45 @@ of a global workspace and signals the slot's flag; the finisher adds each contri
 and then runs the tile's epilogue alone. A program is a contributor at most once (only the last part of its range
 can end inside a tile, and it walks its range backwards, so that part is its first unit), so slot = program id.
 
-The protocol, per slot, counted in warps of the role that runs it (T = its warps; lane 0 acts for its warp):
-  contributor  stores its partial; each warp `red.release` adds 1                -> flag reaches T
-  finisher     each warp spins (`ld.acquire`) until flag >= T, loads the slot;
-               each warp adds 1; the warp that brings it to 2T stores 0         -> flag back at 0
-so the workspace needs no host reset between launches (or CUDA-graph replays). Contributors never wait, and a
-finisher waits only for other programs' first units, so no wait depends on a waiting program.
+The sums travel by TMA through the output stages, in sub-tiles of a stage's bytes (`partial_box`), so the MMA
+warpgroups only write or read shared memory and go on:
+  contributor  mma: each sub-tile into an output stage; store: TMA-stores it into the slot, then (all of them
+               written, `store_wait` with writes) `fence.proxy.async.global` and a `red.release` add  -> flag 1
+  finisher     epilogue_load: spins (`ld.acquire`) until the flag is set and stores 0 (the slot's only reader),
+               `fence.proxy.async.global`, TMA-loads each sub-tile into a stage (the epi_load ring, like C);
+               mma adds it from shared memory
+Every use of an output stage passes epilogue_load (a fill or an empty arrival), mma and store in that order, so
+the epi_load ring runs in lockstep with the output ring and a fill never lands in a stage a store still reads.
+The proxy fences: TMA is the async proxy and the flag's release and acquire the generic one, and PTX orders two
+proxies' accesses only across a `fence.proxy.async` (the bulk group's completion, waited for with its writes, makes
+them performed; the fence then orders them before the release; the acquire is likewise fenced before the TMA
+reads). The flags rest at 0 between launches (or CUDA-graph replays): no host reset; the next launch rewrites a slot
+only after this one ended. Contributors never wait, and a finisher waits only for other programs' first units, so
+no wait depends on a waiting program.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma
 
 FLAG_WORDS = gl.constexpr(1024)
 """int32 flags ahead of the partial tiles in the workspace (one per program: at most this many programs)."""
 
-# Each asm runs in every thread of the role; lane 0 of each warp acts for its warp, after `bar.warp.sync`, which
-# orders the other lanes' memory operations with lane 0's (so a warp's release covers its lanes' stores, and its
-# lanes' loads follow its acquire). Per-warp instead of per-thread: 1/32 of the fences, spins and same-address atomics.
+
+def partial_box(rows: int, cols: int, out_bits: int) -> tuple[int, int]:
+    """The TMA box of a partial sub-tile of a rows x cols fp32 accumulator: the bytes of one output stage of
+    `out_bits`-bit D (half the columns for a 16-bit D: the even or the odd ones), so a sub-tile fills one stage."""
+    return rows, cols * out_bits // 32
+
+
+# Each asm runs in every thread of a one-warp role (the store and epilogue-load roles); lane 0 acts for the role, and
+# `bar.warp.sync` orders the other lanes' operations with lane 0's.
 
 
 def _lane_0(registers: str, body: str) -> gl.constexpr:
-    """An asm block that sets predicate `first` on lane 0 of each warp, declares `registers`, then runs `body`;
-    its result ($0) is always 0."""
+    """An asm block that sets predicate `first` on lane 0, declares `registers`, then runs `body`; its result ($0)
+    is always 0."""
     return gl.constexpr(f"""{{
  .reg .u32 lane;
  .reg .pred first;
@@ -40,74 +56,155 @@ def _lane_0(registers: str, body: str) -> gl.constexpr:
 }}""")
 
 
-_SIGNAL = _lane_0("", """ bar.warp.sync -1;
+# store role, after its bulk stores completed: every lane orders the async proxy's writes before the generic proxy
+# (the lane that issued them among them), then lane 0 releases the flag
+_SIGNAL = _lane_0("", """ fence.proxy.async.global;
+ bar.warp.sync -1;
  @first red.release.gpu.global.add.s32 [$1], 1;""")
-_WAIT = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra waited;
+# epilogue-load role: lane 0 acquires the flag and retires it (the slot's only reader), then every lane orders the
+# acquire before the TMA reads that follow (whichever lane issues them)
+_TAKE = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra taken;
  wait_flag:
  ld.acquire.gpu.global.s32 seen, [$1];
- setp.lt.s32 early, seen, $2;
+ setp.eq.s32 early, seen, 0;
  @early bra wait_flag;
- waited:
- bar.warp.sync -1;""")
-_RETIRE = _lane_0(".reg .s32 before;\n .reg .pred last;", """ @first atom.relaxed.gpu.global.add.s32 before, [$1], 1;
- setp.eq.and.s32 last, before, $2, first;
- @last st.relaxed.gpu.global.s32 [$1], 0;""")
+ st.relaxed.gpu.global.s32 [$1], 0;
+ taken:
+ bar.warp.sync -1;
+ fence.proxy.async.global;""")
 
 
 @gluon.jit
-def _per_thread(asm: gl.constexpr, flag, operand):
-    """`asm` run exactly once by every thread of the calling role (one element per thread)."""
-    threads: gl.constexpr = 32 * gl.num_warps()
-    one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    flags = flag + gl.zeros([threads], gl.int32, one)
-    return gl.inline_asm_elementwise(asm, "=r,l,r", [flags, gl.full([threads], operand, gl.int32, one)],
-                                     dtype=gl.int32, is_pure=False, pack=1)
+def _on_flag(asm: gl.constexpr, flag):
+    """`asm` run exactly once by every thread of the calling one-warp role, on `flag`."""
+    gl.static_assert(gl.num_warps() == 1, "lane 0 of a one-warp role signals and takes a flag")
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    return gl.inline_asm_elementwise(asm, "=r,l", [flag + gl.zeros([32], gl.int32, one)], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _split(acc, COUNT: gl.constexpr):
+    """A register tile as COUNT (1 or 2) sub-tiles without moving data: its even and its odd columns, since column
+    bit 0 of the wgmma layout is a register bit at every tile width (the slot keeps them as two planes; only the
+    finisher reads it, through the same split)."""
+    gl.static_assert(COUNT == 1 or COUNT == 2, "a partial sub-tile is a whole or a half stage of 16- or 32-bit D")
+    BM: gl.constexpr = acc.shape[0]
+    BN: gl.constexpr = acc.shape[1]
+    if COUNT == 1:
+        parts = (acc, )
+    else:
+        parts = gl.split(acc.reshape([BM, BN // 2, 2]))
+    return parts
+
+
+@gluon.jit
+def _join(parts, layout: gl.constexpr):
+    """The register tile (in `layout`) whose sub-tiles _split gave."""
+    if len(parts) == 1:
+        acc = parts[0]
+    else:
+        joined = gl.join(parts[0], parts[1])
+        acc = gl.convert_layout(joined.reshape([joined.shape[0], joined.shape[1] * 2]), layout)  # the same layout
+    return acc
+
+
+@gluon.jit
+def _settled(x):
+    """x, computed where it stands: an opaque (side-effecting) copy keeps LLVM from sinking a sub-tile's adds to the
+    end of the finisher's loop, where every sub-tile's loaded values would be live at once (and spill)."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.float32, is_pure=False, pack=1)
 
 
 @aggregate
 class PartialTiles:
-    """The workspace: FLAG_WORDS int32 flags, then one BM x BN fp32 partial tile per program."""
+    """The workspace's FLAG_WORDS int32 flags; `desc`, a TMA descriptor over its fp32 partial tiles (slot p's
+    tile at rows p * BM, in partial_box boxes); `stages`, the output stages seen as such boxes (same bytes)."""
     flags: gl.tensor
-    sums: gl.tensor
+    desc: tma.tensor_descriptor
+    stages: gl.shared_memory_descriptor
+    COUNT: gl.constexpr
 
     @gluon.jit
-    def create(workspace):
-        """From the int32 workspace pointer (host/launch.py: scheduler_workspace)."""
-        return PartialTiles(workspace, (workspace + FLAG_WORDS).to(gl.pointer_type(gl.float32), bitcast=True))
+    def create(workspace, desc, out_tiles, BN: gl.constexpr):
+        """From the int32 workspace pointer (host/launch.py: scheduler_workspace), the partials' descriptor, the
+        output stages (`OutputTileStorage` tiles) and the accumulator's columns BN."""
+        stages = out_tiles.reinterpret(gl.float32, [out_tiles.shape[0]] + desc.block_type.shape, desc.layout)
+        return PartialTiles(workspace, desc, stages, BN // desc.block_type.shape[1])
 
     @gluon.jit
-    def _offsets(self, slot, acc):
-        """Pointers to `slot`'s elements, and the row indices, in the accumulator's own layout. Any one-to-one map of
-        the tile works (both sides use this one); this one gives each warp's 8-byte register pair 256 contiguous
-        bytes under Hopper's wgmma layout (warp = row // 16, lane = 4 * (row % 8) + (col % 8) // 2, pair = 2 * (col
-        // 8) + (row % 16) // 8), so stores and loads coalesce."""
-        layout: gl.constexpr = acc.type.layout
-        BM: gl.constexpr = acc.shape[0]
-        BN: gl.constexpr = acc.shape[1]
-        THREADS: gl.constexpr = BM // 16 * 32
-        row_ids = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
-        rows = row_ids[:, None]
-        cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))[None, :]
-        thread = rows // 16 * 32 + rows % 8 * 4 + cols % 8 // 2
-        pair = cols // 8 * 2 + rows % 16 // 8
-        offsets = gl.max_contiguous(gl.multiple_of((pair * THREADS + thread) * 2 + cols % 2, [1, 2]), [1, 2])
-        return self.sums + slot * (BM * BN) + offsets, row_ids
+    def send(self, acc, outputs, sources):
+        """Contributor's mma role: each sub-tile of `acc` into an output stage for the store role; returns
+        (outputs, sources), advanced."""
+        parts = _split(acc, self.COUNT)
+        for j in gl.static_range(self.COUNT):
+            with outputs.produce() as out:
+                _, sources = sources.wait()  # the empty fill of this use (epi_load in lockstep)
+                self.stages.index(out.index()).store(parts[j])
+                out.arrive()
+        return outputs, sources
 
     @gluon.jit
-    def publish(self, acc, slot):
-        """Contributor: store `acc` into `slot`, then signal it (release: the stores are visible first)."""
-        ptrs, _ = self._offsets(slot, acc)
-        gl.store(ptrs, acc)
-        _per_thread(_SIGNAL, self.flags + slot, 0)
+    def split(self, acc):
+        """The finisher's accumulator as the column sub-tiles `receive` adds to (join() puts it back)."""
+        return _split(acc, self.COUNT)
 
     @gluon.jit
-    def add(self, acc, slot):
-        """Finisher: wait for `slot`'s signal, return acc + its partial, and retire the slot."""
-        warps: gl.constexpr = gl.num_warps()
-        ptrs, rows = self._offsets(slot, acc)
-        # every lane runs the wait once per row it holds (all lanes hold equally many); the loads depend on its zero
-        ready = gl.inline_asm_elementwise(_WAIT, "=r,l,r", [self.flags + slot + rows * 0, gl.full(rows.shape, warps,
-                                          gl.int32, rows.type.layout)], dtype=gl.int32, is_pure=False, pack=1)
-        acc = acc + gl.load(ptrs + gl.multiple_of(ready, 16)[:, None])  # (zero: keeps the loads vectorized)
-        _per_thread(_RETIRE, self.flags + slot, 2 * warps - 1)
-        return acc
+    def join(self, parts, layout: gl.constexpr):
+        return _join(parts, layout)
+
+    @gluon.jit
+    def receive(self, parts, outputs, sources):
+        """Finisher's mma role: the column sub-tiles `parts` (split()) plus a contributor's, one stage each as
+        the epilogue-load role brings them; returns (parts, outputs, sources), advanced."""
+        for j in gl.static_range(self.COUNT):
+            with outputs.produce() as out:
+                _, sources = sources.wait()
+                part = _settled(parts[j] + self.stages.index(out.index()).load(parts[j].type.layout))
+                if j == 0:
+                    parts = (part, ) + parts[1:]
+                else:
+                    parts = (parts[0], part)
+                out.arrive()  # nothing to store: the store role passes the stage on
+        return parts, outputs, sources
+
+    @gluon.jit
+    def store(self, slot, outputs, sources):
+        """Contributor's store role: TMA-store the COUNT sub-tiles into `slot`, then signal it once they are
+        written; returns (outputs, sources), advanced."""
+        BM: gl.constexpr = self.desc.block_type.shape[0]
+        SUB: gl.constexpr = self.desc.block_type.shape[1]
+        for j in gl.static_range(self.COUNT):
+            with outputs.consume() as out:
+                tma.async_store(self.desc, [slot * BM, j * SUB], self.stages.index(out.index()))
+                tma.store_wait(0)  # read: the stage may be refilled
+                sources = sources.release()
+        tma.store_wait(0, read_only=False)  # written (performed), before the proxy fence and the release
+        _on_flag(_SIGNAL, self.flags + slot)
+        return outputs, sources
+
+    @gluon.jit
+    def pass_on(self, outputs, sources):
+        """Finisher's store role: free the COUNT stages one received partial used; returns (outputs, sources)."""
+        for j in gl.static_range(self.COUNT):
+            with outputs.consume() as out:
+                sources = sources.release()
+        return outputs, sources
+
+    @gluon.jit
+    def fetch(self, slot, sources):
+        """Finisher's epilogue-load role: wait for `slot`'s signal, retire it, TMA-load its COUNT sub-tiles into
+        the stages in turn; returns `sources`, advanced."""
+        BM: gl.constexpr = self.desc.block_type.shape[0]
+        SUB: gl.constexpr = self.desc.block_type.shape[1]
+        _on_flag(_TAKE, self.flags + slot)
+        for j in gl.static_range(self.COUNT):
+            sources = sources.load(self.desc, [slot * BM, j * SUB], self.stages)
+        return sources
+
+    @gluon.jit
+    def skip(self, sources):
+        """Contributor's epilogue-load role: the empty fills of the COUNT stages its partial sum passes through."""
+        for j in gl.static_range(self.COUNT):
+            sources = sources.skip()
+        return sources

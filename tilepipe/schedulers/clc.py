@@ -68,7 +68,8 @@ class ClcTileScheduler:
     response: gl.shared_memory_descriptor
 
     @gluon.jit
-    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
+                    partials=None):
         """The scheduler a GEMM kernel builds from its problem and its allocated pipelines (the `clc` ring); it needs
         no workspace."""
         clc_ring = pipelines.clc

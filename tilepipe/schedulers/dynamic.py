@@ -63,7 +63,8 @@ class DynamicTileScheduler:
     counter: gl.tensor
 
     @gluon.jit
-    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
+                    partials=None):
         """The scheduler a GEMM kernel builds from its problem, its allocated pipelines (the `clc` ring) and its
         workspace (word 0 is the tile counter)."""
         return DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines.clc, workspace)

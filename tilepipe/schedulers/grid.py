@@ -56,6 +56,17 @@ class TileWork:
         return 0, k_tiles
 
     @gluon.jit
-    def add_partials(self, acc):
-        """The finisher's accumulator plus the other programs' partial sums of the tile (none here)."""
-        return acc
+    def add_partials(self, acc, outputs, sources):
+        """The finisher's mma role: its accumulator plus the other programs' partial sums of the tile (none here),
+        and the output and source pipelines, advanced past the stages those used (stream-K: schedulers/streamk.py)."""
+        return acc, outputs, sources
+
+    @gluon.jit
+    def pass_partials(self, outputs, sources):
+        """The finisher's store role: free the stages the partial sums used (none here)."""
+        return outputs, sources
+
+    @gluon.jit
+    def fetch_partials(self, sources):
+        """The finisher's epilogue-load role: load the partial sums into the stages (none here)."""
+        return sources

@@ -42,7 +42,8 @@ class StaticTileScheduler:
         return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M))
 
     @gluon.jit
-    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
+                    partials=None):
         """The scheduler a GEMM kernel builds from its problem, its allocated pipelines and its workspace (this
         one needs neither)."""
         return StaticTileScheduler.create(M, N, BM, BN, GROUP_M)

@@ -23,20 +23,21 @@ class StreamKTileScheduler:
     partials: PartialTiles
 
     @gluon.jit
-    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace):
-        """The scheduler a GEMM kernel builds from its problem and its workspace (no pipelines of its own)."""
-        return StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, workspace)
+    def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
+                    partials=None):
+        """The scheduler a GEMM kernel builds from its problem and its partial tiles (no pipelines of its own)."""
+        return StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, partials)
 
     @gluon.jit
-    def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, workspace):
-        """`k_tiles`: the kernel's k-steps a tile; `workspace`: the flags and partial tiles (host/launch.py: scheduler_workspace)."""
+    def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, partials: PartialTiles):
+        """`k_tiles`: the kernel's k-steps a tile; `partials`: the workspace's flags and partial tiles and the
+        stages they travel through (pipeline/partials.py)."""
         grid = TileGrid.create(M, N, BM, BN, GROUP_M)
         programs = gl.num_programs(0)
         waves = grid.num_tiles // programs
         ragged = grid.num_tiles % programs != 0
         dp_tiles = gl.where(ragged, gl.maximum(waves - 1, 0) * programs, grid.num_tiles)
-        return StreamKTileScheduler(grid, k_tiles, dp_tiles, (grid.num_tiles - dp_tiles) * k_tiles,
-                                    PartialTiles.create(workspace))
+        return StreamKTileScheduler(grid, k_tiles, dp_tiles, (grid.num_tiles - dp_tiles) * k_tiles, partials)
 
     @gluon.jit
     def first_step(self, program):
@@ -95,22 +96,58 @@ class StreamKWork(TileWork):
         return self.k_begin, self.k_end
 
     @gluon.jit
-    def add_partials(self, acc):
-        """Finisher: add the partial sums of the earlier programs whose stream-K ranges end inside this tile. Each
-        is that program's first stream-K unit, after only whole tiles, so it never waits itself; empty ranges
-        publish nothing. A whole tile has none."""
+    def next_partial(self, program, stop):
+        """The contributor below `program` whose stream-K range ends at `stop` inside this tile, skipping empty
+        ranges (which publish nothing): (its slot, its range's start), or slot -1 when there is none. Each is that
+        program's first stream-K unit, after only whole tiles, so it never waits itself. A whole tile has none."""
         tile_first = (self.tile_id - self.sched.dp_tiles) * self.sched.k_tiles
-        program = gl.where(self.tile_id < self.sched.dp_tiles, -1, gl.program_id(0) - 1)
-        stop = self.start
-        while (program >= 0) & (stop > tile_first):
-            start = self.sched.first_step(program)
-            if start < stop:
-                acc = self.sched.partials.add(acc, program)
+        program = gl.where(self.tile_id < self.sched.dp_tiles, -1, program - 1)
+        start = self.sched.first_step(gl.maximum(program, 0))
+        while (program >= 0) & (stop > tile_first) & (start == stop):
             program -= 1
-            stop = start
-        return acc
+            start = self.sched.first_step(gl.maximum(program, 0))
+        return gl.where((program >= 0) & (stop > tile_first), program, -1), start
 
     @gluon.jit
-    def publish_partial(self, acc):
-        """Contributor: hand this unit's partial sum to the tile's finisher."""
-        self.sched.partials.publish(acc, gl.program_id(0))
+    def add_partials(self, acc, outputs, sources):
+        """Finisher's mma role: acc plus the partial sums of the earlier programs whose stream-K ranges end inside
+        this tile, from the stages the epilogue-load role fills (fetch_partials); returns (acc, outputs, sources)."""
+        parts = self.sched.partials.split(acc)  # carried split through the loop: a join per add spills
+        slot, stop = self.next_partial(gl.program_id(0), self.start)
+        while slot >= 0:
+            parts, outputs, sources = self.sched.partials.receive(parts, outputs, sources)
+            slot, stop = self.next_partial(slot, stop)
+        return self.sched.partials.join(parts, acc.type.layout), outputs, sources
+
+    @gluon.jit
+    def pass_partials(self, outputs, sources):
+        """Finisher's store role: the stages each partial sum used go back to the ring unstored."""
+        slot, stop = self.next_partial(gl.program_id(0), self.start)
+        while slot >= 0:
+            outputs, sources = self.sched.partials.pass_on(outputs, sources)
+            slot, stop = self.next_partial(slot, stop)
+        return outputs, sources
+
+    @gluon.jit
+    def fetch_partials(self, sources):
+        """Finisher's epilogue-load role: wait for each contributor's signal and TMA-load its partial sum."""
+        slot, stop = self.next_partial(gl.program_id(0), self.start)
+        while slot >= 0:
+            sources = self.sched.partials.fetch(slot, sources)
+            slot, stop = self.next_partial(slot, stop)
+        return sources
+
+    @gluon.jit
+    def publish_partial(self, acc, outputs, sources):
+        """Contributor's mma role: hand this unit's partial sum to the store role through the output stages."""
+        return self.sched.partials.send(acc, outputs, sources)
+
+    @gluon.jit
+    def store_partial(self, outputs, sources):
+        """Contributor's store role: TMA-store the partial sum into this program's slot and signal the finisher."""
+        return self.sched.partials.store(gl.program_id(0), outputs, sources)
+
+    @gluon.jit
+    def skip_partial(self, sources):
+        """Contributor's epilogue-load role: the empty fills of the stages the partial sum passes through."""
+        return self.sched.partials.skip(sources)

@@ -65,30 +65,56 @@ def dynamic_roles(has_c: bool) -> tuple[Role, ...]:
     return (*roles, scheduler)
 
 
-def streamk_roles(has_c: bool) -> tuple[Role, ...]:
+def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role") -> tuple[Role, ...]:
     """matmul_roles under stream-K, within one program (tilepipe/schedulers/streamk.py): whole tiles (`tiles`), then
     at most one unit that ends inside a tile (`partial`, over `k_part` k-steps), then units that end their tiles
-    (`after`). The unit inside a tile runs no epilogue: the mma role retires its k-steps and publishes the sum to
-    the tile's finisher through global memory (not modelled), the load role signals no load order, and the store
-    and epilogue-load roles skip it."""
-    partial_units = {"mma": (loop("k", "k_part", *consume("input")), Flush("input")),
-                     "load": (loop("k", "k_part", *produce("input")), )}
-    roles = []
-    for role in matmul_roles(has_c):
-        tiles, *tail = role.program
-        partial = partial_units.get(role.name)
-        program = (tiles, *((loop("part", "partial", *partial), ) if partial else ()),
-                   replace(tiles, var="after", count="after"), *tail)
-        roles.append(replace(role, program=program))
-    return tuple(roles)
+    (`after`). Partial sums travel through the output stages (pipeline/partials.py): the contributing unit's mma
+    role writes `subs` sub-tiles into output stages, which the store role TMA-stores; before each finishing unit's
+    epilogue the epilogue-load role fills `sums` stages with the contributors' sub-tiles, which the mma role adds
+    and the store role passes on. Every stage use passes epilogue_load (a fill or an empty arrival), mma and store,
+    so the epi_load ring exists with or without C. The slots' flags are global memory (not modelled); the load role
+    signals no load order for the contributing unit."""
+    with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    mma_use = produce("output", *wait_filled("epi_load"))
+    store_use = consume("output", *consume("epi_load"))
+    fill = produce("epi_load")
+    mma = Role("mma", mma_fn, (
+        loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"), *mma_use),
+        loop("part", "partial", loop("k", "k_part", *consume("input")), Flush("input"), loop("sub", "subs", *mma_use)),
+        loop("after", "after", loop("k", "k", *consume("input")), Flush("input"), loop("sum", "sums", *mma_use),
+             *mma_use),
+        Drain("output")), release_lag=(("input", 1), ))
+    load = Role("load", load_fn, (
+        loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
+        loop("part", "partial", loop("k", "k_part", *produce("input"))),
+        loop("after", "after", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
+        Drain("input"), *with_c(Drain("load_order"))))
+    store = Role("store", "store_role", (
+        loop("tile", "tiles", *store_use), loop("part", "partial", loop("sub", "subs", *store_use)),
+        loop("after", "after", loop("sum", "sums", *store_use), *store_use)))
+    epilogue_load = Role("epilogue_load", "epilogue_load_role", (
+        loop("tile", "tiles", *with_c(*consume("load_order")), *fill),
+        loop("part", "partial", loop("sub", "subs", *fill)),
+        loop("after", "after", loop("sum", "sums", *fill), *with_c(*consume("load_order")), *fill),
+        Drain("epi_load")))
+    return (mma, load, store, epilogue_load)
 
 
-def streamk_cases(stages: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+def streamk_cases(stages: int, subs: int) -> tuple[tuple[tuple[str, int], ...], ...]:
     """Stream-K programs: a contributing unit alone, after whole tiles, before finishing units, between both, and
-    finishing units only; 1 and `stages` + 1 k-steps a unit, 1 and `stages` in the contributing one."""
-    return tuple((("tiles", tiles), ("partial", partial), ("after", after), ("k", k), ("k_part", k_part))
+    finishing units only; 1 and `stages` + 1 k-steps a unit, 1 and `stages` in the contributing one; `subs` stages
+    a partial sum, and finishing units that add none, one or two of them."""
+    return tuple((("tiles", tiles), ("partial", partial), ("after", after), ("k", k), ("k_part", k_part),
+                  ("subs", subs), ("sums", sums * subs))
                  for tiles, partial, after in ((0, 1, 0), (1, 1, 0), (0, 1, 1), (1, 1, 1), (2, 0, 1))
-                 for k in (1, stages + 1) for k_part in (1, stages))
+                 for k in (1, stages + 1) for k_part in (1, stages) for sums in ((0, 1, 2) if after else (0, )))
+
+
+def partial_subtiles(c_dtype: str) -> int:
+    """Output stages one partial sum takes: an fp32 tile in stages of `c_dtype` D (pipeline/partials.py)."""
+    from tilepipe.pipeline.storage import dtype_of
+
+    return 32 // dtype_of(c_dtype).primitive_bitwidth
 
 
 def matmul_configs() -> dict[str, MatmulConfig]:
@@ -112,10 +138,11 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     cm, cn = args.get("cluster", (1, 1))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
-                          cluster_n=cn, swap_ab=args.get("swap_ab", False))
+                          cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk")
     roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
                     "dynamic": (dynamic_roles(has_c), tile_cases(cfg.stages)),
-                    "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages))}[schedule]
+                    "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
+                    }[schedule]
     if cm * cn > 1:
         cases = trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1))
     config = f"{name} stages={cfg.stages} c_stages={cfg.c_stages}" + (" (one program)" if schedule == "streamk" else "")
@@ -142,7 +169,8 @@ def swap_protocols() -> list[Protocol]:
 
 
 def fp8_protocols() -> list[Protocol]:
-    """tilepipe/kernels/matmul_fp8.py in every configuration tilepipe.api.fp8 may choose (bf16 and fp32 output)."""
+    """tilepipe/kernels/matmul_fp8.py in every configuration tilepipe.api.fp8 may choose (bf16 and fp32 output),
+    under the static and the stream-K schedule (which adds the epilogue-load role: streamk_roles)."""
     import torch
 
     from tilepipe.kernels.matmul_fp8 import fp8_plan, scaled_spec
@@ -151,16 +179,19 @@ def fp8_protocols() -> list[Protocol]:
     protocols = []
     for blockwise in (False, True):
         for out_dtype, c_dtype in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
-            for cfg in fp8_configs(blockwise, out_dtype):
+            for cfg, schedule in product(fp8_configs(blockwise, out_dtype), ("static", "streamk")):
+                streamk = schedule == "streamk"
                 plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
-                                   "fp8e4nv", c_dtype, blockwise)
-                roles = (matmul_roles(False, "blockwise_mma_role", "blockwise_load_role") if blockwise
-                         else matmul_roles(False, "scaled_mma_role"))
-                spec = ((lambda cfg=cfg, c=c_dtype: blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", c)) if blockwise
-                        else (lambda cfg=cfg, c=c_dtype: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", c, True)))
+                                   "fp8e4nv", c_dtype, blockwise, streamk=streamk)
+                fns = ("blockwise_mma_role", "blockwise_load_role") if blockwise else ("scaled_mma_role", )
+                roles, cases = ((streamk_roles(False, *fns), streamk_cases(cfg.stages, partial_subtiles(c_dtype)))
+                                if streamk else (matmul_roles(False, *fns), tile_cases(cfg.stages)))
+                spec = ((lambda cfg=cfg, c=c_dtype, s=schedule: blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", c, s))
+                        if blockwise else
+                        (lambda cfg=cfg, c=c_dtype, s=schedule: scaled_spec(cfg, "fp8e4nv", "fp8e4nv", c, True, s)))
                 name = f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> {c_dtype}"
-                protocols.append(Protocol("matmul_fp8 " + ("blockwise" if blockwise else "scaled"), name,
-                                          plan_storages(plan), roles, tile_cases(cfg.stages), spec))
+                kernel = "matmul_fp8 " + ("blockwise" if blockwise else "scaled") + (" streamk" if streamk else "")
+                protocols.append(Protocol(kernel, name, plan_storages(plan), roles, cases, spec))
     cfg = fp8_configs(False, torch.bfloat16)[0]  # two-CTA clusters: both CTAs over the multicast input ring
     for m, n in ((2, 1), (1, 2)):
         plan = fp8_plan.fn(cfg.block_m * m, cfg.block_n * n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
@@ -172,11 +203,15 @@ def fp8_protocols() -> list[Protocol]:
                                   trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)),
                                   lambda pair=pair: scaled_spec(pair, "fp8e4nv", "fp8e4nv", "bf16", True), ctas=2))
     swap = configs.swap_config(32, torch.bfloat16, kernel="scaled")  # swap-AB: D's tile transposed in the outputs
-    plan = fp8_plan.fn(swap.block_m, swap.block_n, swap.block_k, swap.stages, swap.c_stages, "fp8e4nv", "fp8e4nv",
-                       "bf16", swap_ab=True)
-    protocols.append(Protocol("matmul_fp8 scaled swap-AB", f"swap_config(M=32) stages={swap.stages} -> bf16",
-                              plan_storages(plan), matmul_roles(False, "scaled_mma_role"), tile_cases(swap.stages),
-                              lambda: scaled_spec(swap, "fp8e4nv", "fp8e4nv", "bf16", True)))
+    for schedule in ("static", "streamk"):
+        streamk = schedule == "streamk"
+        plan = fp8_plan.fn(swap.block_m, swap.block_n, swap.block_k, swap.stages, swap.c_stages, "fp8e4nv", "fp8e4nv",
+                           "bf16", swap_ab=True, streamk=streamk)
+        roles, cases = ((streamk_roles(False, "scaled_mma_role"), streamk_cases(swap.stages, partial_subtiles("bf16")))
+                        if streamk else (matmul_roles(False, "scaled_mma_role"), tile_cases(swap.stages)))
+        protocols.append(Protocol("matmul_fp8 scaled swap-AB" + (" streamk" if streamk else ""),
+                                  f"swap_config(M=32) stages={swap.stages} -> bf16", plan_storages(plan), roles, cases,
+                                  lambda s=schedule: scaled_spec(swap, "fp8e4nv", "fp8e4nv", "bf16", True, s)))
     return protocols
 
 
@@ -377,7 +412,7 @@ def unchecked_reason(variant: Variant) -> str | None:
 
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
+    schedule = variant.options.get("schedule", "static")
     if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
-        schedule = variant.options.get("schedule", "static")  # variant's own
-        return variant.name if schedule != "static" else variant.name.rsplit(" ", 1)[0]
-    return variant.kernel
+        return variant.name if schedule != "static" else variant.name.rsplit(" ", 1)[0]  # variant's own
+    return f"{variant.kernel} streamk" if schedule == "streamk" else variant.kernel  # FP8: stream-K adds a role
