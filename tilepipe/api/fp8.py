@@ -20,8 +20,8 @@ import torch
 from tilepipe.api.matmul import check_cluster, check_swap_ab
 from tilepipe.host.checks import (check_block_scaled, check_fp8_operands, check_no_overlap, check_out,
                                   check_out_dtype, elements_per_byte, scaling_of)
-from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_for, sm100_block_scaled_config,
-                                   sm100_blockwise_config, sm100_fp8_config)
+from tilepipe.host.configs import (SM100_BLOCKWISE_CONFIGS, MatmulConfig, fp8_config_for, fp8_schedule_for,
+                                   sm100_block_scaled_config, sm100_blockwise_config, sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
 from tilepipe.host.launch import (TMA_ALIGN_BYTES, LauncherCache, LaunchPlan, TmaOperand, persistent_grid,
                                   partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor)
@@ -95,10 +95,11 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
                          "cluster_n = 1, swap_ab=False)")
     if arch == "sm_100a" and mode == "blockwise":
         cfg, schedule = config or sm100_blockwise_config(out_dtype), "static"
-        if (cfg.block_m, cfg.block_n, cfg.block_k, cfg.c_stages) != (128, 128, 128, 1):
-            raise ValueError(f"config: the sm_100a blockwise FP8 kernel takes 128 x 128 x 128 tiles and c_stages = 1 "
-                             f"(one D buffer); got {cfg.block_m} x {cfg.block_n} x {cfg.block_k}, c_stages = "
-                             f"{cfg.c_stages}")
+        tile = SM100_BLOCKWISE_CONFIGS[0]
+        if (cfg.block_m, cfg.block_n, cfg.block_k, cfg.c_stages) != (tile.block_m, tile.block_n, tile.block_k, 1):
+            raise ValueError(f"config: the sm_100a blockwise FP8 kernel takes {tile.block_m} x {tile.block_n} x "
+                             f"{tile.block_k} tiles and c_stages = 1 (one D buffer); got {cfg.block_m} x "
+                             f"{cfg.block_n} x {cfg.block_k}, c_stages = {cfg.c_stages}")
     elif arch == "sm_100a":
         cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
     else:

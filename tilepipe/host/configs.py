@@ -64,8 +64,8 @@ STREAMK_FIXUP_US = 10.0
 (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
 14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json). Those launches add
 one partial a finisher; streamk_fixup_us scales it to other tiles and shares. Measured with the partial tiles moved
-by the mma warps themselves; through shared memory and TMA (row 42) it is predicted at about half: unchanged here
-until measured, since it moves schedule_for's choices."""
+by the mma warps themselves; through shared memory and TMA (docs/perf-log.md row 46) about 2 us a launch less was
+measured (shapes-h100-v9.json): not refit yet, since that moves schedule_for's choices."""
 
 UNIT_FILL_US = 2.5
 """What a unit of work's first k-step costs over a steady one (its pipeline fills): about 2.5 us against 0.75 at
@@ -231,6 +231,22 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sm
     return {bound: loops[bound], "fixup": fixup, "launch": LAUNCH_US, "swap": swap_us}
 
 
+LOOP_BOUNDS = ("mma", "stream", "dram")
+"""The main-loop terms of predicted_parts, one of which it keeps: the kernel's bound."""
+
+
+def loop_bound(parts: dict[str, float]) -> str:
+    """Which of LOOP_BOUNDS limits the main loops in predicted_parts' `parts`."""
+    return next(name for name in LOOP_BOUNDS if name in parts)
+
+
+def floor_us(M: int, N: int, K: int, sms: int, in_bytes: int = 2, out_bytes: int = 2,
+             sm_flops: float = SM_FLOPS) -> float:
+    """What no kernel beats at the model's rates: every FLOP on every SM, or every operand and output byte once."""
+    dram = ((M + N) * K * in_bytes + M * N * out_bytes) / DRAM_BYTES_PER_US
+    return max(2.0 * M * N * K / (sms * sm_flops) * 1e6, dram)
+
+
 def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> float:
     """What the partial tiles add to a stream-K (or split-K) launch: one fp32 tile's trip through memory (half of
     STREAMK_FIXUP_US at 128x256, by area) for the contributors' stores (made at once), and one for each partial its
@@ -389,6 +405,7 @@ BM x BN D buffer. Two 128-column TMEM partial buffers. A tuple, like SM100_CONFI
 configurations (verify/protocols.py: matmul_configs) take every bare MatmulConfig here."""
 
 
+@cache
 def sm100_blockwise_config(out_dtype: torch.dtype) -> MatmulConfig:
     """SM100_BLOCKWISE_CONFIGS' one tile with as many stages as fit beside the scale ring and D's buffer (fp8e4nv
     operands)."""

@@ -22,10 +22,10 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (DECODE_M, DRAM_BYTES_PER_US, FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, choose_config,
-                                   config_for, default_configs, fp8_config_for, fp8_configs, fp8_schedule_for,
-                                   predict_us, predicted_parts, schedule_candidates, schedule_for, schedule_programs,
-                                   swap_config)
+from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, choose_config, config_for,
+                                   default_configs, floor_us, fp8_config_for, fp8_configs, fp8_schedule_for,
+                                   loop_bound, predict_us, predicted_parts, schedule_candidates, schedule_for,
+                                   schedule_programs, swap_config)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -179,9 +179,8 @@ def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result
     sms = sm_count(torch.cuda.current_device())
     programs = schedule_programs(M, N, K, cfg, sms, schedule)
     in_bytes, flops = (1, FP8_SM_FLOPS) if group.startswith("FP8") else (2, SM_FLOPS)
-    parts = predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, 2, flops)
-    bound = next(name for name in ("mma", "stream", "dram") if name in parts)
-    floor = max(2.0 * M * N * K / (sms * flops) * 1e6, ((M + N) * K * in_bytes + M * N * 2) / DRAM_BYTES_PER_US)
+    bound = loop_bound(predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, 2, flops))
+    floor = floor_us(M, N, K, sms, in_bytes, 2, flops)
     return ShapeRow(f"{M}x{N}x{K}", variant, baseline, *result[:3], err, result[3], group, describe(cfg), schedule,
                     programs, round(predicted, 2), us(result[0]), us(result[1]), schedules, bound, round(floor, 2))
 

@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from tilepipe.host.configs import (DRAM_BYTES_PER_US, FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, predicted_parts)
+from tilepipe.host.configs import FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, floor_us, loop_bound, predicted_parts
 
 CHOICE_MARGIN = 1.02
 """A timed candidate this much faster than the chosen kernel counts as a better choice missed."""
@@ -51,9 +51,9 @@ def gaps(record: dict, kernels: dict, sms: int = 132) -> list[dict]:
         M, N, K = map(int, row["shape"].split("x"))
         fp8 = row["group"].startswith("FP8")
         in_bytes, flops = (1, FP8_SM_FLOPS) if fp8 else (2, SM_FLOPS)
-        parts = predicted_parts(M, N, K, config_of(row["config"]), row["schedule"], sms, in_bytes, 2, flops)
-        bound = next(name for name in ("mma", "stream", "dram") if name in parts)
-        floor = max(2.0 * M * N * K / (sms * flops) * 1e6, ((M + N) * K * in_bytes + M * N * 2) / DRAM_BYTES_PER_US)
+        bound = loop_bound(predicted_parts(M, N, K, config_of(row["config"]), row["schedule"], sms, in_bytes, 2,
+                                           flops))
+        floor = floor_us(M, N, K, sms, in_bytes, 2, flops)
         chosen = (row["schedule"], f"{row['config']} {row['schedule']}")  # the chosen kernel timed alone
         timed = {name: t["measured_us"] for name, t in row["schedules"].items()
                  if t.get("measured_us") and name not in chosen}
@@ -86,10 +86,10 @@ def format_gaps(entries: list[dict]) -> str:
               "baseline tile, cluster, split-K", "reasons")]
     for e in entries:
         k = e["baseline_kernel"]
+        baseline = f"{k['tile']}, {k['cluster']}, {'yes' if k['split_k'] else 'no'}"
         table.append((e["group"], e["shape"], f"{e['ratio']:.3f} ({min(e['pairs']):.2f}-{max(e['pairs']):.2f})",
                       f"{e['ours_us']:.1f} / {e['baseline_us']:.1f}", e["config"], f"{e['ceiling']:.3f}",
-                      f"{e['bound']}, {e['floor_us']}", f"{k['tile']}, {k['cluster']}, {'yes' if k['split_k'] else 'no'}",
-                      ", ".join(e["reasons"]) or "-"))
+                      f"{e['bound']}, {e['floor_us']}", baseline, ", ".join(e["reasons"]) or "-"))
     return "\n".join("| " + " | ".join(row) + " |" for row in [table[0], ("---", ) * len(table[0]), *table[1:]])
 
 if __name__ == "__main__":
