@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                              "bench: tilepipe.matmul against cuBLAS, written to bench/results/NAME.json and .png; "
                              "report: compile every kernel and print its resources (no GPU needed); "
                              "check: the pipeline protocol checker")
-    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes)")
+    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes; with "
+                             "--clusters, clusters)")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
@@ -158,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedulers", action="store_true",
                         help="bench: the static against the dynamic tile scheduler (tilepipe/schedulers/)")
     parser.add_argument("--clusters", action="store_true",
-                        help="bench: 1x2 and 2x1 clusters (TMA multicast) against the unclustered tile and cuBLAS")
+                        help="bench: issue 18's table: bf16, residual and FP8 GEMMs in 1x2 and 2x1 clusters "
+                             "(TMA multicast) against the unclustered tile and torch")
     parser.add_argument("--shapes", action="store_true",
                         help="bench: every shape a model runs (tilepipe.tools.bench_shapes: decode, prefill, ragged, "
                              "FP8) against torch, with each row's predicted time, in one JSON")
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
-    name = args.name or ("shapes" if args.shapes else "matmul-bf16")
+    name = args.name or ("shapes" if args.shapes else "clusters" if args.clusters else "matmul-bf16")
     if args.command == "bench" and args.shapes:
         from tilepipe.tools import bench_shapes
 
@@ -190,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         bench.run_schedulers(name, pairs=args.pairs)
         return 0
     if args.command == "bench" and args.clusters:
-        bench.run_clusters(name, pairs=args.pairs)
+        from tilepipe.tools import bench_clusters
+
+        bench_clusters.run(name, pairs=args.pairs)
         return 0
     if args.command == "bench":
         if args.family in ("all", "bf16"):

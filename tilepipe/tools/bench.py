@@ -25,9 +25,6 @@ SCHEDULER_SHAPES = [(896, 4864, 4096), (8192, 8192, 1024), (7000, 5000, 3000), (
                     (8192, 8192, 8192), (2048, 2048, 2048), (1536, 2816, 4096)]
 """Partial last waves on 132 SMs in 128x256 tiles (133 tiles = SMs + 1; 15.5 waves; a ragged 8.3; 2.2; 3.4), then
 15.5 waves at large K, one wave (128 tiles) and exactly one full wave."""
-CLUSTER_SHAPES = [(8192, 8192, 8192), (4096, 7168, 16384), (7000, 5000, 3000), (8192, 8192, 3000),
-                  (16384, 4096, 4096)]
-"""Where clusters should pay: L2-bound at K = 3000 (docs/perf-log.md), and the issue's goal shapes."""
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 2048), (1024, 1024, 1024),
           (16384, 4096, 4096), (16384, 14336, 4096), (16384, 4096, 14336), (7919, 4133, 3000)]
 
@@ -175,34 +172,6 @@ def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Ro
     return rows
 
 
-def bench_clusters(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Row]:
-    """matmul's own configuration, and its tile in a 1x2 (A multicast) and a 2x1 (B multicast) cluster, each
-    against cuBLAS on the same inputs; then each cluster against the unclustered tile."""
-    from dataclasses import replace
-
-    from tilepipe.host.configs import config_for
-
-    a, b = _operands(M, N, K, "kmajor")
-    theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
-    torch.matmul(a, b, out=theirs)
-    chosen = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
-    tile = replace(chosen, cluster_m=1, cluster_n=1)
-    variants = {"default": None, "1x1": tile, "1x2": replace(tile, cluster_n=2), "2x1": replace(tile, cluster_m=2)}
-    runs, rows, flops = {}, [], 2.0 * M * N * K
-    for name, cfg in variants.items():
-        ours = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        runs[name] = lambda out=ours, c=cfg: tilepipe.matmul(a, b, out=out, config=c)
-        runs[name]()
-        err = _rel_err(ours, theirs)
-        result = compare(runs[name], lambda: torch.matmul(a, b, out=theirs), flops, pairs, rep_ms)
-        label = f"{name} ({(cfg or chosen).block_m}x{(cfg or chosen).block_n} per CTA)"
-        rows.append(Row(f"{M}x{N}x{K}", label, "cuBLAS (torch.matmul)", *result[:3], err, result[3]))
-    for name in ("1x2", "2x1"):
-        result = compare(runs[name], runs["1x1"], flops, pairs, rep_ms)
-        rows.append(Row(f"{M}x{N}x{K}", f"cluster {name}", "tilepipe 1x1", *result[:3], rows[0].rel_err, result[3]))
-    return rows
-
-
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
     """Benchmark every shape (B K-major, plus B row-major, the residual and the bias row at 8192^3) and the host
     overhead at 256^3, print a table, and write bench/results/NAME.json and its plot NAME.png."""
@@ -224,13 +193,6 @@ def run_schedulers(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path =
     """Benchmark the tile schedulers on SCHEDULER_SHAPES and write bench/results/NAME.json."""
     start = time.time()
     rows = [row for M, N, K in SCHEDULER_SHAPES for row in bench_schedulers(M, N, K, pairs, rep_ms)]
-    return _write(name, rows, start, pairs, rep_ms, out_dir)
-
-
-def run_clusters(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
-    """Benchmark 1x2 and 2x1 clusters on CLUSTER_SHAPES and write bench/results/NAME.json."""
-    start = time.time()
-    rows = [row for M, N, K in CLUSTER_SHAPES for row in bench_clusters(M, N, K, pairs, rep_ms)]
     return _write(name, rows, start, pairs, rep_ms, out_dir)
 
 
