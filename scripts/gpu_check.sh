@@ -6,7 +6,8 @@
 # `sweep` (the randomized sweep against float64, tilepipe/verify/sweep.py, then the invalid-argument fuzz on CUDA
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
-# names the Triton it ran. `shapes` (issue 20, about 5 minutes): `python -m tilepipe bench --shapes`
+# names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
+# `shapes` (issue 20, about 5 minutes): `python -m tilepipe bench --shapes`
 # (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB and FP8 stream-K GPU cases, one
 # process each.
 set -uo pipefail
@@ -26,6 +27,15 @@ python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9.
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
 tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
 runs() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_clusters.py), about 6 minutes
+    name="${BENCH_NAME:-clusters-h100}"
+    timeout 570 python3 -m tilepipe bench --clusters --pairs 3 --name "$name" > "$out/bench.log" 2>&1
+    bench=$?
+    cp "bench/results/$name.json" "$out/" 2>/dev/null
+    cat "$out/bench.log"
+    echo "bench --clusters exit=$bench"
+    exit $bench
+fi
 if [ "$part" = shapes ]; then
     name="${BENCH_NAME:-shapes-h100}"
     timeout 330 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1

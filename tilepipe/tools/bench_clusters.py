@@ -37,28 +37,35 @@ def cluster_variants(chosen: MatmulConfig) -> dict[str, MatmulConfig | None]:
 
 
 def bench_variants(shape: tuple[int, int, int], op: str, chosen: MatmulConfig, launch: Launch, out: torch.Tensor,
-                   baseline: str, theirs: Callable[[], torch.Tensor], pairs: int, rep_ms: int) -> list[Row]:
+                   baseline: str, theirs: Callable[[], torch.Tensor], pairs: int, rep_ms: int,
+                   missing: list[str]) -> list[Row]:
     """Every cluster variant of one op on one shape: `launch(cfg)` gives the call writing `out` (NaN-poisoned before
-    each variant's first call), checked against `theirs()`, then timed against it; then each cluster against 1x1."""
+    each variant's first call), checked against `theirs()`, then timed against it; then each cluster against 1x1.
+    A variant the op rejects (ValueError) is appended to `missing` with the reason."""
     M, N, K = shape
-    reference, flops, rows, runs = theirs(), 2.0 * M * N * K, [], {}
+    reference, flops, rows, runs, errs = theirs(), 2.0 * M * N * K, [], {}, {}
     for name, cfg in cluster_variants(chosen).items():
         out.fill_(float("nan"))
         runs[name] = launch(cfg)
-        runs[name]()
-        err = _rel_err(out, reference)
+        try:
+            runs[name]()
+        except ValueError as e:  # a variant the op does not build: recorded as missing, never timed
+            missing.append(f"{M}x{N}x{K} {op} {name}: {e}")
+            del runs[name]
+            continue
+        err = errs[name] = _rel_err(out, reference)
         tile = cfg or chosen
         result = compare(runs[name], theirs, flops, pairs, rep_ms)
         rows.append(Row(f"{M}x{N}x{K}", f"{op} {name} ({tile.block_m}x{tile.block_n} per CTA)", baseline,
                         *result[:3], err, result[3]))
-    for name in ("1x2", "2x1"):
+    for name in [n for n in ("1x2", "2x1") if n in runs and "1x1" in runs]:
         result = compare(runs[name], runs["1x1"], flops, pairs, rep_ms)
-        rows.append(Row(f"{M}x{N}x{K}", f"{op} cluster {name}", f"tilepipe {op} 1x1", *result[:3], rows[0].rel_err,
+        rows.append(Row(f"{M}x{N}x{K}", f"{op} cluster {name}", f"tilepipe {op} 1x1", *result[:3], errs[name],
                         result[3]))
     return rows
 
 
-def bench_matmul(M: int, N: int, K: int, residual: bool, pairs: int, rep_ms: int) -> list[Row]:
+def bench_matmul(M: int, N: int, K: int, residual: bool, pairs: int, rep_ms: int, missing: list[str]) -> list[Row]:
     """matmul (B K-major), or with `residual` D = A @ B + C against torch.addmm."""
     a, b = _operands(M, N, K, "kmajor")
     c = torch.randn(M, N, device="cuda", dtype=torch.bfloat16) if residual else None
@@ -67,13 +74,13 @@ def bench_matmul(M: int, N: int, K: int, residual: bool, pairs: int, rep_ms: int
     if residual:
         launch = lambda cfg: lambda: tilepipe.matmul(a, b, out=ours, c=c, beta=1.0, config=cfg)  # noqa: E731
         return bench_variants((M, N, K), "addmm (beta=1)", chosen, launch, ours, "cuBLAS (torch.addmm)",
-                              lambda: torch.addmm(c, a, b, out=theirs), pairs, rep_ms)
+                              lambda: torch.addmm(c, a, b, out=theirs), pairs, rep_ms, missing)
     launch = lambda cfg: lambda: tilepipe.matmul(a, b, out=ours, config=cfg)  # noqa: E731
     return bench_variants((M, N, K), "matmul", chosen, launch, ours, "cuBLAS (torch.matmul)",
-                          lambda: torch.matmul(a, b, out=theirs), pairs, rep_ms)
+                          lambda: torch.matmul(a, b, out=theirs), pairs, rep_ms, missing)
 
 
-def bench_fp8(M: int, N: int, K: int, scaling: str, pairs: int, rep_ms: int) -> list[Row]:
+def bench_fp8(M: int, N: int, K: int, scaling: str, pairs: int, rep_ms: int, missing: list[str]) -> list[Row]:
     """matmul_fp8 (e4m3, bf16 out) against torch._scaled_mm: fast accumulation for per-tensor scales (ours
     accumulates the same way), cuBLASLt's blockwise path for blockwise ones."""
     a, b = _fp8_operands(M, N, K)
@@ -84,24 +91,26 @@ def bench_fp8(M: int, N: int, K: int, scaling: str, pairs: int, rep_ms: int) -> 
     launch = lambda cfg: lambda: tilepipe.matmul_fp8(a, b, sa, sb, out=ours, config=cfg)  # noqa: E731
     theirs = lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)  # noqa: E731
     return bench_variants((M, N, K), f"matmul_fp8 {scaling}", chosen, launch, ours,
-                          f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})", theirs, pairs, rep_ms)
+                          f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})", theirs, pairs, rep_ms, missing)
 
 
 def run(name: str, pairs: int = 5, rep_ms: int = 100, out_dir: Path = RESULTS_DIR) -> Path:
     """The whole table; prints it and writes OUT_DIR/NAME.json (rewritten after each shape, so a failure keeps the
     rows measured before it)."""
     start = time.time()
-    cases = [lambda s=s: bench_matmul(*s, False, pairs, rep_ms) for s in BF16_SHAPES]
-    cases += [lambda s=s: bench_matmul(*s, True, pairs, rep_ms) for s in RESIDUAL_SHAPES]
-    cases += [lambda s=s: bench_fp8(*s, "tensor", pairs, rep_ms) for s in FP8_TENSOR_SHAPES]
-    cases += [lambda s=s: bench_fp8(*s, "blockwise", pairs, rep_ms) for s in FP8_BLOCKWISE_SHAPES]
+    missing: list[str] = []
+    cases = [lambda s=s: bench_matmul(*s, False, pairs, rep_ms, missing) for s in BF16_SHAPES]
+    cases += [lambda s=s: bench_matmul(*s, True, pairs, rep_ms, missing) for s in RESIDUAL_SHAPES]
+    cases += [lambda s=s: bench_fp8(*s, "tensor", pairs, rep_ms, missing) for s in FP8_TENSOR_SHAPES]
+    cases += [lambda s=s: bench_fp8(*s, "blockwise", pairs, rep_ms, missing) for s in FP8_BLOCKWISE_SHAPES]
     out_dir.mkdir(parents=True, exist_ok=True)
     path, rows = out_dir / f"{name}.json", []
     for index, case in enumerate(cases):
         rows += case()
         record = run_record(name, "bf16 or e4m3 in, bf16 out", __doc__, pairs, rep_ms, start, rows,
-                            complete=index == len(cases) - 1)
+                            missing=missing, complete=index == len(cases) - 1)
         path.write_text(json.dumps(record, indent=1) + "\n")
     print_table(rows)
+    print("\n".join(f"not built: {line}" for line in missing))
     print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
     return path
