@@ -229,6 +229,17 @@ def test_chrome_trace_and_png(tmp_path):
     assert redrawn.stat().st_size > 1000
 
 
+def test_cluster_trace_has_a_lane_per_cta(tmp_path):
+    """In a cluster launch the buffer holds one region per CTA: the two regions are program 0's CTAs 0 and 1."""
+    spans, _ = timeline.decode(_synthetic_trace(), ctas=2)
+    assert {(s.sm, s.program, s.cta) for s in spans} == {(5, 0, 0), (9, 0, 1)}
+    timeline.save(_synthetic_trace(), tmp_path / "c.json", "demo_kernel", ctas=2)
+    trace = json.loads((tmp_path / "c.json").read_text())
+    names = {(e["pid"], e["args"]["name"]) for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {(5, "SM 5 CTA 0"), (9, "SM 9 CTA 1")}
+    assert {e["args"]["cta"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == 9} == {1}
+
+
 def test_trace_buffer_size_is_bounded():
     assert timeline.events_for(4) == timeline.DEFAULT_EVENTS
     per_event = 132 * probe.MAX_ROLES * probe.MAX_PIPELINES * probe.TRACE_WORDS * 8

@@ -15,6 +15,7 @@ from tilepipe.probes.debug import HANG_EXIT_CODE, run_all_guarded
 STALL_S = "2"
 TIMEOUT_S = 120
 TRACE_SHAPE = ("4096", "4096", "4096")  # about four 128x256 tiles per SM: every k-step is readable in the PNG
+CLUSTER_TRACE_SHAPE = ("1000", "3000", "700")  # ragged: the last cluster's second CTA has rows past M
 PRODUCER = "as producer, waits for the consumers' release (empty barrier)"
 CONSUMER = "as consumer, waits for the producer's fill (full barrier)"
 HANGS = {
@@ -47,6 +48,8 @@ def runs():
     cases = {case: ["-m", "tests.kernels.hang_kernels", *case] for case in [*HANGS, ("none", "2")]}
     cases["debug"] = ["-m", "tests.gpu.probe_cases", "debug"]
     cases["trace"] = ["-m", "tests.gpu.probe_cases", "trace", trace_path, *TRACE_SHAPE]
+    cluster_path = os.path.join(timeline_dir, "timeline-matmul-bf16-2x1.json")  # a lane per CTA of each pair
+    cases["trace 2x1"] = ["-m", "tests.gpu.probe_cases", "trace", cluster_path, *CLUSTER_TRACE_SHAPE, "2x1"]
     saved = os.environ.get("TILEPIPE_DEBUG_STALL_S")
     os.environ["TILEPIPE_DEBUG_STALL_S"] = STALL_S
     try:
@@ -71,7 +74,7 @@ def test_hang_is_reported_with_the_stuck_role_and_pipeline(runs, case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [("none", "2"), "debug", "trace"], ids=str)
+@pytest.mark.parametrize("case", [("none", "2"), "debug", "trace", "trace 2x1"], ids=str)
 def test_healthy_kernels_finish_under_the_watchdog_and_the_trace(runs, case):
     run = runs[case]
     assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"

@@ -257,4 +257,4 @@ def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device
     events = timeline.events_for(programs * ctas)
     buffer = timeline.trace_buffer(programs * ctas, events, device)
     launch(buffer, events)
-    timeline.save(buffer, probe, "matmul_kernel")
+    timeline.save(buffer, probe, "matmul_kernel", ctas=ctas)

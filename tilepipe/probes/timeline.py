@@ -1,4 +1,5 @@
-"""Pipeline timelines: one traced launch as a Chrome/Perfetto trace and a Gantt chart, one lane per role per SM.
+"""Pipeline timelines: one traced launch as a Chrome/Perfetto trace and a Gantt chart, one lane per role per SM
+(in a cluster launch, per CTA: each SM's lanes name its program and the CTA's rank in the cluster).
 
 A kernel launched with PROBE = n >= 2 (tilepipe.pipeline.probe; `tilepipe.matmul(..., trace=path)`) writes, for each
 program, role and pipeline, up to n acquisitions: %globaltimer when the wait began, when it passed, and when the
@@ -25,6 +26,7 @@ MAX_BUFFER_BYTES = 512 << 20
 class Span:
     """One acquisition of a pipeline stage by one role: the wait, then the hold until release (times in ns)."""
     program: int
+    cta: int  # rank in the program's cluster (0 without clusters)
     sm: int
     partition: int
     role: str
@@ -54,24 +56,25 @@ def trace_buffer(programs: int, events: int, device):
     return torch.zeros(shape, dtype=torch.int64, device=device)
 
 
-def decode(buffer) -> tuple[list[Span], bool]:
-    """The spans a trace buffer (tensor or array shaped as trace_buffer's) holds, by time; and whether any
-    (program, role, pipeline) ran out of room (its later acquisitions are missing)."""
+def decode(buffer, ctas: int = 1) -> tuple[list[Span], bool]:
+    """The spans a trace buffer (tensor or array shaped as trace_buffer's, one region per CTA: `ctas` per program)
+    holds, by time; and whether any (CTA, role, pipeline) ran out of room (its later acquisitions are missing)."""
     import numpy as np
 
     data = buffer.cpu().numpy() if hasattr(buffer, "cpu") else np.asarray(buffer)
     capacity = data.shape[3] - 1
     spans, truncated = [], False
-    for program, partition, pipe in zip(*np.nonzero(data[:, :, :, 0, 0])):
-        region = data[program, partition, pipe]
+    for cta, partition, pipe in zip(*np.nonzero(data[:, :, :, 0, 0])):
+        region = data[cta, partition, pipe]
         pipeline = _probe.unpack_name(region[0, :2], 64)
         role = _probe.unpack_name(region[0, 2:], 64)
         iterations = np.flatnonzero(region[1:, 1])
         truncated |= len(iterations) == capacity
         for iteration, (wait_start, acquired, released, meta) in zip(iterations.tolist(),
                                                                       region[1 + iterations].tolist()):
-            spans.append(Span(int(program), meta >> 32, int(partition), role, pipeline, (meta >> 9) & 1, meta & 0xFF,
-                              (meta >> 8) & 1, iteration, wait_start, acquired, max(released, acquired)))
+            spans.append(Span(int(cta) // ctas, int(cta) % ctas, meta >> 32, int(partition), role, pipeline,
+                              (meta >> 9) & 1, meta & 0xFF, (meta >> 8) & 1, iteration, wait_start, acquired,
+                              max(released, acquired)))
     spans.sort(key=lambda s: (s.wait_start, s.sm, s.partition))
     return spans, truncated
 
@@ -81,26 +84,29 @@ def wait_fractions(spans: list[Span]) -> dict[str, dict[str, float]]:
     each pipeline."""
     busy: dict[str, int] = defaultdict(int)
     waited: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    lanes: dict[tuple[int, str], list[Span]] = defaultdict(list)
+    lanes: dict[tuple[int, int, str], list[Span]] = defaultdict(list)
     for span in spans:
-        lanes[span.program, span.role].append(span)
+        lanes[span.program, span.cta, span.role].append(span)
         waited[span.role][span.pipeline] += span.acquired - span.wait_start
-    for (_, role), lane in lanes.items():
+    for (_, _, role), lane in lanes.items():
         busy[role] += max(s.released for s in lane) - min(s.wait_start for s in lane)
     return {role: {pipe: ns / busy[role] if busy[role] else 0.0 for pipe, ns in pipes.items()}
             for role, pipes in waited.items()}
 
 
 def chrome_trace(spans: list[Span], kernel: str, truncated: bool = False) -> dict:
-    """A Chrome/Perfetto trace: a process per SM, a thread per role; `wait <pipeline>` and `<pipeline>[stage]`
-    slices in microseconds from the first event; the wait fractions under `tilepipe`."""
+    """A Chrome/Perfetto trace: a process per SM (named with its CTA's rank in a cluster launch), a thread per role;
+    `wait <pipeline>` and `<pipeline>[stage]` slices in microseconds from the first event; the wait fractions under
+    `tilepipe`."""
     origin = min((s.wait_start for s in spans), default=0)
+    clustered = any(s.cta for s in spans)
     events: list[dict] = []
-    for sm, partition, role in sorted({(s.sm, s.partition, s.role) for s in spans}):
-        events.append({"ph": "M", "name": "process_name", "pid": sm, "args": {"name": f"SM {sm}"}})
+    for sm, cta, partition, role in sorted({(s.sm, s.cta, s.partition, s.role) for s in spans}):
+        name = f"SM {sm} CTA {cta}" if clustered else f"SM {sm}"
+        events.append({"ph": "M", "name": "process_name", "pid": sm, "args": {"name": name}})
         events.append({"ph": "M", "name": "thread_name", "pid": sm, "tid": partition, "args": {"name": role}})
     for s in spans:
-        common = {"pid": s.sm, "tid": s.partition, "args": {"program": s.program, "stage": s.stage,
+        common = {"pid": s.sm, "tid": s.partition, "args": {"program": s.program, "cta": s.cta, "stage": s.stage,
                                                               "phase": s.phase, "iteration": s.iteration}}
         events.append({"name": f"wait {s.pipeline}", "cat": "wait", "ph": "X", "ts": (s.wait_start - origin) / 1e3,
                        "dur": (s.acquired - s.wait_start) / 1e3, **common})
@@ -118,15 +124,17 @@ def spans_of(trace: dict) -> list[Span]:
 
 
 def plot(spans: list[Span], path: str | Path, title: str = "", sms: int = 8) -> None:
-    """A Gantt chart of the first `sms` SMs: a lane per role per SM, waits dark and holds light, colored by pipeline."""
+    """A Gantt chart of the first `sms` SMs: a lane per role per SM (labelled with the CTA's rank in a cluster
+    launch), waits dark and holds light, colored by pipeline."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     chosen = sorted({s.sm for s in spans})[:sms]
-    lanes = sorted({(s.sm, s.partition, s.role) for s in spans if s.sm in chosen})
-    row = {(sm, partition): i for i, (sm, partition, _) in enumerate(lanes)}
+    clustered = any(s.cta for s in spans)
+    lanes = sorted({(s.sm, s.partition, s.role, s.cta) for s in spans if s.sm in chosen})
+    row = {(sm, partition): i for i, (sm, partition, _, _) in enumerate(lanes)}
     pipelines = sorted({s.pipeline for s in spans})
     colors = dict(zip(pipelines, plt.get_cmap("tab10").colors))
     origin = min((s.wait_start for s in spans), default=0)
@@ -140,7 +148,8 @@ def plot(spans: list[Span], path: str | Path, title: str = "", sms: int = 8) -> 
                        alpha=0.3, linewidth=0)
         ax.broken_barh([(start, max(acquired - start, 1e-3))], (lane - 0.35, 0.7), color=colors[s.pipeline],
                        linewidth=0)
-    ax.set_yticks(range(len(lanes)), [f"SM {sm} {role}" for sm, _, role in lanes], fontsize=7)
+    ax.set_yticks(range(len(lanes)), [f"SM {sm}{f' CTA {cta}' if clustered else ''} {role}"
+                                      for sm, _, role, cta in lanes], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time (µs)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[p]) for p in pipelines]
@@ -153,10 +162,10 @@ def plot(spans: list[Span], path: str | Path, title: str = "", sms: int = 8) -> 
     plt.close(fig)
 
 
-def save(buffer, path: str | Path, kernel: str, png: bool = True) -> dict:
-    """Decode a trace buffer, write its Chrome trace to `path` (and the Gantt chart next to it as .png); returns the
-    trace's summary (kernel, truncated, wait fractions)."""
-    spans, truncated = decode(buffer)
+def save(buffer, path: str | Path, kernel: str, png: bool = True, ctas: int = 1) -> dict:
+    """Decode a trace buffer (`ctas` CTAs per program), write its Chrome trace to `path` (and the Gantt chart next to
+    it as .png); returns the trace's summary (kernel, truncated, wait fractions)."""
+    spans, truncated = decode(buffer, ctas)
     trace = chrome_trace(spans, kernel, truncated)
     path = Path(path)
     path.write_text(json.dumps(trace, separators=(",", ":")))
