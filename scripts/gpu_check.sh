@@ -29,7 +29,7 @@ tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
 runs() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_clusters.py), about 6 minutes
     name="${BENCH_NAME:-clusters-h100}"
-    timeout 570 python3 -m tilepipe bench --clusters --pairs 3 --name "$name" > "$out/bench.log" 2>&1
+    timeout 570 python3 -m tilepipe bench --clusters --pairs 5 --name "$name" > "$out/bench.log" 2>&1
     bench=$?
     cp "bench/results/$name.json" "$out/" 2>/dev/null
     cat "$out/bench.log"

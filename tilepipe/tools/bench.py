@@ -41,14 +41,17 @@ class Row:
     pair_ratios: list[float]
 
 
-def compare(ours, theirs, flops: float, pairs: int, rep_ms: int) -> tuple[float, float, float, list[float]]:
-    """Interleaved do_bench medians of two callables: (our TFLOP/s, their TFLOP/s, median ratio, ratios)."""
+def compare(ours, theirs, flops: float, pairs: int, rep_ms: int,
+            settle: int = 0) -> tuple[float, float, float, list[float]]:
+    """Interleaved do_bench medians of two callables: (our TFLOP/s, their TFLOP/s, median ratio, ratios). `settle`
+    pairs run first and are dropped (the first pair after a switch of kernels often lies 5-10% off the others)."""
     from triton.testing import do_bench
 
     t_ours, t_theirs = [], []
-    for _ in range(pairs):
+    for _ in range(settle + pairs):
         t_ours.append(do_bench(ours, warmup=25, rep=rep_ms, return_mode="median"))
         t_theirs.append(do_bench(theirs, warmup=25, rep=rep_ms, return_mode="median"))
+    t_ours, t_theirs = t_ours[settle:], t_theirs[settle:]
     ratios = [t / o for o, t in zip(t_ours, t_theirs)]
     return (flops / statistics.median(t_ours) * 1e-9, flops / statistics.median(t_theirs) * 1e-9,
             statistics.median(ratios), [round(r, 4) for r in ratios])
