@@ -69,7 +69,8 @@ def test_every_shipped_kernel_passes(shipped):
                        *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
-                       "matmul_fp8 blockwise", "matmul_fp8 scaled streamk", "matmul_fp8 scaled swap-AB streamk",
+                       "matmul_fp8 blockwise", "matmul_fp8 blockwise cluster", "matmul_fp8 scaled streamk",
+                       "matmul_fp8 scaled swap-AB streamk",
                        "matmul_fp8 blockwise streamk", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
                        "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel", "sm100_blockwise_matmul_kernel",
                        "pipeline_demo stress",

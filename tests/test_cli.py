@@ -45,8 +45,10 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K
     assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
     assert any("HAS_BIAS=True" in row for row in rows)
-    # 4 + 2 clusters + 2 swap-AB
-    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 8
+    # 4 + 2 clusters of each FP8 kernel + 2 swap-AB
+    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 10
+    assert sum(row.startswith("blockwise_matmul_kernel") and ("CLUSTER_M=2" in row or "CLUSTER_N=2" in row)
+               for row in rows) == 2
     sm100 = [row.split() for row in rows if row.startswith("sm100_matmul_kernel")]  # each epilogue + the medium tile
     assert len(sm100) == sum(v.kernel.startswith("sm100_matmul_kernel") for v in shipped_variants()) + 1
     assert sum("CLUSTER_M=2" in " ".join(row) for row in sm100) == 1  # the two-CTA form

@@ -92,3 +92,123 @@ def test_fp8_scaled_gemm_in_a_cluster_multicasts_the_shared_operand(shape):
     assert len(MULTICAST.findall(rep.ptx)) == 1 and rep.count("mbarrier.arrive.shared::cluster.b64") == 2
     own = base.block_m * base.block_k + base.block_n * base.block_k  # bytes of A and B tiles per CTA (fp8)
     assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], {own};", rep.ptx)
+
+
+BLOCKWISE_CLUSTERS = {"2x1": (2, 1), "1x2": (1, 2)}
+
+
+def blockwise_cluster(shape: tuple[int, int]) -> MatmulConfig:
+    """The blockwise FP8 kernel's bf16 tile (128x128x128, stages fitted alone) in a two-CTA cluster."""
+    import torch
+
+    from tilepipe.host.configs import fp8_configs
+
+    base = fp8_configs(True, torch.bfloat16)[0]
+    return MatmulConfig(base.block_m, base.block_n, base.block_k, base.stages, cluster_m=shape[0], cluster_n=shape[1])
+
+
+@pytest.fixture(scope="module")
+def blockwise_reports() -> dict:
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
+
+    specs = {name: blockwise_spec(blockwise_cluster(shape), "fp8e4nv", "fp8e4nv", "bf16")
+             for name, shape in BLOCKWISE_CLUSTERS.items()}
+    return dict(zip(specs, compile_kernels(list(specs.values()))))
+
+
+@pytest.mark.parametrize("name", BLOCKWISE_CLUSTERS)
+def test_blockwise_scales_go_with_their_operand(name):
+    """A 2x1 cluster splits A and A's row scales and shares B and its block scale; a 1x2 cluster the other way round,
+    each CTA holding its own B box. Per CTA the stage holds what the unclustered kernel's does (plus pair barriers),
+    and the TMA blocks the host builds are the storage's parts."""
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_blocks
+
+    m, n = BLOCKWISE_CLUSTERS[name]
+    cfg = blockwise_cluster((m, n))
+    single = fp8_plan.fn(128, 128, 128, cfg.stages, 1, "fp8e4nv", "fp8e4nv", "bf16", True)
+    pair = fp8_plan.fn(128 * m, 128 * n, 128, cfg.stages, 1, "fp8e4nv", "fp8e4nv", "bf16", True, m, n)
+    parts = {part.name: part for part in pair.operands.parts()}
+    split, shared = ((1, 0), ), ((0, 0), )
+    assert parts["a"].cga == (split if m > 1 else shared) and parts["b"].cga == (shared if m > 1 else split)
+    assert parts["a_scales"].tile == (1, 128 * m) and parts["a_scales"].cga == (((0, 1), ) if m > 1 else shared)
+    assert parts["b_scales"].tile == (n, 32) and parts["b_scales"].cga == (shared if m > 1 else split)
+    per_cta = [{(placed.storage, placed.part.name, placed.part.nbytes) for placed in plan.placed}
+               for plan in (single, pair)]
+    assert per_cta[1] - per_cta[0] == {("pipelines", "input.pair", cfg.stages * 8)}  # a pair barrier per stage
+    assert per_cta[0] <= per_cta[1]
+    blocks = blockwise_blocks(cfg)
+    assert blocks["sa"] == (parts["a_scales"].tile, parts["a_scales"].cga)
+    assert blocks["sb"] == (parts["b_scales"].tile, parts["b_scales"].cga)
+
+
+def test_blockwise_cluster_refuses_swap_ab_and_stream_k():
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+
+    with pytest.raises(ValueError, match="no swap-AB variant"):
+        fp8_plan.fn(128, 128, 128, 4, 1, "fp8e4nv", "fp8e4nv", "bf16", True, swap_ab=True)
+    with pytest.raises(ValueError, match="stream-K scheduler"):
+        fp8_plan.fn(256, 128, 128, 4, 1, "fp8e4nv", "fp8e4nv", "bf16", True, 2, 1, streamk=True)
+
+
+@pytest.mark.parametrize("name", BLOCKWISE_CLUSTERS)
+def test_blockwise_fp8_gemm_in_a_cluster_multicasts_the_shared_operand_with_its_scales(blockwise_reports, name):
+    """The shared operand and its scales are two multicast loads issued by the pair's first CTA; the split ones are
+    plain loads; each CTA expects its own bytes (the plan's stage per CTA: 128x128 of A and of B, 128 row scales and
+    one 32-word B box); every release of the multicast ring also reaches the pair barrier."""
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+
+    rep = blockwise_reports[name]
+    m, n = BLOCKWISE_CLUSTERS[name]
+    stages = blockwise_cluster((m, n)).stages
+    plan = fp8_plan.fn(128 * m, 128 * n, 128, stages, 1, "fp8e4nv", "fp8e4nv", "bf16", True, m, n)
+    stage_bytes = sum(part.nbytes for part in plan.operands.parts()) // stages
+    assert stage_bytes == 2 * 128 * 128 + 128 * 4 + 32 * 4
+    assert rep.spill_stores == rep.spill_loads == 0 and ".reqnctapercluster 2" in rep.ptx
+    assert len(MULTICAST.findall(rep.ptx)) == 2 and rep.count("UTMALDG.2D.MULTICAST", "sass") == 2
+    assert rep.count("cp.async.bulk.tensor.2d.shared::cta.global") >= 2  # the split operand and its scales
+    assert re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], (\d+);", rep.ptx) == [
+        str(stage_bytes)]
+    assert rep.count("mbarrier.arrive.shared::cluster.b64") >= 2
+    assert rep.count("SYNCS.ARRIVE.TRANS64.RED.A1T0", "sass") == rep.count("mbarrier.arrive.shared::cluster.b64")
+    assert rep.count("fence.mbarrier_init.release.cluster") == 1
+    assert rep.count("wgmma.mma_async.sync.aligned.m64n128k32") == 16  # per CTA: its own 128x128, 2 partial sums
+
+
+def test_blockwise_expect_bytes_must_match_the_stage():
+    """A seeded wrong expect count: a scale descriptor whose box is the cluster's whole row (no cluster bases), so it
+    would land twice the bytes a CTA's stage holds. The input pipeline refuses it while tracing."""
+    from dataclasses import replace
+
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
+    from tilepipe.kernels.spec import tile_desc
+    from tilepipe.verify.compile import CompileError
+
+    spec = blockwise_spec(blockwise_cluster((2, 1)), "fp8e4nv", "fp8e4nv", "bf16")
+    seeded = replace(spec, signature={**spec.signature, "sa_desc": tile_desc("fp32", (1, 256))})
+    (result, ) = compile_kernels([seeded])
+    assert isinstance(result, CompileError)
+    assert "expect_loads arms 33920 bytes per CTA but a stage of its payload holds 33408" in str(result)
+
+
+@pytest.mark.parametrize("name", BLOCKWISE_CLUSTERS)
+def test_blockwise_cluster_protocol_passes_and_a_one_cta_pair_count_fails(name):
+    """The protocol checker runs both CTAs' roles over the multicast ring (traced against the kernel); with the pair
+    barrier counting one CTA's releases (a seeded wrong arrival count) the first CTA refills a slot its peer still
+    reads, and with two consumer arrivals declared per CTA the producer waits forever."""
+    from dataclasses import replace
+
+    from tests.test_checker import _OneCtaPair, with_pipeline
+    from tilepipe.pipeline.storage import SmemPipelineBundle
+    from tilepipe.verify.checker import check, format_results
+    from tilepipe.verify.protocols import fp8_cluster_protocol
+
+    protocol = fp8_cluster_protocol(True, *BLOCKWISE_CLUSTERS[name])
+    result = check(protocol, trace=True)
+    assert result.ok and result.traced, format_results([result])
+    one_cta = replace(protocol, storages=tuple(_OneCtaPair(s) if isinstance(s, SmemPipelineBundle) else s
+                                               for s in protocol.storages))
+    assert any(f.kind == "over-arrival" for f in check(one_cta).findings)
+    deadlock = [f for f in check(with_pipeline(protocol, "input", consumer_arrivals=2)).findings
+                if f.kind == "deadlock"]
+    assert any(f.role.startswith("load") and f.pipeline == "input" for f in deadlock), deadlock

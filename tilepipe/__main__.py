@@ -69,6 +69,9 @@ def report() -> int:
     specs += [scaled_spec(replace(fp8_configs(False, torch.bfloat16)[0], cluster_m=m, cluster_n=n), "fp8e4nv",
                           "fp8e4nv", "bf16", False) for m, n in (v.options["cluster"] for v in shipped_variants()
                                                                  if v.kernel == "matmul_fp8 scaled cluster")]
+    specs += [blockwise_spec(replace(fp8_configs(True, torch.bfloat16)[0], cluster_m=m, cluster_n=n), "fp8e4nv",
+                             "fp8e4nv", "bf16") for m, n in (v.options["cluster"] for v in shipped_variants()
+                                                             if v.kernel == "matmul_fp8 blockwise cluster")]
     specs += [scaled_spec(swap_config(32, torch.bfloat16, kernel="scaled"), "fp8e4nv", "fp8e4nv", "bf16", True,
                           v.options["schedule"]) for v in shipped_variants() if v.kernel == "matmul_fp8 scaled swap-AB"]
     rows = [("kernel", "target", "smem B", "TMEM cols", "regs", "spills B", "mbarriers", "mma", "tma", "tmem ld")]

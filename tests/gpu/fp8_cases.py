@@ -20,7 +20,7 @@ OUT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOLERANCE = {"tensor": 2e-2, "row": 2e-2, "blockwise": 1e-2}  # relative Frobenius error
 SHAPES = [(1, 256, 128), (7, 8, 8), (129, 200, 63), (128, 256, 128), (300, 513, 1000), (1000, 1, 64),
           (64, 1000, 4096), (2048, 2048, 256), (1, 1, 1), (133, 131, 7), (4096, 264, 520), (257, 4096, 384),
-          (256, 7168, 2048), (520, 384, 129)]
+          (256, 7168, 2048), (520, 384, 129), (1000, 1500, 1024), (1500, 1000, 2048)]
 BLOCK = 128
 
 
@@ -55,14 +55,15 @@ def operands(M: int, N: int, K: int, a_dtype: torch.dtype, b_dtype: torch.dtype,
 
 
 def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | None = None) -> dict:
-    """`schedule`: "static", "streamk", "splitk" forced; a cluster shape ("2x1", "1x2") forced through config=; or
+    """`schedule`: "static", "streamk", "splitk" forced; a cluster shape ("2x1", "1x2") forced through config= (the
+    scaling's largest tile); or
     "swap-" and a schedule: swap-AB's 64x32 tile (host/configs.py swap_config) forced, under that schedule."""
     config = None
     if schedule in ("2x1", "1x2"):
         from tilepipe.host.configs import fp8_configs
 
         cm, cn = map(int, schedule.split("x"))
-        config = replace(fp8_configs(False, OUT[out_name])[0], cluster_m=cm, cluster_n=cn)
+        config = replace(fp8_configs(scaling == "blockwise", OUT[out_name])[0], cluster_m=cm, cluster_n=cn)
     elif schedule is not None:  # (a function-level `import tilepipe.api.fp8` would make `tilepipe` local here)
         from tilepipe.api import fp8 as fp8_api
         from tilepipe.host.configs import swap_config

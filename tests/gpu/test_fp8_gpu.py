@@ -7,7 +7,8 @@ from tests.gpu.guarded import assert_ok, run_cases
 CASES = [(scaling, a, b, out) for scaling in ("tensor", "row", "blockwise")
          for a, b, out in (("e4m3", "e4m3", "bf16"), ("e4m3", "e5m2", "bf16"), ("e5m2", "e4m3", "fp32"))]
 CASES += [("tensor", "e4m3", "e4m3", "fp16"), ("blockwise", "e4m3", "e4m3", "fp16")]
-CASES += [("tensor", "e4m3", "e4m3", "bf16", "2x1"), ("row", "e4m3", "e5m2", "fp32", "1x2")]  # two-CTA clusters
+CASES += [("tensor", "e4m3", "e4m3", "bf16", "2x1"), ("row", "e4m3", "e5m2", "fp32", "1x2"),  # two-CTA clusters
+          ("blockwise", "e4m3", "e4m3", "bf16", "2x1"), ("blockwise", "e5m2", "e4m3", "fp32", "1x2")]
 CASES += [("tensor", "e4m3", "e4m3", "bf16", "streamk"), ("row", "e4m3", "e5m2", "fp32", "splitk"),
           ("tensor", "e5m2", "e4m3", "fp16", "splitk"), ("blockwise", "e4m3", "e4m3", "bf16", "streamk"),
           ("blockwise", "e4m3", "e5m2", "fp32", "splitk")]  # stream-K's partial tiles, forced

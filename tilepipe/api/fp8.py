@@ -29,7 +29,6 @@ from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, tma_addressable, tma_ready
 from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_blocks
 from tilepipe.kernels.spec import BUILD_OPTIONS
-from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
 from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
@@ -47,7 +46,7 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     Dtypes: float8_e4m3fn, or float8_e5m2 for one of the two. Scales are float32 (see the module table); D is
     bf16, fp16 or fp32, written into `out` when given. Rows that TMA cannot address (K not a multiple of 16) are
     staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input. `config`
-    overrides the tile configuration (per-tensor and per-row scales: also a 2x1 or 1x2 cluster, static schedule).
+    overrides the tile configuration (on sm_90a also a 2x1 or 1x2 cluster, static schedule).
     """
     if torch.compiler.is_compiling():  # an opaque custom op for the compiler (tilepipe.api.library)
         if config is not None:
@@ -90,9 +89,8 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
     arch = device_target(device)
-    if config is not None and (config.cluster.num_ctas > 1 or config.swap_ab) and mode == "blockwise":
-        raise ValueError("config: the blockwise FP8 kernel has no cluster or swap-AB variant yet (cluster_m = "
-                         "cluster_n = 1, swap_ab=False)")
+    if config is not None and config.swap_ab and mode == "blockwise":
+        raise ValueError("config: the blockwise FP8 kernel has no swap-AB variant (swap_ab=False)")
     if arch == "sm_100a" and mode == "blockwise":
         cfg, schedule = config or sm100_blockwise_config(out_dtype), "static"
         tile = SM100_BLOCKWISE_CONFIGS[0]
@@ -183,10 +181,12 @@ def _launch_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
 
 def _launch_blockwise(a: torch.Tensor, b: torch.Tensor, sa_t: torch.Tensor, sb_t: torch.Tensor, out: torch.Tensor,
                       device: int, cfg: MatmulConfig, schedule: str, arch: str) -> LaunchPlan | None:
-    """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale (sm_100a:
-    the Blackwell kernel, which takes the same arguments)."""
-    tma = ((a, (cfg.block_m, cfg.block_k), ()), (b, (cfg.block_n, cfg.block_k), ()), (sa_t, (1, cfg.block_m), ()),
-           (sb_t, BlockwiseFP8TileStorage.b_scale_tile, ()), (out, (cfg.block_m, cfg.block_n), ()))
+    """Blockwise scales: both transposed scale tensors are TMA operands, loaded with the tiles they scale, split or
+    shared over a cluster as those are (sm_100a: the Blackwell kernel, which takes the same arguments)."""
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_blocks
+
+    blocks = blockwise_blocks(cfg)
+    tma = tuple((t, *blocks[name]) for t, name in ((a, "a"), (b, "b"), (sa_t, "sa"), (sb_t, "sb"), (out, "c")))
     kernel = "sm100_blockwise_matmul_kernel" if arch == "sm_100a" else "blockwise_matmul_kernel"
     return _launch(kernel, tma, (), (), None, device, cfg, schedule)
 
@@ -244,7 +244,8 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
     """Launch the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
     fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases[, layout kind]), pointers,
     the scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
-    schedule, (the scaled kernels) the cluster shape and swap-AB, and (the sm_90a kernels) stream-K's partial tiles.
+    schedule, (the sm_90a blockwise kernel) the cluster shape, (the scaled kernels) the cluster shape and swap-AB,
+    and (the sm_90a kernels) stream-K's partial tiles.
     The first call per binary (kernel, config, dtypes, `variant`, schedule, device) goes through Triton's JIT, later
     ones through the fast launcher; those return the launch as a plan whose slots are the TMA operands and pointers,
     in order or as `slots` maps the plan's addresses to them (planned for this stream under stream-K)."""
@@ -255,7 +256,9 @@ def _launch(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, 
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     kernel_schedule = KERNEL_SCHEDULE.get(schedule, schedule)
     scalars = (rows, cols, K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, kernel_schedule)
-    if "blockwise" not in kernel:  # the scaled kernels take the cluster shape and swap-AB
+    if kernel == "blockwise_matmul_kernel":  # the sm_90a kernels take the cluster shape, the scaled ones swap-AB
+        scalars += (cfg.cluster_m, cfg.cluster_n)
+    elif kernel != "sm100_blockwise_matmul_kernel":
         scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
     grid = persistent_grid(*out.shape, K, cfg, device, schedule)
     key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)

@@ -63,8 +63,8 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs, swap-AB (plain and +C under each scheduler; FP8 per-tensor
     and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8
-    kernels (also under stream-K), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the
-    restaging copy, and the pipeline examples the demo runs."""
+    kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8 (per-tensor/per-row and blockwise)
+    and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
@@ -79,8 +79,8 @@ def shipped_variants() -> list[Variant]:
     variants += [Variant("sm100_block_scaled_kernel", name, options) for name, options in SM100_BLOCK_SCALED.items()]
     variants += [Variant(kernel, kernel, {}) for kernel in FP8_KERNELS]
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
-    variants += [Variant("matmul_fp8 scaled cluster", f"matmul_fp8 scaled cluster {m}x{n}", {"cluster": (m, n)})
-                 for m, n in ((2, 1), (1, 2))]
+    variants += [Variant(f"{kernel} cluster", f"{kernel} cluster {m}x{n}", {"cluster": (m, n)})
+                 for kernel in FP8_KERNELS for m, n in ((2, 1), (1, 2))]
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
     variants += [Variant("restage_rows_kernel", "restage", {})]

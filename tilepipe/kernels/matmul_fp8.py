@@ -39,14 +39,17 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
     """Shared memory: operand stages (plus the blockwise scales), output stages, and the pipelines between roles.
 
     Blockwise: the MMA role reads the scales with ordinary loads before it frees a stage, so the input pipeline's
-    consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot). A cluster
-    (scaled kernel only) splits and shares the blocks as pipeline/cluster.py says. `swap_ab` (scaled kernel only):
-    the output stages hold D's tile, the transpose of the block_m x block_n one the kernel computes. `streamk`: the
-    epilogue-load ring that brings partial sums into the output stages (pipeline/partials.py).
+    consumer side is "generic" (a proxy fence precedes each release, before TMA refills the slot). A cluster splits
+    and shares the blocks as pipeline/cluster.py says (blockwise: the scales with their operands). `swap_ab` (scaled
+    kernel only): the output stages hold D's tile, the transpose of the block_m x block_n one the kernel computes.
+    `streamk`: the epilogue-load ring that brings partial sums into the output stages (pipeline/partials.py).
     """
     cluster = Cluster(cluster_m, cluster_n)
-    if blockwise and (cluster.num_ctas > 1 or swap_ab):
-        raise ValueError("the blockwise FP8 kernel has no cluster or swap-AB variant yet")
+    if blockwise and swap_ab:
+        raise ValueError("the blockwise FP8 kernel has no swap-AB variant")
+    if streamk and cluster.num_ctas > 1:
+        raise ValueError("the stream-K scheduler hands out one CTA's k-steps; a cluster's CTAs share theirs under the "
+                         "static scheduler")
     storage = BlockwiseFP8TileStorage if blockwise else StandardTileStorage
     return SmemPlan("sm_90a",
                     operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages,

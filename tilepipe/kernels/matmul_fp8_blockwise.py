@@ -7,20 +7,24 @@ Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial
 through a workspace as in matmul.py): load (1 warp, TMA of A, B and the stage's scales), mma (8 warps: two wgmma
 warpgroups, promotion, epilogue into an output stage), store (1 warp, the shared TMA store role), and under stream-K
 the shared epilogue-load role (1 warp, TMA loads of the partial sums a finisher adds).
+In a CLUSTER_M x CLUSTER_N cluster (static schedule) the blocks are the cluster's, as in matmul_fp8.py: the shared
+operand is multicast with its scales (a 2x1 cluster shares B and its block scale, a 1x2 one A and its row scales),
+and each CTA promotes its own columns with its own B block scale.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, store_role
 from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
+from tilepipe.pipeline.cluster import column_runs, row_bases
 from tilepipe.pipeline.mma import warpgroup_local_wait
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.roles import warp_specialize
-from tilepipe.pipeline.storage import BlockwiseFP8TileStorage
+from tilepipe.pipeline.storage import BlockwiseScaleStorage
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
 
@@ -30,7 +34,8 @@ SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordin
 
 @gluon.jit
 def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles):
-    """A, B and the K tile's scales (A's column of BM row scales, B's block scale) into one input stage."""
+    """A, B and the K tile's scales (A's column of BM row scales, B's block scales) into one input stage; in a cluster
+    what the CTAs share is multicast (InputProducerStage.load)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0]
@@ -42,8 +47,8 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
                 tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc)
-                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
-                tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                tiles.load_a(a_desc, [pid_m * BM, k * BK])
+                tiles.load_b(b_desc, [pid_n * BN, k * BK])
                 load_stage_scales(tiles, sa_desc, sb_desc, pid_m, pid_n, k)
         work = work.next()
     producer.drain()
@@ -52,26 +57,44 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
 @gluon.jit
 def load_stage_scales(stage, sa_desc, sb_desc, pid_m, pid_n, k):
     """TMA-load K block k's scales of tile (pid_m, pid_n) into the stage (its "a_scales" and "b_scales" arrays): A's
-    column of BM row scales, and B's box from K block k - k % SCALE_ALIGN (stage_scales picks the block's word)."""
+    column of BM row scales, and the tile's B boxes (one per 128 columns) from K block k - k % SCALE_ALIGN
+    (stage_scales picks the block's word)."""
     BM: gl.constexpr = sa_desc.block_type.shape[1]
-    tma.async_load(sa_desc, [k, pid_m * BM], stage.mbar(), stage.tile("a_scales"))
-    tma.async_load(sb_desc, [pid_n, k - k % SCALE_ALIGN], stage.mbar(), stage.tile("b_scales"))
+    B_BOXES: gl.constexpr = sb_desc.block_type.shape[0]
+    stage.load("a_scales", sa_desc, [k, pid_m * BM])
+    stage.load("b_scales", sb_desc, [pid_n * B_BOXES, k - k % SCALE_ALIGN])
 
 
 @gluon.jit
-def stage_scales(tiles, k, row_layout: gl.constexpr):
-    """scale_a[row] * scale_b of K block k (the stage's), one value per accumulator row, read from shared memory.
+def stage_scales(tiles, k, layout: gl.constexpr):
+    """scale_a[row] * scale_b of K block k (the stage's) per accumulator row and per CTA along N (each holds its own
+    128 columns, so its own B block), read from shared memory: a [BM, CN] tensor in `layout`.
 
-    B's box starts at K block k - k % SCALE_ALIGN (see blockwise_load_role): its word k % SCALE_ALIGN is broadcast to
-    every row."""
-    BM: gl.constexpr = tiles.payload.a_scales.shape[2]
-    SB: gl.constexpr = tiles.payload.b_scales.shape[2]
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    sa = tiles.tile("a_scales").reinterpret(gl.float32, [BM], flat).load(row_layout)
-    every_word: gl.constexpr = gl.BlockedLayout([SCALE_ALIGN], [32], [gl.num_warps()], [0])  # each thread: all 4
-    words = tiles.tile("b_scales").reinterpret(gl.float32, [SB], flat).slice(0, SCALE_ALIGN).load(every_word)
-    sb = gl.sum(gl.where(gl.arange(0, SCALE_ALIGN, every_word) == k % SCALE_ALIGN, words, 0.0), axis=0)
-    return sa * sb
+    A CTA's B box starts at K block k - k % SCALE_ALIGN (see load_stage_scales): its word k % SCALE_ALIGN scales every
+    row."""
+    a_scales = tiles.tile("a_scales")
+    b_scales = tiles.tile("b_scales")
+    row: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0], row_bases(a_scales.type.layout.cga_layout))
+    sa = a_scales.reinterpret(gl.float32, [a_scales.shape[1]], row).load(gl.SliceLayout(1, layout))
+    every_word: gl.constexpr = gl.BlockedLayout([1, SCALE_ALIGN], [32, 1], [gl.num_warps(), 1], [1, 0],
+                                                b_scales.type.layout.cga_layout)  # each thread: its CTA's 4 words
+    words = b_scales.slice(0, SCALE_ALIGN, 1).load(every_word)
+    block = gl.arange(0, SCALE_ALIGN, gl.SliceLayout(0, every_word)) == k % SCALE_ALIGN
+    sb = gl.sum(gl.where(gl.expand_dims(block, 0), words, 0.0), axis=1)
+    sb = gl.convert_layout(sb, gl.SliceLayout(0, layout), assert_trivial=True)
+    return gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+
+
+@gluon.jit
+def promote(acc, partial, scale, view: gl.constexpr):
+    """acc + partial * scale, the [BM, CN] `scale` broadcast over each CTA's columns: the partial sum seen as
+    [BM, CN, BN / CN] in `view` (cluster.column_runs), the same registers."""
+    BM: gl.constexpr = partial.shape[0]
+    BN: gl.constexpr = partial.shape[1]
+    CN: gl.constexpr = scale.shape[1]
+    runs = gl.convert_layout(partial.reshape([BM, CN, BN // CN]), view, assert_trivial=True)
+    scaled = (runs * gl.expand_dims(scale, 2)).reshape([BM, BN])
+    return acc + gl.convert_layout(scaled, acc.type.layout, assert_trivial=True)
 
 
 @gluon.jit
@@ -81,16 +104,16 @@ def issue_partial(tiles, acc):
 
 
 @gluon.jit
-def promote_while_next_runs(consumer, k, in_flight, scale, acc, rows: gl.constexpr):
+def promote_while_next_runs(consumer, k, in_flight, scale, acc, view: gl.constexpr):
     """Start K tile k's wgmma, retire `in_flight` (K tile k - 1) and promote it into `acc`; frees its stage.
 
     Returns (consumer, the new partial sum in flight, its scales, acc)."""
     tiles = consumer.acquire()
     started = issue_partial(tiles, acc)
     done = warpgroup_local_wait(num_outstanding=1, deps=(in_flight, ))
-    started_scale = stage_scales(tiles, k, rows)
+    started_scale = stage_scales(tiles, k, gl.SliceLayout(2, view))
     consumer = tiles.release()  # with the release lag: the stage `done` read
-    return consumer, started, started_scale, acc + done * gl.expand_dims(scale, 1)
+    return consumer, started, started_scale, promote(acc, done, scale, view)
 
 
 @gluon.jit
@@ -105,8 +128,10 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
     """
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
-    acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN)
-    rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
+    CN: gl.constexpr = inputs.payload.b_scales.shape[1]  # CTAs along N, each with its own B block scale
+    acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
+    view: gl.constexpr = column_runs(acc_layout, [BM, BN], CN)
+    scales: gl.constexpr = gl.SliceLayout(2, view)
     consumer = inputs.consumer().with_release_lag(1)  # a stage is freed once the wgmma reading it retired
     work = sched.work()
     while work.valid:
@@ -114,21 +139,21 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         tiles = consumer.acquire()
         p0 = issue_partial(tiles, acc)
-        s0 = stage_scales(tiles, k_begin, rows)
+        s0 = stage_scales(tiles, k_begin, scales)
         consumer = tiles.release()
         for k in range(k_begin + 2, k_end, 2):  # K tiles k - 1 and k
-            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, rows)
-            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, rows)
+            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, view)
+            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, view)
         if (k_end - k_begin) % 2 == 0:  # one K tile left
             tiles = consumer.acquire()
             p1 = issue_partial(tiles, acc)
             last0, last1 = warpgroup_local_wait(num_outstanding=0, deps=(p0, p1))
-            s1 = stage_scales(tiles, k_end - 1, rows)
+            s1 = stage_scales(tiles, k_end - 1, scales)
             consumer = tiles.release()
-            acc += last0 * gl.expand_dims(s0, 1) + last1 * gl.expand_dims(s1, 1)
+            acc = promote(promote(acc, last0, s0, view), last1, s1, view)
         else:
             last0 = warpgroup_local_wait(num_outstanding=0, deps=(p0, ))
-            acc += last0 * gl.expand_dims(s0, 1)
+            acc = promote(acc, last0, s0, view)
         consumer = consumer.flush_releases()
         if work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
@@ -145,17 +170,20 @@ def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, s
 
 @gluon.jit(do_not_specialize=["M", "N", "K"])  # one binary per configuration
 def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, workspace, M, N, K, STAGES: gl.constexpr,
-                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SCHEDULE: gl.constexpr, partial_desc=None):
+                            C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, SCHEDULE: gl.constexpr,
+                            CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, partial_desc=None):
     """D = sum over K blocks kb of (A_kb @ B_kb^T) * sa[row, kb] * sb[col // 128, kb]; sa_desc is over scale_a^T
     (K blocks x M), sb_desc over scale_b^T (N blocks x K blocks). SCHEDULE: "static" or "streamk"; `workspace`:
-    stream-K's flags and partial tiles, which travel through `partial_desc` (unread by static)."""
+    stream-K's flags and partial tiles, which travel through `partial_desc` (unread by static). Launched with
+    num_ctas = CLUSTER_M * CLUSTER_N (static only), the blocks are a cluster's tiles."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    gl.static_assert(BN == SCALE_BLOCK and BK == SCALE_BLOCK, "one B scale and one A scale column per K tile")
+    gl.static_assert(BN == SCALE_BLOCK * CLUSTER_N and BK == SCALE_BLOCK,
+                     "one B scale per CTA and one A scale column per K tile")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True,
-                                  streamk=STREAMK)
+                                  CLUSTER_M, CLUSTER_N, streamk=STREAMK)
     inputs, outputs, sources, load_order = allocate_roles(PLAN, STREAMK)
     partials = PartialTiles.create(workspace, partial_desc, outputs.tiles, BN) if STREAMK else None
     sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials)
@@ -167,22 +195,35 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, workspace,
                       WORKER_REGS) if STREAMK else None])
 
 
+def blockwise_blocks(cfg) -> dict[str, tuple[tuple[int, int], tuple]]:
+    """The TMA blocks of A, B, scale_a^T ("sa"), scale_b^T ("sb") and D for configuration `cfg` (a program's tiles: a
+    cluster's), each with how the cluster's CTAs split or share it: the operands' as kernels/matmul.py says, the
+    scales' as the stage storage declares them (BlockwiseScaleStorage: each goes with its operand)."""
+    from tilepipe.kernels.matmul import operand_blocks
+
+    blocks = operand_blocks(cfg, True)
+    sa, sb = BlockwiseScaleStorage(cfg.tile_m, 1, a_cga=blocks["a"][1], b_cga=blocks["b"][1]).parts()
+    return {**blocks, "sa": (sa.tile, sa.cga), "sb": (sb.tile, sb.cga)}
+
+
 def blockwise_spec(cfg, a_dtype: str, b_dtype: str, c_dtype: str, schedule: str = "static", target: str = "sm_90a"):
-    """blockwise_matmul_kernel for one configuration and schedule as a tilepipe.verify.compile KernelSpec; `target`
-    "sm_100a": sm100_blockwise.py's kernel, which takes the same arguments but the partial-tile descriptor."""
+    """blockwise_matmul_kernel for one configuration (and its cluster) and schedule as a tilepipe.verify.compile
+    KernelSpec; `target` "sm_100a": sm100_blockwise.py's kernel, which takes the same arguments but the cluster
+    shape and the partial-tile descriptor."""
     from tilepipe.kernels.spec import KernelSpec, partial_signature
 
     fn = (f"{__name__}:blockwise_matmul_kernel" if target == "sm_90a" else
           "tilepipe.kernels.sm100_blockwise:sm100_blockwise_matmul_kernel")
+    blocks = blockwise_blocks(cfg)
+    sm90 = ({"CLUSTER_M": "constexpr", "CLUSTER_N": "constexpr",
+             "partial_desc": partial_signature(cfg, c_dtype, schedule)} if target == "sm_90a" else {})
     return KernelSpec(fn,
-                      {"a_desc": tile_desc(a_dtype, (cfg.block_m, cfg.block_k)),
-                       "b_desc": tile_desc(b_dtype, (cfg.block_n, cfg.block_k)),
-                       "sa_desc": tile_desc("fp32", (1, cfg.block_m)),
-                       "sb_desc": tile_desc("fp32", BlockwiseFP8TileStorage.b_scale_tile),
-                       "d_desc": tile_desc(c_dtype, (cfg.block_m, cfg.block_n)), "workspace": "*i32", "M": "i32",
-                       "N": "i32", "K": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                       "GROUP_M": "constexpr", "SCHEDULE": "constexpr",
-                       **({"partial_desc": partial_signature(cfg, c_dtype, schedule)} if target == "sm_90a" else {})},
+                      {"a_desc": tile_desc(a_dtype, *blocks["a"]), "b_desc": tile_desc(b_dtype, *blocks["b"]),
+                       "sa_desc": tile_desc("fp32", *blocks["sa"]), "sb_desc": tile_desc("fp32", *blocks["sb"]),
+                       "d_desc": tile_desc(c_dtype, *blocks["c"]), "workspace": "*i32", "M": "i32", "N": "i32",
+                       "K": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr", "GROUP_M": "constexpr",
+                       "SCHEDULE": "constexpr", **sm90},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "SCHEDULE": schedule,
+                       **({"CLUSTER_M": cfg.cluster_m, "CLUSTER_N": cfg.cluster_n} if target == "sm_90a" else {}),
                        **({} if schedule == "streamk" or target != "sm_90a" else {"partial_desc": None})},
-                      target=target, num_warps=cfg.num_warps)
+                      target=target, num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas})

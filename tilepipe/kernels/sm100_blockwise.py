@@ -19,8 +19,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS
-from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK, load_stage_scales, stage_scales
+from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK, load_stage_scales, promote, stage_scales
 from tilepipe.kernels.sm100_matmul import sm100_plan
+from tilepipe.pipeline.cluster import column_runs
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import BarrierPair, BlockwiseScaleStorage, SmemPlan
@@ -85,6 +86,7 @@ def promote_role(partials: OutputTilePipeline, scales: InputTilePipeline, stores
     BM: gl.constexpr = partials.tiles.shape[1]
     BN: gl.constexpr = partials.tiles.shape[2]
     layout: gl.constexpr = partials.tiles.index(0).get_reg_layout()
+    view: gl.constexpr = column_runs(layout, [BM, BN], 1)  # one B block scale per tile (no cluster)
     consumer = scales.consumer()
     work = sched.work()
     while work.valid:
@@ -95,8 +97,8 @@ def promote_role(partials: OutputTilePipeline, scales: InputTilePipeline, stores
                 partial = part.tile().load(layout)
                 part.arrive()  # loaded: the MMA role may write the K tile after next into it
             with consumer.consume() as stage:
-                scale = stage_scales(stage, k, gl.SliceLayout(1, layout))
-            acc += partial * gl.expand_dims(scale, 1)
+                scale = stage_scales(stage, k, gl.SliceLayout(2, view))
+            acc = promote(acc, partial, scale, view)
         stores.store(d_desc, [pid_m * BM, pid_n * BN], acc, 0)
         work = work.next()
     stores.drain()

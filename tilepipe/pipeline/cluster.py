@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.language.core import _unwrap_if_constexpr
 
 Bases = tuple[tuple[int, int], ...]
 
@@ -69,3 +71,27 @@ def wgmma_accumulator(num_warps, block_n, bases=(), instr_k=16):
     cols_per_cta = block_n // 2 if any(basis[1] for basis in bases) else block_n
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                      instr_shape=[16, cols_per_cta, instr_k], cga_layout=bases)
+
+
+@gluon.constexpr_function
+def row_bases(bases):
+    """The bases of a [1, n] tile's row as its own [n] tile (a tile of one row split or shared along its columns)."""
+    return [[basis[1]] for basis in bases]
+
+
+@builtin
+def column_runs(layout, shape, runs, _semantic=None):
+    """`layout` of a [rows, cols] tensor as a layout of its [rows, runs, cols / runs] view: the same registers,
+    lanes, warps and CTAs, the columns cut into `runs` equal runs. In a 1 x `runs` cluster's accumulator each run is
+    one CTA's columns, so a value per run (per CTA) broadcasts along the third dimension in SliceLayout(2, ...)."""
+    rows, cols = (_unwrap_if_constexpr(n) for n in _unwrap_if_constexpr(shape))
+    runs = _unwrap_if_constexpr(runs)
+    linear = _unwrap_if_constexpr(_semantic.to_linear_layout(_unwrap_if_constexpr(layout), [rows, cols]))
+    width = cols // runs
+
+    def split(bases):
+        return [[row, col // width, col % width] for row, col in bases]
+
+    return gl.constexpr(gl.DistributedLinearLayout(split(linear.reg_bases), split(linear.lane_bases),
+                                                   split(linear.warp_bases), split(linear.block_bases),
+                                                   [rows, runs, width]))

@@ -270,18 +270,32 @@ class BlockwiseScales:
 
 @dataclass(frozen=True)
 class BlockwiseScaleStorage(Storage):
-    """Blockwise FP8 scales of one 128-wide K block per stage: a (1 x block_m) fp32 row of A-scales and a (1 x 32)
-    fp32 B-scale box. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost coordinates, so the
-    B box is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is one of its first 4
-    words. Alone (sm_100a), a ring of its own from the load role to the promoting epilogue."""
+    """Blockwise FP8 scales of one 128-wide K block per stage: a (1 x block_m) fp32 row of A-scales and, per CTA along
+    N, a 32-word fp32 B-scale box. TMA needs 128-byte aligned shared destinations and 16-byte aligned innermost
+    coordinates, so a B box is 128 bytes and starts at a multiple of 4 K blocks: the stage's 128 x 128 block scale is
+    one of its first 4 words. In a cluster the scales go with their operand (`a_cga`, `b_cga`: the operands' bases):
+    A's row is split where A is and shared where A is, and each CTA holding its own B columns holds its own B box.
+    Alone (sm_100a), a ring of its own from the load role to the promoting epilogue."""
     block_m: int
     stages: int
+    a_cga: Bases = field(default=(), kw_only=True)
+    b_cga: Bases = field(default=(), kw_only=True)
     device: ClassVar[type] = BlockwiseScales
-    b_scale_tile: ClassVar[tuple[int, int]] = (1, 32)
+    B_BOX_WORDS: ClassVar[int] = 32
+
+    @property
+    def a_scale_tile(self) -> tuple[int, int]:
+        return (1, self.block_m)
+
+    @property
+    def b_scale_tile(self) -> tuple[int, int]:
+        """One B box per CTA that holds B columns of its own (a tile split along N: one per part)."""
+        return (ctas_splitting(self.b_cga), self.B_BOX_WORDS)
 
     def parts(self) -> list[Part]:
-        return [Part("a_scales", "fp32", (1, self.block_m), self.stages),
-                Part("b_scales", "fp32", self.b_scale_tile, self.stages)]
+        a_cga = tuple((k, m) for m, k in self.a_cga)  # the row is scale_a^T's (K blocks x M): A's bases transposed
+        return [Part("a_scales", "fp32", self.a_scale_tile, self.stages, cga=a_cga),
+                Part("b_scales", "fp32", self.b_scale_tile, self.stages, cga=self.b_cga)]
 
     @builtin
     def allocate(self, _semantic=None):
@@ -292,13 +306,16 @@ class BlockwiseScaleStorage(Storage):
 class BlockwiseFP8TileStorage(StandardTileStorage):
     """DeepSeek-style blockwise FP8 (sm_90a): A, B and the K block's BlockwiseScaleStorage scales in one stage.
 
-    Scales travel with the operands (TMA, same barrier), so the MMA role never loads from global memory in its
-    main loop."""
+    Scales travel with the operands (TMA, same barrier, split or shared over a cluster as their operand is), so the
+    MMA role never loads from global memory in its main loop."""
     device: ClassVar[type] = BlockwiseFP8Tiles
-    b_scale_tile: ClassVar[tuple[int, int]] = BlockwiseScaleStorage.b_scale_tile
+
+    @property
+    def scales(self) -> BlockwiseScaleStorage:
+        return BlockwiseScaleStorage(self.a_tile[0], self.stages, a_cga=self.a_cga, b_cga=self.b_cga)
 
     def parts(self) -> list[Part]:
-        return super().parts() + BlockwiseScaleStorage(self.a_tile[0], self.stages).parts()
+        return super().parts() + self.scales.parts()
 
 
 class _SingleArrayStorage(Storage):

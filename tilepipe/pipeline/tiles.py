@@ -24,6 +24,8 @@ aggregate (`StandardTiles`: A and B arrays; block-scaled and blockwise-FP8 paylo
 Cursor and protocol live in the wrapped `ProducerConsumerPipeline`; this module only adds the payload.
 """
 
+import math
+
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
@@ -51,6 +53,17 @@ def _shared_by_cluster(tile) -> bool:
     """Whether every CTA of the cluster holds all of `tile` (a replicated cga layout), so one multicast fills it."""
     bases = tile.type.layout.cga_layout
     return bool(bases) and ctas_splitting(bases) == 1
+
+
+def _stage_bytes(payload, k_group_size: int) -> int:
+    """Bytes of one k-group of the payload's shared-memory arrays in each CTA (TMEM buffers are not TMA's)."""
+    total = 0
+    for name, _ in payload.type.fields:
+        array = getattr(payload, name)
+        if isinstance(array, gl.shared_memory_descriptor):
+            tile = math.prod(array.type.shape[1:]) * array.dtype.primitive_bitwidth // 8
+            total += tile // ctas_splitting(array.type.layout.cga_layout)
+    return total * k_group_size
 
 
 def _payload_tile(payload, field: str, stage_index, j, k_group_size: int, semantic):
@@ -108,7 +121,17 @@ class InputProducerStage(_TileStage):
 
     @builtin
     def expect_loads(self, *descs, _semantic=None):
-        """Arm the stage for one TMA load from each descriptor, by the bytes each lands in this CTA."""
+        """Arm the stage for one TMA load from each descriptor, by the bytes each lands in this CTA. They must be the
+        bytes the k-group's shared-memory arrays hold per CTA, as the storage declares them (a shared tile whole, a
+        split one its part), else ProtocolError: a load left out, or a descriptor whose block or cluster bases are
+        not the storage's, would leave the barrier short or over its count on the GPU (a hang or an early wake)."""
+        armed = sum(_unwrap_if_constexpr(desc.nbytes_per_cta) for desc in descs)
+        held = _stage_bytes(self.payload, _unwrap_if_constexpr(self.k_group_size))
+        if armed != held:
+            raise _trace.ProtocolError(
+                f"pipeline '{_unwrap_if_constexpr(self.stage.pipe.name)}': expect_loads arms {armed} bytes per CTA "
+                f"but a stage of its payload holds {held}: name every TMA load of the stage, with descriptors in the "
+                "storage's blocks and cluster bases")
         self.stage.expect_loads(*descs, _semantic=_semantic)
 
     @builtin

@@ -192,16 +192,7 @@ def fp8_protocols() -> list[Protocol]:
                 name = f"{cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> {c_dtype}"
                 kernel = "matmul_fp8 " + ("blockwise" if blockwise else "scaled") + (" streamk" if streamk else "")
                 protocols.append(Protocol(kernel, name, plan_storages(plan), roles, cases, spec))
-    cfg = fp8_configs(False, torch.bfloat16)[0]  # two-CTA clusters: both CTAs over the multicast input ring
-    for m, n in ((2, 1), (1, 2)):
-        plan = fp8_plan.fn(cfg.block_m * m, cfg.block_n * n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
-                           "fp8e4nv", "bf16", False, m, n)
-        pair = replace(cfg, cluster_m=m, cluster_n=n)
-        protocols.append(Protocol("matmul_fp8 scaled cluster", f"{m}x{n} {cfg.block_m}x{cfg.block_n} "
-                                  f"stages={cfg.stages} -> bf16", plan_storages(plan),
-                                  matmul_roles(False, "scaled_mma_role"),
-                                  trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)),
-                                  lambda pair=pair: scaled_spec(pair, "fp8e4nv", "fp8e4nv", "bf16", True), ctas=2))
+    protocols += [fp8_cluster_protocol(blockwise, m, n) for blockwise in (False, True) for m, n in ((2, 1), (1, 2))]
     swap = configs.swap_config(32, torch.bfloat16, kernel="scaled")  # swap-AB: D's tile transposed in the outputs
     for schedule in ("static", "streamk"):
         streamk = schedule == "streamk"
@@ -213,6 +204,26 @@ def fp8_protocols() -> list[Protocol]:
                                   f"swap_config(M=32) stages={swap.stages} -> bf16", plan_storages(plan), roles, cases,
                                   lambda s=schedule: scaled_spec(swap, "fp8e4nv", "fp8e4nv", "bf16", True, s)))
     return protocols
+
+
+def fp8_cluster_protocol(blockwise: bool, m: int, n: int) -> Protocol:
+    """An FP8 kernel (per-tensor/per-row scales, or blockwise) in an `m` x `n` cluster at its largest bf16 tile:
+    both CTAs' roles over the multicast input ring (blockwise: the scales ride in its stages), up to two tiles."""
+    import torch
+
+    from tilepipe.kernels.matmul_fp8 import fp8_plan, scaled_spec
+    from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
+
+    cfg = fp8_configs(blockwise, torch.bfloat16)[0]
+    plan = fp8_plan.fn(cfg.block_m * m, cfg.block_n * n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
+                       "bf16", blockwise, m, n)
+    pair = replace(cfg, cluster_m=m, cluster_n=n)
+    fns = ("blockwise_mma_role", "blockwise_load_role") if blockwise else ("scaled_mma_role", )
+    spec = ((lambda: blockwise_spec(pair, "fp8e4nv", "fp8e4nv", "bf16")) if blockwise else
+            (lambda: scaled_spec(pair, "fp8e4nv", "fp8e4nv", "bf16", True)))
+    return Protocol(f"matmul_fp8 {'blockwise' if blockwise else 'scaled'} cluster",
+                    f"{m}x{n} {cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> bf16", plan_storages(plan),
+                    matmul_roles(False, *fns), trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)), spec, ctas=2)
 
 
 def sm100_roles(has_c: bool, subtiles: int, clc: bool = False) -> tuple[Role, ...]:

@@ -104,8 +104,8 @@ def run_matmul(options: dict, config=None) -> bool:
 
 
 def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | None = None) -> bool:
-    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE (per-tensor and per-row: in a two-CTA
-    `cluster` when given, or swap-AB's tile under the schedule `swap` names)."""
+    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE (in a two-CTA `cluster` when given, or
+    for per-tensor and per-row scales swap-AB's tile under the schedule `swap` names)."""
     import torch
 
     import tilepipe
@@ -130,7 +130,8 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | No
 
         from tilepipe.host.configs import fp8_configs
 
-        config = replace(fp8_configs(False, torch.bfloat16)[0], cluster_m=cluster[0], cluster_n=cluster[1])
+        config = replace(fp8_configs(scaling == "blockwise", torch.bfloat16)[0], cluster_m=cluster[0],
+                         cluster_n=cluster[1])
     if swap is not None:
         from tilepipe.api import fp8 as fp8_api
         from tilepipe.host.configs import fp8_schedule_for, swap_config
@@ -194,6 +195,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_fp8("tensor", swap=options["schedule"]) and run_fp8("row", swap=options["schedule"])
     if variant.kernel == "matmul_fp8 blockwise":
         return lambda: run_fp8("blockwise")
+    if variant.kernel == "matmul_fp8 blockwise cluster":
+        return lambda: run_fp8("blockwise", options["cluster"])
     if variant.kernel == "restage_rows_kernel":
         return run_restage
     if variant.kernel == "pipeline_demo stress":
