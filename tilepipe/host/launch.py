@@ -236,12 +236,12 @@ def partial_tiles(workspace: torch.Tensor | None, cfg: MatmulConfig) -> tuple[Tm
 
 def partial_descriptor(area: torch.Tensor | None, cfg: MatmulConfig, out_dtype: torch.dtype):
     """The JIT's descriptor over partial_tiles' tensor, in boxes of one output stage's bytes of `out_dtype` D
-    (pipeline/partials.py: partial_box); None without one."""
+    (pipeline/partials.py: partial_box), split over a cluster's CTAs as D's tile is; None without one."""
     if area is None:
         return None
     from tilepipe.pipeline.partials import partial_box
 
-    return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8))
+    return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8), cfg.cluster.c)
 
 
 def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:

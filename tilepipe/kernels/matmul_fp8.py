@@ -19,7 +19,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
-                                        store_role, wgmma_unit)
+                                        store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
@@ -138,7 +138,8 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
                                         SA_STRIDE, SB_STRIDE, SWAP_AB, STREAMK)),
                      (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False), WORKER_WARPS,
                       WORKER_REGS),  # no C: no load-order barrier
-                     (store_role, (outputs, sources, d_desc, sched, STREAMK, SWAP_AB), WORKER_WARPS, WORKER_REGS),
+                     (store_role, (outputs, sources, d_desc, sched, STREAMK, SWAP_AB), WORKER_WARPS,
+                      store_regs(STREAMK, CLUSTER_M * CLUSTER_N)),
                      (epilogue_load_role, (sources, load_order, d_desc, sched, D_BN, SWAP_AB,
                                            False), WORKER_WARPS, WORKER_REGS) if STREAMK else None])
 
