@@ -414,8 +414,8 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs (static and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel
-    and the wgmma kernel."""
+    program), the two-CTA cluster GEMMs (static and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
+    too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_streamk_protocols() + swap_protocols() + fp8_protocols()
