@@ -11,8 +11,9 @@ Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial
 in matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
 TMA store overlapped with the next tile's main loop), and under stream-K epilogue_load (1 warp, TMA loads of the
 partial sums a finisher adds); all but mma are the shared GEMM roles (gemm_roles.py).
-In a CLUSTER_M x CLUSTER_N cluster (static schedule) the blocks are the cluster's and the shared operand is
-multicast, as in matmul.py; with SWAP_AB (small M) the kernel computes D^T, as matmul.py does.
+In a CLUSTER_M x CLUSTER_N cluster the blocks are the cluster's and the shared operand is multicast, as in matmul.py
+(matmul_fp8 launches clusters under the static schedule; the kernel's stream-K takes them too); with SWAP_AB (small
+M) the kernel computes D^T, as matmul.py does.
 """
 
 from triton.experimental import gluon
@@ -121,9 +122,9 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
                          CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, partial_desc=None):
     """D = (A @ B^T) * scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row).
     SCHEDULE: "static" or "streamk"; `workspace`: stream-K's flags and partial tiles (unread by static). Launched
-    with num_ctas = CLUSTER_M * CLUSTER_N (static only), the blocks are a cluster's tiles. SWAP_AB: the host passes
-    B, A, their scales and N, M in that order, and d_desc's blocks are D's (transposed) tiles. `partial_desc`
-    (stream-K): the workspace's partial tiles (pipeline/partials.py)."""
+    with num_ctas = CLUSTER_M * CLUSTER_N, the blocks are a cluster's tiles (stream-K: per-CTA partials). SWAP_AB:
+    the host passes B, A, their scales and N, M in that order, and d_desc's blocks are D's (transposed) tiles.
+    `partial_desc` (stream-K): the workspace's partial tiles (pipeline/partials.py)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
