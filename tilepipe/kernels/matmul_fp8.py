@@ -48,9 +48,9 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
     cluster = Cluster(cluster_m, cluster_n)
     if blockwise and swap_ab:
         raise ValueError("the blockwise FP8 kernel has no swap-AB variant")
-    if streamk and cluster.num_ctas > 1:
-        raise ValueError("the stream-K scheduler hands out one CTA's k-steps; a cluster's CTAs share theirs under the "
-                         "static scheduler")
+    if blockwise and streamk and cluster.num_ctas > 1:  # the scaled kernel's partial tiles are per CTA in a cluster
+        raise ValueError("the stream-K scheduler is not built for the blockwise FP8 kernel in a cluster; its clusters "
+                         "run under the static scheduler")
     storage = BlockwiseFP8TileStorage if blockwise else StandardTileStorage
     return SmemPlan("sm_90a",
                     operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages,
