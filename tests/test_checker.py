@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from tilepipe.host.configs import MEDIUM, MatmulConfig
+from tilepipe.host.configs import LARGE_16BIT, MEDIUM, MatmulConfig
 from tilepipe.kernels.catalogue import MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_SWAP, shipped_variants
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait, check,
@@ -65,7 +65,7 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.ok for r in shipped), format_results(shipped)
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
-    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *MATMUL_SWAP,
+    assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *MATMUL_SWAP, *(f"{c} streamk" for c in MATMUL_CLUSTERS),
                        *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",
@@ -358,6 +358,35 @@ def test_pair_barrier_counting_one_cta_is_over_arrival():
                                                 for s in protocol.storages))
     found = only(check(protocol), "over-arrival")
     assert any("input.pair[" in f.message or "input.full[" in f.message for f in found), found
+
+
+def cluster_streamk() -> Protocol:
+    return matmul_protocol("LARGE_16BIT", LARGE_16BIT, "matmul cluster 1x2", "streamk")
+
+
+def test_cluster_streamk_protocol_runs_both_ctas_through_partial_units():
+    """Both CTAs' four roles (the epilogue-load role brings partial sums) over their own output and epi_load rings
+    and the multicast input ring, through contributing and finishing units: it passes, over more states than one
+    CTA's stream-K program."""
+    result = check(cluster_streamk())
+    assert result.ok, format_results([result])
+    assert result.states > check(matmul_protocol("LARGE_16BIT", LARGE_16BIT, "matmul", "streamk")).states
+
+
+def test_cluster_streamk_pair_barrier_counting_one_cta_is_over_arrival():
+    """A seeded wrong count in the cluster's stream-K program: the pair barrier completes after one CTA's release."""
+    protocol = cluster_streamk()
+    protocol = replace(protocol, storages=tuple(_OneCtaPair(s) if isinstance(s, SmemPipelineBundle) else s
+                                                for s in protocol.storages))
+    found = only(check(protocol), "over-arrival")
+    assert any("input.pair[" in f.message or "input.full[" in f.message for f in found), found
+
+
+def test_cluster_streamk_epi_load_counting_two_fills_deadlocks():
+    """A seeded wrong count: the epi_load ring declares two producer arrivals a stage, but each CTA's epilogue-load
+    role fills (or skips) a stage once, so the mma role's wait for the first partial-sum stage never completes."""
+    found = only(check(with_pipeline(cluster_streamk(), "epi_load", producer_arrivals=2)), "deadlock")
+    assert any(f.pipeline == "epi_load" for f in found), found
 
 
 def sm100_pair():

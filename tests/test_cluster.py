@@ -1,13 +1,18 @@
 """Two-CTA clusters without a GPU: the declarations (which tile is split, which shared), the plan's pair barriers,
-and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a)."""
+and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a), under the static
+and the stream-K schedule (per-CTA partial tiles and flags); which schedules the host lets a cluster take, and the
+stream-K workspace a cluster needs."""
 
 import re
 
 import pytest
 
+from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
+from tilepipe.api.matmul import check_cluster
 from tilepipe.host.configs import MatmulConfig, schedule_for
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.cluster import Cluster, ctas_splitting
+from tilepipe.schedulers import CLUSTER_SCHEDULES
 from tilepipe.verify.compile import compile_kernels
 
 CFG = MatmulConfig(128, 128, 64, stages=4)
@@ -15,6 +20,9 @@ CLUSTERS = {"1x2": (1, 2), "2x1": (2, 1)}
 SPECS = {(name, has_c): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape)
          for name, shape in CLUSTERS.items() for has_c in (False, True)}
 SPECS["1x1", False] = matmul_spec(CFG, "bf16", "bf16", True)
+SPECS.update({(name, has_c, "streamk"): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape,
+                                                    schedule="streamk")
+              for name, shape in CLUSTERS.items() for has_c in (False, True)})
 MULTICAST = re.compile(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
                        r"\.multicast::cluster")
 
@@ -46,19 +54,52 @@ def test_plan_counts_per_cta_bytes_and_adds_pair_barriers():
         matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
 
 
-def test_clusters_run_under_the_static_schedule():
+def test_clusters_run_the_static_schedule_unless_told():
+    """matmul's own choice for a cluster config stays static (the caller chooses stream-K or split-K); the host takes
+    those two on sm_90a and refuses the dynamic scheduler, and on sm_100a anything but static, naming the scheduler."""
     assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), 132) == "static"
     assert MatmulConfig(128, 256, 64, 3, cluster_m=2).tile_m == 256
+    for shape in CLUSTERS.values():
+        cfg = MatmulConfig(128, 128, 64, 4, cluster_m=shape[0], cluster_n=shape[1])
+        for schedule in CLUSTER_SCHEDULES:
+            check_cluster(cfg, schedule, "sm_90a")
+        with pytest.raises(ValueError, match="scheduler 'dynamic' does not hand out cluster tiles yet; on sm_90a"):
+            check_cluster(cfg, "dynamic", "sm_90a")
+    with pytest.raises(ValueError, match="scheduler 'clc' does not hand out cluster tiles yet; on sm_100a"):
+        check_cluster(MatmulConfig(128, 256, 64, 6, c_stages=2, num_warps=4, cluster_m=2), "clc", "sm_100a")
+    assert CLUSTER_SCHEDULES == ("static", "streamk", "splitk")
+
+
+@pytest.mark.parametrize("shape", CLUSTERS.values(), ids=CLUSTERS)
+def test_a_cluster_streamk_workspace_holds_every_ctas_partial_tile_and_flag(shape):
+    """Stream-K and split-K in a cluster on an H100 (66 programs of two SMs): every program's slot (its CTAs'
+    blocks) lies in the workspace sized for single CTAs, and every CTA has a flag."""
+    from tilepipe.host.configs import schedule_programs
+    from tilepipe.host.launch import workspace_words
+    from tilepipe.pipeline.partials import FLAG_WORDS
+
+    sms = 132
+    for block_n in (128, 256):
+        cfg = MatmulConfig(128, block_n, 64, 3, cluster_m=shape[0], cluster_n=shape[1])
+        for schedule in ("streamk", "splitk"):
+            for M, N, K in ((1, 4096, 4096), (8, 14336, 4096), (2560, 2560, 2560), (7000, 5000, 3000)):
+                programs = schedule_programs(M, N, K, cfg, sms // cfg.cluster.num_ctas, schedule)
+                assert programs * cfg.cluster.num_ctas <= min(sms, FLAG_WORDS.value)
+                assert FLAG_WORDS.value + programs * cfg.tile_m * cfg.tile_n <= workspace_words(sms, cfg)
+    with pytest.raises(RuntimeError, match="flags for 1024 CTAs"):
+        workspace_words(2048, CFG)
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.parametrize("schedule", ("static", "streamk"))
 @pytest.mark.parametrize("has_c", (False, True), ids=("plain", "+C"))
-def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(reports, name, has_c):
-    rep = reports[name, has_c]
+def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(reports, name, schedule, has_c):
+    rep = reports[(name, has_c) + (() if schedule == "static" else (schedule, ))]
     assert rep.spill_stores == rep.spill_loads == 0
     assert ".reqnctapercluster 2" in rep.ptx
     assert len(MULTICAST.findall(rep.ptx)) == 1  # the shared operand, issued by the pair's first CTA
-    assert rep.count("UTMALDG.2D.MULTICAST", "sass") == 1
+    multicasts = rep.count("UTMALDG.2D.MULTICAST", "sass")  # under stream-K ptxas may duplicate the load loop
+    assert multicasts == 1 if schedule == "static" else multicasts >= 1
     # each CTA expects its own bytes: the shared 128x64 tile whole and its half of the split one, 2 x 16 KiB
     assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 32768;", rep.ptx)
     # a release reaches the pair barrier in the first CTA (steady state and the tile-end flush)
@@ -68,6 +109,11 @@ def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(rep
     assert rep.count("wgmma.mma_async.sync.aligned.m64n128k16") == 4  # per CTA: its own 128 columns
     # each CTA loads its own part of the split operand (and of C) with a plain load
     assert rep.count("cp.async.bulk.tensor.2d.shared::cta.global") >= (2 if has_c else 1)
+    if schedule == "streamk":  # each CTA stores and loads its part of a partial tile by TMA, and has its own flag
+        assert_partials_by_tma(rep, tma_partial_boxes(CFG.block_n, "bf16"))
+        # the flag of slot p is p * 2 + rank: the partials' own rank read (inline asm) in the store and epilogue-load
+        assert len(re.findall(r"mov\.u32 %r\d+, %cluster_ctarank;", rep.ptx)) == 2  # roles (Triton's: a tab)
+        assert rep.count("red.release.gpu.global.add") == rep.count("st.relaxed.gpu.global") == 1
 
 
 def test_unclustered_gemm_has_no_cluster_instructions(reports):
@@ -75,10 +121,12 @@ def test_unclustered_gemm_has_no_cluster_instructions(reports):
     assert not MULTICAST.search(rep.ptx) and "shared::cluster.b64" not in rep.ptx and "reqnctapercluster" not in rep.ptx
 
 
+@pytest.mark.parametrize("schedule", ("static", "streamk"))
 @pytest.mark.parametrize("shape", [(2, 1), (1, 2)], ids=("2x1", "1x2"))
-def test_fp8_scaled_gemm_in_a_cluster_multicasts_the_shared_operand(shape):
+def test_fp8_scaled_gemm_in_a_cluster_multicasts_the_shared_operand(shape, schedule):
     """The per-tensor/per-row FP8 kernel in a two-CTA cluster: the same multicast and remote releases as the 16-bit
-    GEMM, FP8's 128-byte K tiles (each CTA expects the shared 128x128 tile whole and half of the split one)."""
+    GEMM, FP8's 128-byte K tiles (each CTA expects the shared 128x128 tile whole and half of the split one); under
+    stream-K (the kernel's; matmul_fp8 runs clusters static) each CTA's partial tiles move by TMA."""
     import torch
 
     from tilepipe.host.configs import fp8_configs
@@ -87,11 +135,13 @@ def test_fp8_scaled_gemm_in_a_cluster_multicasts_the_shared_operand(shape):
 
     base = fp8_configs(False, torch.bfloat16)[0]
     cfg = MatmulConfig(base.block_m, base.block_n, base.block_k, base.stages, cluster_m=shape[0], cluster_n=shape[1])
-    rep = compile_kernel(scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", False))
+    rep = compile_kernel(scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", False, schedule))
     assert rep.spill_stores == rep.spill_loads == 0 and ".reqnctapercluster 2" in rep.ptx
     assert len(MULTICAST.findall(rep.ptx)) == 1 and rep.count("mbarrier.arrive.shared::cluster.b64") == 2
     own = base.block_m * base.block_k + base.block_n * base.block_k  # bytes of A and B tiles per CTA (fp8)
     assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], {own};", rep.ptx)
+    if schedule == "streamk":
+        assert_partials_by_tma(rep, tma_partial_boxes(base.block_n, "bf16"), reads=True)  # the scales
 
 
 BLOCKWISE_CLUSTERS = {"2x1": (2, 1), "1x2": (1, 2)}

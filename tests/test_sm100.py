@@ -191,8 +191,8 @@ def test_sm100_shares_the_launch_path():
     with pytest.raises(ValueError, match="1x2 cluster is built for sm_90a"):
         check_cluster(wide, "static", "sm_100a")
     check_cluster(wide, "static", "sm_90a")
-    with pytest.raises(ValueError, match="does not hand out cluster tiles"):
-        check_cluster(wide, "streamk", "sm_90a")
+    with pytest.raises(ValueError, match="scheduler 'dynamic' does not hand out cluster tiles"):
+        check_cluster(wide, "dynamic", "sm_90a")
 
 
 # ---- the FP8 GEMM on sm_100a (sm100_scaled_matmul_kernel: compiled, never run) -----------------------------------

@@ -24,11 +24,16 @@ OUT_I32 = {"out_ptr": "*i32"}
 BARRIER_SIG = {"out_ptr": "*i32", "BARRIER": "constexpr"}
 MMA_SIG = {"out_ptr": "*fp32", "NUM_CTAS": "constexpr"}
 MERGE_SIG = {"out_ptr": "*i32", "flag": "i32", "SAME_TAG": "constexpr"}
+# a cluster's 16-byte global slot (one row of 4 int32 per cluster), replicated in both CTAs of the pair
+SLOT_LAYOUT = gl.NVMMASharedLayout.get_default_for([1, 4], gl.int32, cga_layout=[[0, 0]])
+TICKET_SIG = {"counter": "*i32", "slots": "*i32", "slot_desc": tdesc_signature("i32", (1, 4), SLOT_LAYOUT),
+              "out_ptr": "*i32", "ASM_DRAW": "constexpr"}
 
 
 def probe(name: str, signature: dict, constexprs: dict | None = None, target: str = "sm_90a",
-          options: dict | None = None) -> KernelSpec:
-    return KernelSpec(f"{PROBES}:{name}", signature, constexprs or {}, target=target, options=options or {})
+          options: dict | None = None, num_warps: int = 4) -> KernelSpec:
+    return KernelSpec(f"{PROBES}:{name}", signature, constexprs or {}, target=target, num_warps=num_warps,
+                      options=options or {})
 
 
 SPECS = {
@@ -52,6 +57,9 @@ SPECS = {
     "string_default": probe("string_default_probe", OUT_I32),
     "if_merge_same": probe("if_merge_probe", MERGE_SIG, {"SAME_TAG": True}),
     "if_merge_different": probe("if_merge_probe", MERGE_SIG, {"SAME_TAG": False}),
+    "ticket_asm": probe("cluster_ticket_probe", TICKET_SIG, {"ASM_DRAW": True}, options=PAIR, num_warps=1),
+    "ticket_atomic": probe("cluster_ticket_probe", TICKET_SIG, {"ASM_DRAW": False}, options=PAIR, num_warps=1),
+    "cross_cta_convert": probe("cross_cta_convert_probe", OUT_I32, options=PAIR),
 }
 
 
@@ -254,3 +262,30 @@ def test_runtime_if_merges_dead_names(built: dict) -> None:
     error = refusal(built, "if_merge_different")
     assert "Mismatched type for dead between then block" in error
     assert "('tag', constexpr_type[1])" in error and "('tag', constexpr_type[2])" in error
+
+
+# ------------------------------------------------ a tile id shared by a cluster (issue 18's dynamic scheduler, unbuilt)
+
+
+def test_a_cluster_ticket_reaches_both_ctas_by_one_multicast(built: dict) -> None:
+    """Expressible: CTA rank 0's lane 0 draws a ticket (inline-asm atom) into the cluster's global slot and fences the
+    generic writes before the async proxy; each CTA expects the 16-byte slot on its own barrier, and one TMA multicast
+    issued by rank 0 lands it in both. No cluster barrier between the kernel's start and its end."""
+    r = report(built, "ticket_asm")
+    assert r.spill_stores == 0 and r.count("atom.global.add.u32") == 1 and r.count("fence.proxy.async.global") == 1
+    assert lines(r.ptx, r"expect_tx") and all(line.endswith(", 16;") for line in lines(r.ptx, r"expect_tx"))
+    assert len(lines(r.ptx, MULTICAST_LOAD.replace(".", r"\."))) == 1 and r.count("UTMALDG.2D.MULTICAST", "sass") == 1
+    assert r.count("ld.shared::cluster") == 0 and r.count("mapa") == 0
+    assert r.count("barrier.cluster.arrive.relaxed") == 1  # after the barrier init
+    assert r.count("barrier.cluster.arrive.aligned") == 1  # the kernel's end only
+
+
+def test_scalar_atomic_and_cross_cta_convert_sync_the_whole_cluster(built: dict) -> None:
+    """Not usable in a warp-specialized role: a scalar gl.atomic_add in a two-CTA kernel runs once per cluster and
+    its result reaches the other CTA through distributed shared memory (mapa, ld.shared::cluster) between
+    `barrier.cluster` pairs, as does a convert_layout from a CTA-split to a replicated layout. A cluster barrier
+    waits for every thread of both CTAs, which the other roles of a warp_specialize kernel never send there."""
+    for name in ("ticket_atomic", "cross_cta_convert"):
+        r = report(built, name)
+        assert r.count("mapa.shared::cluster") >= 1 and r.count("ld.shared::cluster") >= 1, name
+        assert r.count("barrier.cluster.arrive.aligned") >= 2, name  # the exchange's, besides the kernel's end

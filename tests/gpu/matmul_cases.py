@@ -5,6 +5,7 @@ fresh random inputs, with the output poisoned with NaN first. `... residual bf16
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
 split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
+`... cluster 2x1 plain bf16 bf16 kmajor [streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
 
@@ -77,9 +78,11 @@ RESIDUAL_SHAPES = [(1, 256, 64), (129, 200, 63), (300, 513, 1000), (1000, 1, 64)
 SCALARS = [(1.0, 1.0), (0.5, -2.0), (0.0, 1.5), (1.25, 0.0)]
 
 
-def run_residual(dtype: str, out_dtype: str, layout: str, config: tilepipe.MatmulConfig | None = None) -> dict:
+def run_residual(dtype: str, out_dtype: str, layout: str, config: tilepipe.MatmulConfig | None = None,
+                 scheduler: str | None = None) -> dict:
     """D = alpha * a @ b + beta * C: C of D's dtype, fp32 C with a 16-bit D, C aliasing D (in place), a bias row
-    through addmm and through matmul (C = bias.expand), and addmm with a bias column (staged copy)."""
+    through addmm and through matmul (C = bias.expand), and addmm with a bias column (staged copy); `config` and
+    `scheduler` forced where the call takes them (not addmm's, not fp32 C's)."""
     torch.manual_seed(1)
     failures, worst = [], 0.0
     tol = TOLERANCE[DTYPES[out_dtype]]
@@ -95,13 +98,14 @@ def run_residual(dtype: str, out_dtype: str, layout: str, config: tilepipe.Matmu
                 c = torch.randn(c_shape, device="cuda", dtype=torch.float32 if mode == "fp32_c" else DTYPES[out_dtype])
                 ref = alpha * (a.double() @ b.double()) + beta * c.double()
                 out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+                forced = dict(config=config, scheduler=scheduler)
                 if mode in ("separate", "fp32_c"):
                     got = tilepipe.matmul(a, b, out=out, c=c if beta else None, alpha=alpha, beta=beta,
-                                          config=None if mode == "fp32_c" else config)
+                                          **({} if mode == "fp32_c" else forced))
                 elif mode == "in_place":
-                    got = tilepipe.matmul(a, b, out=c, c=c, alpha=alpha, beta=beta, config=config)
+                    got = tilepipe.matmul(a, b, out=c, c=c, alpha=alpha, beta=beta, **forced)
                 elif mode == "bias_row":
-                    got = tilepipe.matmul(a, b, out=out, c=c.expand(M, N), alpha=alpha, beta=beta, config=config)
+                    got = tilepipe.matmul(a, b, out=out, c=c.expand(M, N), alpha=alpha, beta=beta, **forced)
                 elif config is not None:
                     continue  # addmm takes no config
                 else:
@@ -111,7 +115,8 @@ def run_residual(dtype: str, out_dtype: str, layout: str, config: tilepipe.Matmu
                 worst = max(worst, err)
                 if not (torch.isfinite(got).all() and err < tol):
                     failures.append({"shape": [M, N, K], "alpha": alpha, "beta": beta, "mode": mode, "rel_err": err})
-    return {"case": f"residual {dtype}->{out_dtype} b={layout} {config or ''}", "ok": not failures,
+    return {"case": f"residual {dtype}->{out_dtype} b={layout} {config or ''} scheduler={scheduler}",
+            "ok": not failures,
             "worst_rel_err": worst,
             "failures": failures[:5]}
 
@@ -161,13 +166,23 @@ def run_swap(tile: str, schedule: str, out_dtype: str) -> dict:
             "failures": [f for r in results for f in r["failures"]][:8]}
 
 
-def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str) -> dict:
-    """A `cluster` ("2x1" or "1x2") configuration forced on every shape: the plain GEMM or the residual epilogues."""
+CLUSTER_STREAMK_SHAPES = {"2x1": [(1792, 2432, 4096), (1790, 2430, 1000), (17150, 128, 520)],
+                          "1x2": [(896, 4864, 4096), (890, 4860, 1000), (128, 17150, 520)]}
+"""133 cluster tiles (and 67) of 128 x 128 CTA blocks on an H100's 66 two-SM clusters: one wave whole, the rest split
+over the programs mid-tile (stream-K's fixup), ragged and not."""
+
+
+def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str,
+                scheduler: str = "static") -> dict:
+    """A `cluster` ("2x1" or "1x2") configuration forced on every shape under `scheduler`: the plain GEMM or the
+    residual epilogues; stream-K also on CLUSTER_STREAMK_SHAPES, split-K on the small-M SPLITK_SHAPES."""
     cm, cn = map(int, cluster.split("x"))
     config = tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cm, cluster_n=cn)
     if epilogue == "residual":
-        return run_residual(dtype, out_dtype, layout, config)
-    return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)], config=config)
+        return run_residual(dtype, out_dtype, layout, config, scheduler)
+    extra = {"static": [], "streamk": CLUSTER_STREAMK_SHAPES[cluster], "splitk": SPLITK_SHAPES}[scheduler]
+    return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)] + extra,
+               scheduler=scheduler, config=config)
 
 
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:

@@ -3,7 +3,8 @@ CUDA-graph replays; prints JSON.
 
 `python -m tests.gpu.scheduler_cases launches SCHEDULER fp32|bf16` and `... graphs SCHEDULER`, where SCHEDULER is
 static, dynamic, streamk, splitk, or default (matmul's own choice per shape); `... bias SCHEDULER` checks a bias row and
-alpha against a float64 reference.
+alpha against a float64 reference. A last argument 2x1 or 1x2 (launches, graphs) forces a two-CTA cluster of 128 x 128
+CTA blocks (CLUSTER_CONFIGS): a program is then a cluster, and stream-K's flags are one per CTA.
 Integer-valued inputs make A @ B exact in the fp32 accumulator and in the output dtype, and every launch runs in
 place (D = A @ B + D), so after R launches D must equal D0 + R * (A @ B) exactly: a tile skipped or computed twice in
 some launch is off by a whole multiple of its own A @ B, which the failure report gives per tile. After every launch
@@ -34,6 +35,9 @@ BF16_SHAPES = [(8192, 8192, 64), (896, 4864, 64), (7000, 5000, 128), (2048, 2048
 GRAPH_SHAPES = [(8192, 8192, 64, "bf16"), (300, 513, 1000, "fp32"), (2048, 2048, 256, "fp32"), (896, 4864, 64, "bf16"),
                 (896, 4864, 128, "bf16")]
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+CLUSTER_CONFIGS = {"1x1": None, "2x1": tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=2),
+                   "1x2": tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_n=2)}
+"""The configuration each cluster argument forces (1x1: matmul's own choice)."""
 
 
 def operands(M: int, N: int, K: int, out: str, kmajor: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -49,15 +53,16 @@ def operands(M: int, N: int, K: int, out: str, kmajor: bool) -> tuple[torch.Tens
 
 
 def check(d: torch.Tensor, d0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, launches: int, shape,
-          out: str) -> dict | None:
-    """None if d == d0 + launches * a @ b exactly, else which tiles differ and by how many launches' worth."""
+          out: str, config: tilepipe.MatmulConfig | None = None) -> dict | None:
+    """None if d == d0 + launches * a @ b exactly, else which tiles (of `config`'s CTA blocks, default the chosen
+    configuration's) differ and by how many launches' worth."""
     product = a.double() @ b.double()
     expected = d0.double() + launches * product
     if out == "bf16" and expected.abs().max() > 256:
         raise AssertionError(f"{shape}: the reference is not exact in bf16; lower K")
     diff = d.double() - expected
     if not torch.isfinite(diff).all() or diff.abs().max() > 0:
-        cfg = choose_config(*shape[:2], DTYPES[out], sm_count(d.device.index or 0))
+        cfg = config or choose_config(*shape[:2], DTYPES[out], sm_count(d.device.index or 0))
         bad = []
         for i in range(0, shape[0], cfg.block_m):
             for j in range(0, shape[1], cfg.block_n):
@@ -75,35 +80,36 @@ def busy_words(stream: torch.cuda.Stream) -> int:
     return sum(int(w[:FLAG_WORDS.value].count_nonzero()) for key, w in _WORKSPACES.items() if key[:2] == here)
 
 
-def run_launches(name: str, out: str) -> dict:
+def run_launches(name: str, out: str, cluster: str = "1x1") -> dict:
     torch.manual_seed(0)
-    scheduler = None if name == "default" else name
+    scheduler, config = None if name == "default" else name, CLUSTER_CONFIGS[cluster]
     failures = []
     shapes = FP32_SHAPES if out == "fp32" else BF16_SHAPES
     for index, (M, N, K) in enumerate(shapes):
         a, b, d0 = operands(M, N, K, out, kmajor=index % 2 == 0)
         d = d0.clone()
         for launch in range(LAUNCHES):
-            tilepipe.matmul(a, b, out=d, c=d, beta=1.0, scheduler=scheduler)
+            tilepipe.matmul(a, b, out=d, c=d, beta=1.0, scheduler=scheduler, config=config)
             torch.cuda.synchronize()
             if busy_words(torch.cuda.current_stream()):
                 failures.append({"shape": [M, N, K], "launch": launch,
                                  "busy_words": busy_words(torch.cuda.current_stream())})
-        bad = check(d, d0, a, b, LAUNCHES, (M, N, K), out)
+        bad = check(d, d0, a, b, LAUNCHES, (M, N, K), out, config)
         if bad:
             failures.append(bad)
-    return {"case": f"launches {name} {out}", "ok": not failures, "shapes": len(shapes), "failures": failures[:6]}
+    return {"case": f"launches {name} {out} {cluster}", "ok": not failures, "shapes": len(shapes),
+            "failures": failures[:6]}
 
 
-def run_graphs(name: str) -> dict:
+def run_graphs(name: str, cluster: str = "1x1") -> dict:
     """One eager launch, a graph captured on its own stream and replayed 5 times, then one more eager launch."""
     torch.manual_seed(1)
-    scheduler = None if name == "default" else name
+    scheduler, config = None if name == "default" else name, CLUSTER_CONFIGS[cluster]
     failures = []
     for M, N, K, out in GRAPH_SHAPES:
         a, b, d0 = operands(M, N, K, out, kmajor=True)
         d = d0.clone()
-        gemm = lambda: tilepipe.matmul(a, b, out=d, c=d, beta=1.0, scheduler=scheduler)  # noqa: E731
+        gemm = lambda: tilepipe.matmul(a, b, out=d, c=d, beta=1.0, scheduler=scheduler, config=config)  # noqa: E731
         gemm()
         torch.cuda.synchronize()
         stream, graph = torch.cuda.Stream(), torch.cuda.CUDAGraph()
@@ -117,10 +123,10 @@ def run_graphs(name: str) -> dict:
         if busy_words(stream) or busy_words(torch.cuda.current_stream()):
             failures.append({"shape": [M, N, K], "busy_words": [busy_words(stream),
                                                                 busy_words(torch.cuda.current_stream())]})
-        bad = check(d, d0, a, b, 7, (M, N, K), out)
+        bad = check(d, d0, a, b, 7, (M, N, K), out, config)
         if bad:
             failures.append(bad)
-    return {"case": f"graphs {name}", "ok": not failures, "failures": failures[:6]}
+    return {"case": f"graphs {name} {cluster}", "ok": not failures, "failures": failures[:6]}
 
 
 def run_bias(name: str) -> dict:

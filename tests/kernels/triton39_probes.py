@@ -198,3 +198,61 @@ def rank3_layout_probe(out_ptr):
     x = gl.full([8, 128], 7, gl.int32, layout)
     buf.index(1).store(x)
     _store_tile(out_ptr, buf.index(1).load(layout), layout)
+
+
+# ------------------------------------------------------- a tile id shared by a cluster (issue 18's dynamic scheduler)
+
+# lane 0 of CTA rank 0 draws a ticket and writes it to the cluster's global slot; every lane then orders the generic
+# writes before the async proxy (the TMA load that reads the slot)
+_DRAW_TO_SLOT = gl.constexpr("""{
+ .reg .u32 lane, rank, ticket;
+ .reg .pred first;
+ mov.u32 lane, %laneid;
+ mov.u32 rank, %cluster_ctarank;
+ setp.eq.u32 first, lane, 0;
+ setp.eq.and.u32 first, rank, 0, first;
+ @first atom.global.add.u32 ticket, [$1], 1;
+ @first st.global.u32 [$2], ticket;
+ bar.warp.sync -1;
+ fence.proxy.async.global;
+ mov.u32 $0, 0;
+}""")
+
+
+@gluon.jit
+def cluster_ticket_probe(counter, slots, slot_desc, out_ptr, ASM_DRAW: gl.constexpr):
+    """num_ctas=2, one warp (as a scheduler role): both CTAs of a cluster get the same ticket from a global counter. CTA rank 0 draws it
+    into the cluster's 16-byte global slot; each CTA expects the slot's bytes on its own barrier and one TMA multicast
+    (the slot's box replicated, cga [[0, 0]]) lands it in both. ASM_DRAW: the draw in inline asm; else gl.atomic_add
+    and gl.store under `if rank == 0`, which Triton lowers with a cross-CTA broadcast of the atomic's result."""
+    gl.static_assert(gl.num_warps() == 1, "lane 0 draws for the CTA")
+    smem = gl.allocate_shared_memory(gl.int32, [1, 4], slot_desc.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    cluster_id = gl.program_id(0)
+    lanes: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[0]])
+    if ASM_DRAW:
+        gl.inline_asm_elementwise(_DRAW_TO_SLOT, "=r,l,l", [counter + gl.zeros([32], gl.int32, lanes),
+                                                           slots + cluster_id * 4 + gl.zeros([32], gl.int32, lanes)],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        rank = gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True,
+                                         pack=1)
+        if rank == 0:
+            gl.store(slots + cluster_id * 4, gl.atomic_add(counter, 1))
+    mbarrier.expect(bar, slot_desc.nbytes_per_cta)
+    tma.async_load(slot_desc, [cluster_id, 0], bar, smem, multicast=True)
+    mbarrier.wait(bar, 0, deps=[smem])
+    words: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [1, 1], [1, 0], cga_layout=[[0, 0]])
+    tile_id = gl.max(gl.max(smem.load(words), axis=1), axis=0)
+    gl.store(out_ptr + cluster_id + gl.zeros([32], gl.int32, lanes), tile_id + gl.zeros([32], gl.int32, lanes))
+
+
+@gluon.jit
+def cross_cta_convert_probe(out_ptr):
+    """num_ctas=2: rows held one per CTA (cga [[1, 0]]) converted to a layout replicated over the pair (cga [[0, 0]])."""
+    split: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [1, gl.num_warps()], [1, 0], cga_layout=[[1, 0]])
+    replicated: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [1, gl.num_warps()], [1, 0], cga_layout=[[0, 0]])
+    rows = gl.arange(0, 4, gl.SliceLayout(1, split))
+    _store_tile(out_ptr, gl.convert_layout(gl.full([4, 4], 1, gl.int32, split) * rows[:, None], replicated),
+                replicated)

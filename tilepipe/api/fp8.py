@@ -102,7 +102,7 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
     else:
         cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, sm_count(device))
-        schedule = ("static" if cfg.cluster.num_ctas > 1 else  # clusters run the static schedule only
+        schedule = ("static" if cfg.cluster.num_ctas > 1 else  # the scaled kernel's stream-K takes them; none asks
                     fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
     check_cluster(cfg, schedule, arch, pair=False)  # the sm_100a FP8 GEMM has no two-CTA form
     check_swap_ab(cfg, True, arch)  # FP8's B is always K-major

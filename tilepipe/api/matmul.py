@@ -15,7 +15,7 @@ from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
-from tilepipe.schedulers import KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
+from tilepipe.schedulers import CLUSTER_SCHEDULES, KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -146,9 +146,10 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
 
 def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = False,
                   pair: bool = True) -> None:
-    """Clusters run under the static schedule only (the other schedulers hand out one CTA's tiles): on sm_90a 2x1 and
-    1x2 (the shared operand multicast), on sm_100a the 2x1 pair of the two-CTA GEMM (`pair`: the calling GEMM has
-    that form; without C, `has_c`, which is not model-checked with a pair). Anything else raises ValueError."""
+    """Clusters on sm_90a: 2x1 and 1x2 (the shared operand multicast) under the static, stream-K and split-K schedules
+    (a stream-K unit is a k-range of a cluster tile); on sm_100a the 2x1 pair of the two-CTA GEMM (`pair`: the calling
+    GEMM has that form; without C, `has_c`, which is not model-checked with a pair), static only. Anything else (the
+    dynamic scheduler, which draws a tile per CTA) raises ValueError."""
     if cfg.cluster.num_ctas == 1:
         return
     if arch == "sm_100a" and not pair:
@@ -160,9 +161,10 @@ def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = Fal
     if arch == "sm_100a" and has_c:
         raise ValueError("c: the two-CTA sm_100a GEMM (cluster_m = 2) is built without a C epilogue; pass a config "
                          "with cluster_m = 1, or no c")
-    if schedule != "static":
-        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; a config with a "
-                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler='static'")
+    built = CLUSTER_SCHEDULES if arch == "sm_90a" else ("static", )
+    if schedule not in built:
+        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; on {arch} a config with a "
+                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler in {built}")
 
 
 def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:

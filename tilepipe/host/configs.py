@@ -120,7 +120,7 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
     equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M) takes the schedule of
     least predicted time instead (schedule_by_time), split-K included."""
-    if cfg.cluster.num_ctas > 1:  # clusters run the static schedule only
+    if cfg.cluster.num_ctas > 1:  # stream-K and split-K take clusters when asked; the caller chooses them
         return "static"
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)

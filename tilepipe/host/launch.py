@@ -195,22 +195,27 @@ def tensor_descriptor(t: torch.Tensor, block: tuple[int, ...], cga: tuple = (), 
 _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
 
 
+def workspace_words(sms: int, cfg: MatmulConfig) -> int:
+    """The int32 words of scheduler_workspace on `sms` SMs: FLAG_WORDS flags, one per CTA, then one fp32 block_m x
+    block_n partial tile per SM. A cluster's program holds its CTAs' blocks and flags (slot p: tile_m x tile_n), and
+    at most sms / num_ctas programs run, so clusters and single CTAs take the same words."""
+    from tilepipe.pipeline.partials import FLAG_WORDS
+
+    if sms > FLAG_WORDS.value:
+        raise RuntimeError(f"stream-K has flags for {FLAG_WORDS.value} CTAs; this GPU has {sms} SMs")
+    return FLAG_WORDS.value + sms * cfg.block_m * cfg.block_n
+
+
 def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Tensor:
     """The int32 workspace of the dynamic and stream-K schedulers for launches of `cfg`'s tiles on `stream`: the
-    dynamic scheduler's tile counter is word 0; stream-K uses FLAG_WORDS flags and then one fp32 partial tile of
-    `cfg` per SM (tilepipe/pipeline/partials.py), 17 MB for 128 x 256 on an H100. Zeroed once, then left at zero by
-    every launch. One per stream, since launches that share it must not overlap, and per tile size, since cached
-    plans keep its address. Created while a CUDA graph is being captured, its zeroing is captured too (harmless:
-    zero is its resting value)."""
+    dynamic scheduler's tile counter is word 0; stream-K uses workspace_words (tilepipe/pipeline/partials.py), 17 MB
+    for 128 x 256 on an H100. Zeroed once, then left at zero by every launch. One per stream, since launches that
+    share it must not overlap, and per CTA block size, since cached plans keep its address. Created while a CUDA graph
+    is being captured, its zeroing is captured too (harmless: zero is its resting value)."""
     key = (device, stream, cfg.block_m * cfg.block_n)
     workspace = _WORKSPACES.get(key)
     if workspace is None:
-        from tilepipe.pipeline.partials import FLAG_WORDS
-
-        sms = sm_count(device)
-        if sms > FLAG_WORDS.value:
-            raise RuntimeError(f"stream-K has flags for {FLAG_WORDS.value} programs; this GPU has {sms} SMs")
-        words = FLAG_WORDS.value + sms * key[2]
+        words = workspace_words(sm_count(device), cfg)
         workspace = _WORKSPACES[key] = torch.zeros(words, dtype=torch.int32, device=f"cuda:{device}")
     return workspace
 
@@ -236,12 +241,12 @@ def partial_tiles(workspace: torch.Tensor | None, cfg: MatmulConfig) -> tuple[Tm
 
 def partial_descriptor(area: torch.Tensor | None, cfg: MatmulConfig, out_dtype: torch.dtype):
     """The JIT's descriptor over partial_tiles' tensor, in boxes of one output stage's bytes of `out_dtype` D
-    (pipeline/partials.py: partial_box); None without one."""
+    (pipeline/partials.py: partial_box), split over a cluster's CTAs as D's tile is; None without one."""
     if area is None:
         return None
     from tilepipe.pipeline.partials import partial_box
 
-    return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8))
+    return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8), cfg.cluster.c)
 
 
 def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:

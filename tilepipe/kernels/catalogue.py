@@ -4,7 +4,7 @@ the checker covers it or says why not). Configurations (tile shapes, stages) are
 
 from typing import NamedTuple
 
-from tilepipe.schedulers import SCHEDULERS, SM100_SCHEDULERS
+from tilepipe.schedulers import CLUSTER_SCHEDULES, KERNEL_SCHEDULE, SCHEDULERS, SM100_SCHEDULERS
 
 
 class Variant(NamedTuple):
@@ -26,7 +26,9 @@ MATMUL_CLUSTERS = {
     "matmul cluster 2x1": dict(dtype="bf16", c_dtype="bf16", cluster=(2, 1)),  # B multicast
     "matmul +C cluster 2x1": dict(dtype="bf16", c_dtype="bf16", has_c=True, cluster=(2, 1)),
 }
-"""matmul_kernel in two-CTA clusters (static schedule only), as matmul_spec arguments."""
+"""matmul_kernel in two-CTA clusters, as matmul_spec arguments, under CLUSTER_KERNEL_SCHEDULES."""
+CLUSTER_KERNEL_SCHEDULES = tuple(dict.fromkeys(KERNEL_SCHEDULE.get(s, s) for s in CLUSTER_SCHEDULES))
+"""The kernel schedules of CLUSTER_SCHEDULES: static and stream-K (split-K runs the stream-K kernel)."""
 MATMUL_SWAP = {
     "matmul swap-AB": dict(dtype="bf16", c_dtype="bf16", swap_ab=True),
     "matmul +C swap-AB": dict(dtype="bf16", c_dtype="bf16", has_c=True, swap_ab=True),  # C tiles of D, transposed
@@ -61,13 +63,15 @@ WGMMA_STAGES = (2, 4, 8)
 
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
-    variants on its own grid), the two-CTA cluster GEMMs, swap-AB (plain and +C under each scheduler; FP8 per-tensor
-    and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8
-    kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8 (per-tensor/per-row and blockwise)
-    and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
+    variants on its own grid), the two-CTA cluster GEMMs (static and stream-K), swap-AB (plain and +C under each
+    scheduler; FP8 per-tensor and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers and
+    its two-CTA form, the FP8 kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8
+    (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo
+    runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
-    variants += [Variant("matmul_kernel", f"{name} static", options) for name, options in MATMUL_CLUSTERS.items()]
+    variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in CLUSTER_KERNEL_SCHEDULES for name, options in MATMUL_CLUSTERS.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SCHEDULERS for name, options in MATMUL_SWAP.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})

@@ -12,6 +12,14 @@ from tilepipe.pipeline.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
 WORKER_REGS = gl.constexpr(40)
+CLUSTER_STREAMK_STORE_REGS = 48
+
+
+@gluon.constexpr_function
+def store_regs(streamk, num_ctas):
+    """The store role's registers: WORKER_REGS, or 48 under stream-K in a cluster, where the boxes of its CTA's part
+    of the partial tiles spilled a few addresses at 40 (1x2); the MMA warps keep their 240 either way."""
+    return CLUSTER_STREAMK_STORE_REGS if streamk and num_ctas > 1 else WORKER_REGS.value
 
 
 @gluon.jit

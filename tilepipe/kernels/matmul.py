@@ -25,7 +25,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, column_bias, epilogue_load_role,
-                                        load_role, output_origin, store_role, wgmma_unit)
+                                        load_role, output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
@@ -152,7 +152,8 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                                  B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
-                     (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB), WORKER_WARPS, WORKER_REGS),
+                     (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB), WORKER_WARPS,
+                      store_regs(STREAMK, CLUSTER_M * CLUSTER_N)),
                      (epilogue_load_role, (sources, load_order, c_desc, sched, D_BN, SWAP_AB, HAS_C),
                       WORKER_WARPS, WORKER_REGS) if SOURCES else None,
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if SCHEDULE == "dynamic" else None])

@@ -11,15 +11,16 @@ Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial
 in matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
 TMA store overlapped with the next tile's main loop), and under stream-K epilogue_load (1 warp, TMA loads of the
 partial sums a finisher adds); all but mma are the shared GEMM roles (gemm_roles.py).
-In a CLUSTER_M x CLUSTER_N cluster (static schedule) the blocks are the cluster's and the shared operand is
-multicast, as in matmul.py; with SWAP_AB (small M) the kernel computes D^T, as matmul.py does.
+In a CLUSTER_M x CLUSTER_N cluster the blocks are the cluster's and the shared operand is multicast, as in matmul.py
+(matmul_fp8 launches clusters under the static schedule; the kernel's stream-K takes them too); with SWAP_AB (small
+M) the kernel computes D^T, as matmul.py does.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
-                                        store_role, wgmma_unit)
+                                        store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
@@ -47,9 +48,9 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
     cluster = Cluster(cluster_m, cluster_n)
     if blockwise and swap_ab:
         raise ValueError("the blockwise FP8 kernel has no swap-AB variant")
-    if streamk and cluster.num_ctas > 1:
-        raise ValueError("the stream-K scheduler hands out one CTA's k-steps; a cluster's CTAs share theirs under the "
-                         "static scheduler")
+    if blockwise and streamk and cluster.num_ctas > 1:  # the scaled kernel's partial tiles are per CTA in a cluster
+        raise ValueError("the stream-K scheduler is not built for the blockwise FP8 kernel in a cluster; its clusters "
+                         "run under the static scheduler")
     storage = BlockwiseFP8TileStorage if blockwise else StandardTileStorage
     return SmemPlan("sm_90a",
                     operands=storage(a_dtype, b_dtype, (block_m, block_k), (block_n, block_k), stages,
@@ -121,9 +122,9 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
                          CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, partial_desc=None):
     """D = (A @ B^T) * scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE] (strides 0: per-tensor, 1: per-row).
     SCHEDULE: "static" or "streamk"; `workspace`: stream-K's flags and partial tiles (unread by static). Launched
-    with num_ctas = CLUSTER_M * CLUSTER_N (static only), the blocks are a cluster's tiles. SWAP_AB: the host passes
-    B, A, their scales and N, M in that order, and d_desc's blocks are D's (transposed) tiles. `partial_desc`
-    (stream-K): the workspace's partial tiles (pipeline/partials.py)."""
+    with num_ctas = CLUSTER_M * CLUSTER_N, the blocks are a cluster's tiles (stream-K: per-CTA partials). SWAP_AB:
+    the host passes B, A, their scales and N, M in that order, and d_desc's blocks are D's (transposed) tiles.
+    `partial_desc` (stream-K): the workspace's partial tiles (pipeline/partials.py)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -138,7 +139,8 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
                                         SA_STRIDE, SB_STRIDE, SWAP_AB, STREAMK)),
                      (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False), WORKER_WARPS,
                       WORKER_REGS),  # no C: no load-order barrier
-                     (store_role, (outputs, sources, d_desc, sched, STREAMK, SWAP_AB), WORKER_WARPS, WORKER_REGS),
+                     (store_role, (outputs, sources, d_desc, sched, STREAMK, SWAP_AB), WORKER_WARPS,
+                      store_regs(STREAMK, CLUSTER_M * CLUSTER_N)),
                      (epilogue_load_role, (sources, load_order, d_desc, sched, D_BN, SWAP_AB,
                                            False), WORKER_WARPS, WORKER_REGS) if STREAMK else None])
 

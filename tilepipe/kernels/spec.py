@@ -84,13 +84,14 @@ def tile_desc(dtype: str, block: Sequence[int], cga: tuple = (), kind: str = "ti
 
 def partial_signature(cfg, c_dtype: str, schedule: str) -> str:
     """The `partial_desc` argument of a GEMM with D of `c_dtype` under `schedule`: stream-K's descriptor over the
-    workspace's fp32 partial tiles, in one output stage's bytes (pipeline/partials.py: partial_box); else None."""
+    workspace's fp32 partial tiles, in one output stage's bytes (pipeline/partials.py: partial_box), split over a
+    cluster's CTAs as D's tile is; else None."""
     from tilepipe.pipeline.partials import partial_box
     from tilepipe.pipeline.storage import dtype_of
 
     if schedule != "streamk":
         return "constexpr"
-    return tile_desc("fp32", partial_box(cfg.tile_m, cfg.tile_n, dtype_of(c_dtype).primitive_bitwidth))
+    return tile_desc("fp32", partial_box(cfg.tile_m, cfg.tile_n, dtype_of(c_dtype).primitive_bitwidth), cfg.cluster.c)
 
 
 def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: dict, target: str,

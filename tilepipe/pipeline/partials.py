@@ -29,7 +29,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
 FLAG_WORDS = gl.constexpr(1024)
-"""int32 flags ahead of the partial tiles in the workspace (one per program: at most this many programs)."""
+"""int32 flags ahead of the partial tiles in the workspace (one per CTA: at most this many CTAs)."""
 
 
 def partial_box(rows: int, cols: int, out_bits: int) -> tuple[int, int]:
@@ -74,13 +74,30 @@ _TAKE = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra taken;
  fence.proxy.async.global;""")
 
 
+@gluon.constexpr_function
+def _lanes(num_ctas):
+    """One value per lane of a one-warp role, each CTA of a cluster with its own copy (replicated over the CTAs)."""
+    return gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[0]] * (num_ctas.bit_length() - 1))
+
+
 @gluon.jit
 def _on_flag(asm: gl.constexpr, flag):
     """`asm` run exactly once by every thread of the calling one-warp role, on `flag`."""
     gl.static_assert(gl.num_warps() == 1, "lane 0 of a one-warp role signals and takes a flag")
-    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    one: gl.constexpr = _lanes(gl.num_ctas())
     return gl.inline_asm_elementwise(asm, "=r,l", [flag + gl.zeros([32], gl.int32, one)], dtype=gl.int32,
                                      is_pure=False, pack=1)
+
+
+@gluon.jit
+def _cta_rank():
+    """This CTA's rank in its cluster (%cluster_ctarank); 0 without a cluster, read only in one."""
+    if gl.num_ctas() == 1:
+        rank = 0
+    else:
+        rank = gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True,
+                                         pack=1)
+    return rank
 
 
 @gluon.jit
@@ -133,6 +150,11 @@ class PartialTiles:
         return PartialTiles(workspace, desc, stages, BN // desc.block_type.shape[1])
 
     @gluon.jit
+    def flag(self, slot):
+        """This CTA's flag of `slot`: a cluster's CTAs each store and signal their own part of the slot's tile."""
+        return self.flags + slot * gl.num_ctas() + _cta_rank()
+
+    @gluon.jit
     def send(self, acc, outputs, sources):
         """Contributor's mma role: each sub-tile of `acc` into an output stage for the store role; returns
         (outputs, sources), advanced."""
@@ -180,7 +202,7 @@ class PartialTiles:
                 tma.store_wait(0)  # read: the stage may be refilled
                 sources = sources.release()
         tma.store_wait(0, read_only=False)  # written (performed), before the proxy fence and the release
-        _on_flag(_SIGNAL, self.flags + slot)
+        _on_flag(_SIGNAL, self.flag(slot))
         return outputs, sources
 
     @gluon.jit
@@ -197,7 +219,7 @@ class PartialTiles:
         the stages in turn; returns `sources`, advanced."""
         BM: gl.constexpr = self.desc.block_type.shape[0]
         SUB: gl.constexpr = self.desc.block_type.shape[1]
-        _on_flag(_TAKE, self.flags + slot)
+        _on_flag(_TAKE, self.flag(slot))
         for j in gl.static_range(self.COUNT):
             sources = sources.load(self.desc, [slot * BM, j * SUB], self.stages)
         return sources

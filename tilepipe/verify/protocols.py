@@ -110,6 +110,16 @@ def streamk_cases(stages: int, subs: int) -> tuple[tuple[tuple[str, int], ...], 
                  for k in (1, stages + 1) for k_part in (1, stages) for sums in ((0, 1, 2) if after else (0, )))
 
 
+def cluster_streamk_cases(stages: int, subs: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Stream-K programs of a two-CTA cluster (both CTAs run the same units): a contributing unit alone (`stages`
+    k-steps: a lap of the multicast ring), after a whole tile (a wrap-around), before a finishing unit that adds one
+    partial sum, and a finishing unit that adds two after a whole tile; streamk_cases' full set takes eight roles
+    past a minute."""
+    units = ((0, 1, 0, 1, stages, 0), (1, 1, 0, stages + 1, 1, 0), (0, 1, 1, 1, 1, 1), (1, 0, 1, 1, 1, 2))
+    return tuple((("tiles", tiles), ("partial", partial), ("after", after), ("k", k), ("k_part", k_part),
+                  ("subs", subs), ("sums", sums * subs)) for tiles, partial, after, k, k_part, sums in units)
+
+
 def partial_subtiles(c_dtype: str) -> int:
     """Output stages one partial sum takes: an fp32 tile in stages of `c_dtype` D (pipeline/partials.py)."""
     from tilepipe.pipeline.storage import dtype_of
@@ -131,8 +141,8 @@ def matmul_configs() -> dict[str, MatmulConfig]:
 def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", schedule: str = "static") -> Protocol:
     """matmul_kernel in one configuration, variant and schedule, its pipelines from `matmul_plan`. A variant is an
     epilogue (under "static", "dynamic" or "streamk": the Protocol.kernel of the latter two is the catalogue's
-    variant name), a two-CTA cluster (static; both CTAs' roles over their multicast input ring, up to two
-    tiles) or swap-AB (the plain pipelines, D's tile transposed in the output stages)."""
+    variant name), a two-CTA cluster (static, up to two tiles, or stream-K, cluster_streamk_cases; both CTAs' roles
+    over their multicast input ring) or swap-AB (the plain pipelines, D's tile transposed in the output stages)."""
     args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP}[variant]
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
@@ -144,7 +154,8 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
                     "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
                     }[schedule]
     if cm * cn > 1:
-        cases = trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1))
+        cases = (trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)) if schedule == "static" else
+                 cluster_streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
     config = f"{name} stages={cfg.stages} c_stages={cfg.c_stages}" + (" (one program)" if schedule == "streamk" else "")
     return Protocol(variant if schedule == "static" else f"{variant} {schedule}", config, plan_storages(plan), roles,
                     cases, lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args), ctas=cm * cn)
@@ -157,6 +168,13 @@ def cluster_protocols() -> list[Protocol]:
     largest = max(configs.values(), key=lambda cfg: cfg.block_m * cfg.block_n)
     return [matmul_protocol(name, cfg, variant) for variant, options in MATMUL_CLUSTERS.items()
             for name, cfg in configs.items() if not options.get("has_c") or cfg == largest]
+
+
+def cluster_streamk_protocols() -> list[Protocol]:
+    """The two-CTA GEMMs under stream-K (split-K runs the same kernel) in the largest tile: each CTA's roles over
+    its own output and epi_load rings and the multicast input ring. Each CTA's partial slot and flag are global memory
+    (pipeline/partials.py), not modelled, as with one CTA."""
+    return [matmul_protocol("LARGE_16BIT", configs.LARGE_16BIT, variant, "streamk") for variant in MATMUL_CLUSTERS]
 
 
 def swap_protocols() -> list[Protocol]:
@@ -396,11 +414,12 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel
-    and the wgmma kernel."""
+    program), the two-CTA cluster GEMMs (static and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
+    too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
-    protocols += cluster_protocols() + swap_protocols() + fp8_protocols() + sm100_protocols()
+    protocols += cluster_protocols() + cluster_streamk_protocols() + swap_protocols() + fp8_protocols()
+    protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
 
