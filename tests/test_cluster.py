@@ -4,12 +4,15 @@ and the stream-K schedule (per-CTA partial tiles and flags); which schedules the
 stream-K workspace a cluster needs."""
 
 import re
+from dataclasses import replace
 
 import pytest
+import torch
 
 from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
 from tilepipe.api.matmul import check_cluster
-from tilepipe.host.configs import MatmulConfig, schedule_for
+from tilepipe.host import configs
+from tilepipe.host.configs import LARGE_16BIT, MatmulConfig, schedule_for
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.cluster import Cluster, ctas_splitting
 from tilepipe.schedulers import CLUSTER_SCHEDULES
@@ -54,9 +57,9 @@ def test_plan_counts_per_cta_bytes_and_adds_pair_barriers():
         matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
 
 
-def test_clusters_run_the_static_schedule_unless_told():
-    """matmul's own choice for a cluster config stays static (the caller chooses stream-K or split-K); the host takes
-    those two on sm_90a and refuses the dynamic scheduler, and on sm_100a anything but static, naming the scheduler."""
+def test_clusters_run_the_schedules_the_host_takes():
+    """The host takes stream-K and split-K with a cluster on sm_90a and refuses the dynamic scheduler, and on sm_100a
+    anything but static, naming the scheduler."""
     assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), 132) == "static"
     assert MatmulConfig(128, 256, 64, 3, cluster_m=2).tile_m == 256
     for shape in CLUSTERS.values():
@@ -262,3 +265,20 @@ def test_blockwise_cluster_protocol_passes_and_a_one_cta_pair_count_fails(name):
     deadlock = [f for f in check(with_pipeline(protocol, "input", consumer_arrivals=2)).findings
                 if f.kind == "deadlock"]
     assert any(f.role.startswith("load") and f.pipeline == "input" for f in deadlock), deadlock
+
+
+def test_matmul_chooses_a_pair_where_it_measured_faster(monkeypatch):
+    """A 2x1 cluster of the 128x256 tile for large GEMMs whose rows are off 32-byte sectors (K = 3000: measured faster
+    than the tile alone in every run), the tile alone elsewhere; a cluster's schedule is the wave arithmetic over
+    cluster tiles on sms / 2 programs (stream-K at 2304x2304x9216: 81 cluster tiles on 66 programs)."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+    pair = replace(LARGE_16BIT, cluster_m=2)
+    for shape in ((7000, 5000, 3000), (8192, 8192, 3000), (7919, 4133, 3000)):
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == pair, shape
+        assert schedule_for(*shape, pair, 132) == "static"
+    for shape in ((8192, 8192, 8192), (2560, 2560, 2560), (1536, 8960, 1536), (2048, 2048, 3000), (512, 4096, 3000)):
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0).cluster.num_ctas == 1, shape
+    assert schedule_for(2304, 2304, 9216, pair, 132) == "streamk"
+    assert configs.predict_us(7000, 5000, 3000, pair, "static", 132) == pytest.approx(
+        configs.predict_us(7000, 5000, 3000, LARGE_16BIT, "static", 132), rel=0.05)

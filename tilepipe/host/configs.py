@@ -119,16 +119,17 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
     tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
     equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M) takes the schedule of
-    least predicted time instead (schedule_by_time), split-K included."""
-    if cfg.cluster.num_ctas > 1:  # stream-K and split-K take clusters when asked; the caller chooses them
-        return "static"
+    least predicted time instead (schedule_by_time), split-K included. A cluster config's programs are its clusters:
+    the same arithmetic over cluster tiles and sms / num_ctas programs (MEDIUM in the same cluster shape)."""
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)
+    sms //= cfg.cluster.num_ctas
+    medium = replace(MEDIUM, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n)
     tiles = tile_count(M, N, cfg)
     if tiles <= sms or tiles % sms == 0:
         return "static"
-    whole = min(-(-tile_count(M, N, cfg) // sms) * tile_us(cfg, K),
-                -(-tile_count(M, N, MEDIUM) // sms) * tile_us(MEDIUM, K) / MEDIUM_RATE)
+    whole = min(-(-tiles // sms) * tile_us(cfg, K),
+                -(-tile_count(M, N, medium) // sms) * tile_us(medium, K) / MEDIUM_RATE)
     split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US + 2 * UNIT_FILL_US
     return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
 
@@ -137,8 +138,10 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
                device: int, own_source: bool = False) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
-    stream-K, else the wave-efficiency heuristic. An fp32 C with a 16-bit D (`own_source`) needs its own smaller
-    tiles."""
+    stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
+    are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
+    every run: docs/perf-log.md rows 33, 47, 49, 50). An fp32 C with a 16-bit D (`own_source`) needs its own
+    smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
@@ -148,7 +151,11 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     if schedule_for(M, N, K, candidates[0], sms) == "streamk":
         return candidates[0]
-    return choose_config(M, N, out_dtype, sms, candidates)
+    cfg = choose_config(M, N, out_dtype, sms, candidates)
+    pair = replace(cfg, cluster_m=2)
+    if cfg == LARGE_16BIT and K * dtype.itemsize % SECTOR_BYTES and tile_count(M, N, pair) >= 2 * (sms // 2):
+        return pair
+    return cfg
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
@@ -209,10 +216,11 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sm
     wgmma rate; "stream": the same k-steps at its operand loads' rate, at most SM_DRAM_BYTES_PER_US where one or two
     rows of tiles read B from DRAM; "dram": every operand and output byte once at DRAM speed plus L2_DIRTY_BYTES),
     whichever is longest, then "fixup" (streamk_fixup_us), "launch" (LAUNCH_US) and "swap" (a 64-row swap-AB tile's
-    SWAP_FLOOR_US). A padded tile (M below its rows) costs its full wgmma."""
+    SWAP_FLOOR_US). A padded tile (M below its rows) costs its full wgmma. A cluster config runs its cluster tiles
+    on sms / num_ctas programs, each CTA its own block's k-steps."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
-    programs = schedule_programs(M, N, K, cfg, sms, schedule)
+    programs = schedule_programs(M, N, K, cfg, sms // cfg.cluster.num_ctas, schedule)
     if KERNEL_SCHEDULE.get(schedule, schedule) == "streamk":
         dp_tiles, ragged = streamk_split(tiles, programs)
         steps = dp_tiles // programs * k_tiles + -(-(tiles - dp_tiles) * k_tiles // programs)
