@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from tilepipe.host.device import GL_DTYPES, sm_count
-from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
+from tilepipe.kernels.blockwise_scales import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
 from tilepipe.pipeline.cluster import Cluster
 from tilepipe.schedulers import KERNEL_SCHEDULE
 

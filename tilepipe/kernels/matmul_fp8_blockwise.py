@@ -16,9 +16,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
 
+from tilepipe.kernels.blockwise_scales import SCALE_BLOCK, load_stage_scales, promote, stage_scales
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, store_role
 from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
-from tilepipe.pipeline.cluster import column_runs, row_bases
+from tilepipe.pipeline.cluster import column_runs
 from tilepipe.pipeline.mma import warpgroup_local_wait
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline
@@ -28,8 +29,6 @@ from tilepipe.pipeline.storage import BlockwiseScaleStorage
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
 
-SCALE_BLOCK = gl.constexpr(128)  # the K (and B's N) extent one blockwise scale covers
-SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordinate must be a multiple of 16 bytes
 
 
 @gluon.jit
@@ -52,49 +51,6 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
                 load_stage_scales(tiles, sa_desc, sb_desc, pid_m, pid_n, k)
         work = work.next()
     producer.drain()
-
-
-@gluon.jit
-def load_stage_scales(stage, sa_desc, sb_desc, pid_m, pid_n, k):
-    """TMA-load K block k's scales of tile (pid_m, pid_n) into the stage (its "a_scales" and "b_scales" arrays): A's
-    column of BM row scales, and the tile's B boxes (one per 128 columns) from K block k - k % SCALE_ALIGN
-    (stage_scales picks the block's word)."""
-    BM: gl.constexpr = sa_desc.block_type.shape[1]
-    B_BOXES: gl.constexpr = sb_desc.block_type.shape[0]
-    stage.load("a_scales", sa_desc, [k, pid_m * BM])
-    stage.load("b_scales", sb_desc, [pid_n * B_BOXES, k - k % SCALE_ALIGN])
-
-
-@gluon.jit
-def stage_scales(tiles, k, layout: gl.constexpr):
-    """scale_a[row] * scale_b of K block k (the stage's) per accumulator row and per CTA along N (each holds its own
-    128 columns, so its own B block), read from shared memory: a [BM, CN] tensor in `layout`.
-
-    A CTA's B box starts at K block k - k % SCALE_ALIGN (see load_stage_scales): its word k % SCALE_ALIGN scales every
-    row."""
-    a_scales = tiles.tile("a_scales")
-    b_scales = tiles.tile("b_scales")
-    row: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0], row_bases(a_scales.type.layout.cga_layout))
-    sa = a_scales.reinterpret(gl.float32, [a_scales.shape[1]], row).load(gl.SliceLayout(1, layout))
-    every_word: gl.constexpr = gl.BlockedLayout([1, SCALE_ALIGN], [32, 1], [gl.num_warps(), 1], [1, 0],
-                                                b_scales.type.layout.cga_layout)  # each thread: its CTA's 4 words
-    words = b_scales.slice(0, SCALE_ALIGN, 1).load(every_word)
-    block = gl.arange(0, SCALE_ALIGN, gl.SliceLayout(0, every_word)) == k % SCALE_ALIGN
-    sb = gl.sum(gl.where(gl.expand_dims(block, 0), words, 0.0), axis=1)
-    sb = gl.convert_layout(sb, gl.SliceLayout(0, layout), assert_trivial=True)
-    return gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
-
-
-@gluon.jit
-def promote(acc, partial, scale, view: gl.constexpr):
-    """acc + partial * scale, the [BM, CN] `scale` broadcast over each CTA's columns: the partial sum seen as
-    [BM, CN, BN / CN] in `view` (cluster.column_runs), the same registers."""
-    BM: gl.constexpr = partial.shape[0]
-    BN: gl.constexpr = partial.shape[1]
-    CN: gl.constexpr = scale.shape[1]
-    runs = gl.convert_layout(partial.reshape([BM, CN, BN // CN]), view, assert_trivial=True)
-    scaled = (runs * gl.expand_dims(scale, 2)).reshape([BM, BN])
-    return acc + gl.convert_layout(scaled, acc.type.layout, assert_trivial=True)
 
 
 @gluon.jit

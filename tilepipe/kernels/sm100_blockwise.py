@@ -19,7 +19,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS
-from tilepipe.kernels.matmul_fp8_blockwise import SCALE_BLOCK, load_stage_scales, promote, stage_scales
+from tilepipe.kernels.blockwise_scales import SCALE_BLOCK, load_stage_scales, promote, stage_scales
 from tilepipe.kernels.sm100_matmul import sm100_plan
 from tilepipe.pipeline.cluster import column_runs
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores

@@ -126,10 +126,18 @@ def _checked(pipe):
 
 
 def _store(pointer, offset, value, semantic, mask=None):
-    """One scalar store (written through to system memory when the pointer is host-mapped)."""
+    """One scalar store from lane 0 of each of the role's warps, in every CTA, written through to system memory when
+    the pointer is host-mapped. Not gl.store: in a cluster kernel a scalar counts as replicated over the CTAs and
+    only the cluster's first CTA would store it, where each CTA must write its own record."""
+    bits = pointer.dtype.element_ty.primitive_bitwidth
     value = semantic.to_tensor(value) if isinstance(value, int) else value
-    gl.store(pointer.__add__(offset, _semantic=semantic), value.to(pointer.dtype.element_ty, _semantic=semantic),
-             mask=mask, cache_modifier=".wt", _semantic=semantic)
+    value = value.to(pointer.dtype.element_ty, _semantic=semantic)
+    mask = semantic.to_tensor(1) if mask is None else mask
+    asm = ("{ .reg .pred lane0, store; .reg .b32 lane; mov.u32 lane, %laneid; setp.eq.u32 lane0, lane, 0; "
+           f"setp.ne.and.u32 store, $1, 0, lane0; @store st.global.wt.b{bits} [$2], $3; mov.u32 $0, 0; }}")
+    gl.inline_asm_elementwise(asm, f"=r,r,l,{'l' if bits == 64 else 'r'}",
+                              [mask.to(gl.int32, _semantic=semantic), pointer.__add__(offset, _semantic=semantic),
+                               value], dtype=gl.int32, is_pure=False, pack=1, _semantic=semantic)
 
 
 def _special(register: str, dtype, semantic):
