@@ -58,20 +58,23 @@ def role_name(function_name: str) -> str:
 
 @aggregate
 class Probe:
-    """A pipeline's probe as one role sees it: the buffer, this role's acquisitions so far, the mode, the role."""
+    """A pipeline's probe as one role sees it: the buffer, this role's acquisitions so far, the mode, the role (and
+    its warps, which its records' stores are laid out over)."""
     buffer: gl.tensor | gl.constexpr
     count: gl.tensor | gl.constexpr
     mode: gl.constexpr
     role: gl.constexpr
     role_name: gl.constexpr
+    warps: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, buffer, count, mode, role, role_name):
+    def __init__(self, buffer, count, mode, role, role_name, warps=0):
         self.buffer = buffer if isinstance(buffer, gl.tensor) else gl.constexpr(buffer)  # None when off
         self.count = count if isinstance(count, gl.tensor) else gl.constexpr(count)
         self.mode = gl.constexpr(mode)
         self.role = gl.constexpr(role)
         self.role_name = gl.constexpr(role_name)
+        self.warps = gl.constexpr(warps)
 
     @builtin
     def create(buffer, mode, _semantic=None):
@@ -93,24 +96,25 @@ def started(probe, semantic):
     """The probe a new pipeline carries: its acquisition count starts at 0 (a tensor only when the probe is on)."""
     if not _unwrap_if_constexpr(probe.mode):
         return probe
-    return Probe(probe.buffer, semantic.to_tensor(0), probe.mode, probe.role, probe.role_name)
+    return Probe(probe.buffer, semantic.to_tensor(0), probe.mode, probe.role, probe.role_name, probe.warps)
 
 
-def bind_role(value, role: int, name: str):
-    """`value` (a partition argument) with every probe inside it bound to partition `role`, named `name`."""
+def bind_role(value, role: int, name: str, warps: int):
+    """`value` (a partition argument) with every probe inside it bound to partition `role`, named `name`, of `warps`
+    warps."""
     if isinstance(value, Probe):
         if not value.mode.value:
             return value
         if role >= MAX_ROLES:
             raise _trace.ProtocolError(f"debug and trace modes record at most {MAX_ROLES} roles; role {name} is "
                                        f"partition {role}")
-        return Probe(value.buffer, value.count, value.mode, role, name)
+        return Probe(value.buffer, value.count, value.mode, role, name, warps)
     if isinstance(value, (tuple, list)):
-        return type(value)(bind_role(v, role, name) for v in value)
+        return type(value)(bind_role(v, role, name, warps) for v in value)
     if not getattr(type(value), "__triton_aggregate__", False):
         return value
     fields = {field: getattr(value, field) for field, _ in value.type.fields}
-    bound = {field: bind_role(v, role, name) for field, v in fields.items()}
+    bound = {field: bind_role(v, role, name, warps) for field, v in fields.items()}
     if all(bound[field] is fields[field] for field in fields):
         return value
     return gl.aggregate_replace(value, **bound)
@@ -125,19 +129,20 @@ def _checked(pipe):
     return probe
 
 
-def _store(pointer, offset, value, semantic, mask=None):
-    """One scalar store from lane 0 of each of the role's warps, in every CTA, written through to system memory when
-    the pointer is host-mapped. Not gl.store: in a cluster kernel a scalar counts as replicated over the CTAs and
-    only the cluster's first CTA would store it, where each CTA must write its own record."""
-    bits = pointer.dtype.element_ty.primitive_bitwidth
+def _store(probe, pointer, offset, value, semantic, mask=None):
+    """One scalar store by one thread of the calling role in each CTA, written through to system memory when the
+    pointer is host-mapped. The scalar goes out as a tensor of one element per CTA of the cluster: a plain scalar
+    counts as replicated over the CTAs, and only the cluster's first CTA would store it, where each CTA must write
+    its own record."""
+    ctas = _unwrap_if_constexpr(gl.num_ctas(_semantic=semantic))
+    warps = probe.warps.value
+    per_cta = gl.BlockedLayout([1], [32], [warps], [0], cga_layout=[[1]] * (ctas.bit_length() - 1))
+    zeros = gl.full([ctas], 0, gl.int32, per_cta, _semantic=semantic)
     value = semantic.to_tensor(value) if isinstance(value, int) else value
-    value = value.to(pointer.dtype.element_ty, _semantic=semantic)
-    mask = semantic.to_tensor(1) if mask is None else mask
-    asm = ("{ .reg .pred lane0, store; .reg .b32 lane; mov.u32 lane, %laneid; setp.eq.u32 lane0, lane, 0; "
-           f"setp.ne.and.u32 store, $1, 0, lane0; @store st.global.wt.b{bits} [$2], $3; mov.u32 $0, 0; }}")
-    gl.inline_asm_elementwise(asm, f"=r,r,l,{'l' if bits == 64 else 'r'}",
-                              [mask.to(gl.int32, _semantic=semantic), pointer.__add__(offset, _semantic=semantic),
-                               value], dtype=gl.int32, is_pure=False, pack=1, _semantic=semantic)
+    value = value.__add__(zeros, _semantic=semantic).to(pointer.dtype.element_ty, _semantic=semantic)
+    address = pointer.__add__(offset, _semantic=semantic).__add__(zeros, _semantic=semantic)
+    mask = None if mask is None else mask.__and__(zeros.__eq__(0, _semantic=semantic), _semantic=semantic)
+    gl.store(address, value, mask=mask, cache_modifier=".wt", _semantic=semantic)
 
 
 def _special(register: str, dtype, semantic):
@@ -191,7 +196,7 @@ def before_wait(pipe, side: int, phase, semantic):
         fields += list(enumerate(pack_name(pipe.name.value, 32), PROGRESS_NAME_WORD))
         fields += list(enumerate(pack_name(probe.role_name.value, 32), PROGRESS_NAME_WORD + 4))
         for offset, value in fields + [(0, WAITING)]:
-            _store(record, offset, value, semantic)
+            _store(probe, record, offset, value, semantic)
         return None
     return _special("globaltimer", gl.int64, semantic)
 
@@ -203,14 +208,14 @@ def after_wait(pipe, side: int, phase, started_at, semantic) -> None:
         return
     probe = _checked(pipe)
     if mode == DEBUG:
-        _store(_progress(probe, semantic), 0, PASSED, semantic)
+        _store(probe, _progress(probe, semantic), 0, PASSED, semantic)
         return
     now = _special("globaltimer", gl.int64, semantic)
     number = _pipe_number(pipe)
     first = probe.count.__eq__(0, _semantic=semantic)
     header = _event(probe, number, 0, semantic)
     for offset, word in enumerate(pack_name(pipe.name.value, 64) + pack_name(probe.role_name.value, 64)):
-        _store(header, offset, word, semantic, mask=first)
+        _store(probe, header, offset, word, semantic, mask=first)
     meta = pipe.index.__or__(phase.__lshift__(8, _semantic=semantic), _semantic=semantic)
     meta = meta.__or__(side << 9, _semantic=semantic).to(gl.int64, _semantic=semantic)
     sm = _special("smid", gl.int32, semantic).to(gl.int64, _semantic=semantic)
@@ -218,7 +223,7 @@ def after_wait(pipe, side: int, phase, started_at, semantic) -> None:
     in_range = probe.count.__lt__(probe.mode.value, _semantic=semantic)
     event = _event(probe, number, probe.count.__add__(1, _semantic=semantic), semantic)
     for offset, value in ((0, started_at), (1, now), (2, now), (3, meta)):
-        _store(event, offset, value, semantic, mask=in_range)
+        _store(probe, event, offset, value, semantic, mask=in_range)
 
 
 def advanced(pipe, semantic):
@@ -234,6 +239,6 @@ def advanced(pipe, semantic):
     if mode != DEBUG:
         in_range = probe.count.__lt__(mode, _semantic=semantic)
         event = _event(probe, _pipe_number(pipe), probe.count.__add__(1, _semantic=semantic), semantic)
-        _store(event, 2, _special("globaltimer", gl.int64, semantic), semantic, mask=in_range)
+        _store(probe, event, 2, _special("globaltimer", gl.int64, semantic), semantic, mask=in_range)
     count = probe.count.__add__(1, _semantic=semantic)
-    return Probe(probe.buffer, count, probe.mode, probe.role, probe.role_name)
+    return Probe(probe.buffer, count, probe.mode, probe.role, probe.role_name, probe.warps)

@@ -41,7 +41,8 @@ def warp_specialize(partitions, worker_num_warps=None, worker_num_regs=None, _se
     def traced_call(fn, args, kwargs, caller_context=None):
         index = next(partition)
         _trace.set_role(_trace.role_label(fn.__name__, index))
-        args = [bind_role(arg, index, role_name(fn.__name__)) for arg in args]
+        warps = caller_context.num_warps if caller_context is not None else _semantic.builder.options.num_warps
+        args = [bind_role(arg, index, role_name(fn.__name__), warps) for arg in args]
         try:
             return original(fn, args, kwargs, caller_context=caller_context)
         finally:
