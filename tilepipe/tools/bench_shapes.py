@@ -59,8 +59,10 @@ class ShapeRow(Row):
 
 
 def describe(cfg: MatmulConfig) -> str:
-    """A configuration in one short word: BMxBNxBK, stages, MMA warps (and "swap-AB")."""
-    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}" + (" swap-AB" * cfg.swap_ab)
+    """A configuration in one short word: BMxBNxBK, stages, MMA warps (and "swap-AB", or the cluster shape)."""
+    cluster = f" {cfg.cluster_m}x{cfg.cluster_n}" if cfg.cluster.num_ctas > 1 else ""
+    swap = " swap-AB" * cfg.swap_ab
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}{swap}{cluster}"
 
 
 def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
@@ -177,7 +179,7 @@ def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result
     floor for the row."""
     us = lambda tflops: round(2.0 * M * N * K / tflops * 1e-6, 2)  # noqa: E731
     sms = sm_count(torch.cuda.current_device())
-    programs = schedule_programs(M, N, K, cfg, sms, schedule)
+    programs = schedule_programs(M, N, K, cfg, sms // cfg.cluster.num_ctas, schedule)
     in_bytes, flops = (1, FP8_SM_FLOPS) if group.startswith("FP8") else (2, SM_FLOPS)
     bound = loop_bound(predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, 2, flops))
     floor = floor_us(M, N, K, sms, in_bytes, 2, flops)
