@@ -29,3 +29,4 @@ def test_gaps_of_the_v8_table_name_the_tile_and_dram_reasons():
     assert all(e["ceiling"] > 0 for e in entries.values())
     assert format_gaps(list(entries.values())).count("\n") == len(entries) + 1
     assert config_of("64x8x128 s12 w4 swap-AB").swap_ab and not config_of("128x256x64 s3 w8").swap_ab
+    assert config_of("128x256x64 s3 w8 2x1").cluster.num_ctas == 2 and config_of("128x256x64 s3 w8").cluster_m == 1

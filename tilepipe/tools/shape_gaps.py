@@ -1,7 +1,7 @@
 """Why a shape-table row runs below its baseline: the facts one results file of `bench --shapes` and one of the
 baselines' kernels (`cublas-kernels-*.json`, torch.profiler) give for each row under 1.0x, as a markdown table.
 
-    python -m tilepipe.tools.shape_gaps bench/results/shapes-h100-v9.json bench/results/cublas-kernels-h100.json
+    python -m tilepipe.tools.shape_gaps bench/results/shapes-h100-v10.json bench/results/cublas-kernels-h100.json
 
 Per row: our time and the baseline's; the fastest of our timed candidates (the ceiling with the tiles we have); the
 cost model's bound and floor for our choice; the baseline's kernel tile, cluster and split-K; and the reasons these
@@ -21,7 +21,7 @@ from tilepipe.host.configs import FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, floor_us
 CHOICE_MARGIN = 1.02
 """A timed candidate this much faster than the chosen kernel counts as a better choice missed."""
 _TILE = re.compile(r"_(\d+)x(\d+)_(\d+)x(\d+)_(\d+x\d+)?")
-_CONFIG = re.compile(r"(\d+)x(\d+)x(\d+) s(\d+) w(\d+)( swap-AB)?")
+_CONFIG = re.compile(r"(\d+)x(\d+)x(\d+) s(\d+) w(\d+)( swap-AB)?(?: (\d)x(\d))?")
 
 
 def baseline_kernel(name: str) -> dict:
@@ -37,8 +37,9 @@ def baseline_kernel(name: str) -> dict:
 
 def config_of(text: str) -> MatmulConfig:
     """The MatmulConfig a results file's config string (bench_shapes.describe) names."""
-    bm, bn, bk, stages, warps, swap = _CONFIG.match(text).groups()
-    return MatmulConfig(int(bm), int(bn), int(bk), stages=int(stages), num_warps=int(warps), swap_ab=bool(swap))
+    bm, bn, bk, stages, warps, swap, cm, cn = _CONFIG.match(text).groups()
+    return MatmulConfig(int(bm), int(bn), int(bk), stages=int(stages), num_warps=int(warps), swap_ab=bool(swap),
+                        cluster_m=int(cm or 1), cluster_n=int(cn or 1))
 
 
 def gaps(record: dict, kernels: dict, sms: int = 132) -> list[dict]:
