@@ -48,20 +48,26 @@ def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_rol
     return (mma, load, store) + ((epilogue_load, ) if has_c else ())
 
 
-def dynamic_roles(has_c: bool) -> tuple[Role, ...]:
+def dynamic_roles(has_c: bool, cluster: bool = False) -> tuple[Role, ...]:
     """matmul_roles under the dynamic scheduler (tilepipe/schedulers/dynamic.py): every role takes each tile id from
     the scheduler's ring ('clc') before its tile, and once more for the sentinel that ends its loop; the load role,
     which paces the scheduler, hands it one throttle item ('clc_throttle') per tile it starts. The scheduler role
     (the last partition) publishes its first tile, then one ring item per throttle item (the last one the
-    sentinel), and drains the ring."""
+    sentinel), and drains the ring. In a `cluster` the ring is a multicast ring (the first CTA's ticket lands in
+    both CTAs' slots) and each scheduler, after arming its slot, waits for the fill, reads it back and frees the slot
+    as one of its consumers (its wait is the direct API: no consumer stage handle)."""
     roles = []
     for role in matmul_roles(has_c):
         tiles, *tail = role.program
         pace = produce("clc_throttle") if role.name == "load" else ()
         program = (*consume("clc"), loop(tiles.var, tiles.count, *pace, *tiles.body, *consume("clc")), *tail)
         roles.append(Role(role.name, role.function, program, role.release_lag))
+    publish = produce("clc")
+    if cluster:
+        publish = (Wait("clc", "producer"), Signal("clc", "producer"), Wait("clc", "consumer", traced=False),
+                   Signal("clc", "consumer"), Step("clc"))
     scheduler = Role("scheduler", "scheduler_role", (
-        *produce("clc"), loop("tile", "tiles", *consume("clc_throttle"), *produce("clc")), Drain("clc")))
+        *publish, loop("tile", "tiles", *consume("clc_throttle"), *publish), Drain("clc")))
     return (*roles, scheduler)
 
 
@@ -150,12 +156,12 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk")
     roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
-                    "dynamic": (dynamic_roles(has_c), tile_cases(cfg.stages)),
+                    "dynamic": (dynamic_roles(has_c, cm * cn > 1), tile_cases(cfg.stages)),
                     "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
                     }[schedule]
     if cm * cn > 1:
-        cases = (trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)) if schedule == "static" else
-                 cluster_streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
+        cases = (cluster_streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])) if schedule == "streamk" else
+                 trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)))
     config = f"{name} stages={cfg.stages} c_stages={cfg.c_stages}" + (" (one program)" if schedule == "streamk" else "")
     return Protocol(variant if schedule == "static" else f"{variant} {schedule}", config, plan_storages(plan), roles,
                     cases, lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args), ctas=cm * cn)
