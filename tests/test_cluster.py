@@ -1,7 +1,7 @@
 """Two-CTA clusters without a GPU: the declarations (which tile is split, which shared), the plan's pair barriers,
-and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a), under the static
-and the stream-K schedule (per-CTA partial tiles and flags); which schedules the host lets a cluster take, and the
-stream-K workspace a cluster needs."""
+and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a), under the static,
+the dynamic (a ticket per cluster, multicast to both CTAs) and the stream-K schedule (per-CTA partial tiles and
+flags); which schedules the host lets a cluster take, and the workspace a cluster needs."""
 
 import re
 
@@ -20,9 +20,9 @@ CLUSTERS = {"1x2": (1, 2), "2x1": (2, 1)}
 SPECS = {(name, has_c): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape)
          for name, shape in CLUSTERS.items() for has_c in (False, True)}
 SPECS["1x1", False] = matmul_spec(CFG, "bf16", "bf16", True)
-SPECS.update({(name, has_c, "streamk"): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape,
-                                                    schedule="streamk")
-              for name, shape in CLUSTERS.items() for has_c in (False, True)})
+SPECS.update({(name, has_c, schedule): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape,
+                                                   schedule=schedule)
+              for name, shape in CLUSTERS.items() for has_c in (False, True) for schedule in ("streamk", "dynamic")})
 MULTICAST = re.compile(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
                        r"\.multicast::cluster")
 
@@ -50,24 +50,35 @@ def test_plan_counts_per_cta_bytes_and_adds_pair_barriers():
     uses = {use.name: use for use in pair.barrier_map()}
     assert uses["pipelines.input.empty_pair"].arrivals == 2 and uses["pipelines.input.empty_pair"].count == 4
     assert "pipelines.input.empty_pair" not in {use.name for use in single.barrier_map()}
-    with pytest.raises(ValueError, match="dynamic scheduler"):
-        matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
+
+
+def test_a_cluster_scheduler_ring_is_a_multicast_ring_the_scheduler_also_consumes():
+    """Under the dynamic scheduler in a cluster the tile-id ring gets pair barriers, its slots are a TMA destination
+    replicated in both CTAs, and the scheduler counts among its consumers (it reads each id back); one CTA's ring
+    stays as it was."""
+    single = matmul_plan.fn(128, 128, 64, 4, 1, "bf16", "bf16", True, dynamic=True)
+    pair = matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
+    uses = {use.name: use for use in pair.barrier_map()}
+    assert uses["pipelines.clc.empty"].arrivals == 4 and uses["pipelines.clc.empty"].producer.endswith("+scheduler")
+    assert uses["pipelines.clc.empty_pair"].arrivals == 8 and uses["pipelines.clc.empty_pair"].count == 2
+    assert {use.name: use for use in single.barrier_map()}["pipelines.clc.empty"].arrivals == 3
+    assert "pipelines.clc.empty_pair" not in {use.name for use in single.barrier_map()}
+    response = next(p.part for p in pair.placed if p.part.name == "clc.response")
+    assert response.kind == "tile" and response.cga == ((0, 0), ) and response.nbytes == 2 * 16
 
 
 def test_clusters_run_the_static_schedule_unless_told():
-    """matmul's own choice for a cluster config stays static (the caller chooses stream-K or split-K); the host takes
-    those two on sm_90a and refuses the dynamic scheduler, and on sm_100a anything but static, naming the scheduler."""
+    """matmul's own choice for a cluster config stays static (the caller chooses dynamic, stream-K or split-K); the
+    host takes those on sm_90a, and on sm_100a nothing but static, naming the scheduler."""
     assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), 132) == "static"
     assert MatmulConfig(128, 256, 64, 3, cluster_m=2).tile_m == 256
     for shape in CLUSTERS.values():
         cfg = MatmulConfig(128, 128, 64, 4, cluster_m=shape[0], cluster_n=shape[1])
         for schedule in CLUSTER_SCHEDULES:
             check_cluster(cfg, schedule, "sm_90a")
-        with pytest.raises(ValueError, match="scheduler 'dynamic' does not hand out cluster tiles yet; on sm_90a"):
-            check_cluster(cfg, "dynamic", "sm_90a")
     with pytest.raises(ValueError, match="scheduler 'clc' does not hand out cluster tiles yet; on sm_100a"):
         check_cluster(MatmulConfig(128, 256, 64, 6, c_stages=2, num_warps=4, cluster_m=2), "clc", "sm_100a")
-    assert CLUSTER_SCHEDULES == ("static", "streamk", "splitk")
+    assert CLUSTER_SCHEDULES == ("static", "dynamic", "streamk", "splitk")
 
 
 @pytest.mark.parametrize("shape", CLUSTERS.values(), ids=CLUSTERS)
@@ -88,6 +99,21 @@ def test_a_cluster_streamk_workspace_holds_every_ctas_partial_tile_and_flag(shap
                 assert FLAG_WORDS.value + programs * cfg.tile_m * cfg.tile_n <= workspace_words(sms, cfg)
     with pytest.raises(RuntimeError, match="flags for 1024 CTAs"):
         workspace_words(2048, CFG)
+
+
+def test_a_cluster_dynamic_workspace_holds_every_clusters_ticket_rows_past_the_flags():
+    """The dynamic scheduler's ticket rows (one per cluster and ring slot) start past stream-K's flags, which must
+    rest at 0 whichever schedule ran last on the stream, 16-byte aligned for TMA, and fit the workspace."""
+    from tilepipe.kernels.matmul import SCHEDULER_STAGES
+    from tilepipe.host.launch import workspace_words
+    from tilepipe.pipeline.partials import FLAG_WORDS
+    from tilepipe.schedulers.dynamic import TICKET_BASE, TICKET_WORDS, ticket_rows
+
+    assert TICKET_BASE.value >= FLAG_WORDS.value and TICKET_BASE.value * 4 % 16 == 0 and TICKET_WORDS.value * 4 == 16
+    for sms in (1, 132, 1024):
+        for cfg in (CFG, MatmulConfig(64, 64, 64, 3, cluster_m=2)):
+            assert TICKET_BASE.value + ticket_rows(sms, SCHEDULER_STAGES) * TICKET_WORDS.value <= workspace_words(
+                sms, cfg)
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
@@ -114,6 +140,28 @@ def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(rep
         # the flag of slot p is p * 2 + rank: the partials' own rank read (inline asm) in the store and epilogue-load
         assert len(re.findall(r"mov\.u32 %r\d+, %cluster_ctarank;", rep.ptx)) == 2  # roles (Triton's: a tab)
         assert rep.count("red.release.gpu.global.add") == rep.count("st.relaxed.gpu.global") == 1
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.parametrize("has_c", (False, True), ids=("plain", "+C"))
+def test_cluster_dynamic_scheduler_multicasts_each_ticket_without_a_cluster_barrier(reports, name, has_c):
+    """The dynamic scheduler in a cluster: the first CTA's lane 0 draws each ticket (one atom, in inline asm) into its
+    row and fences it for the async proxy (first tile and draws: two asm blocks); both CTAs expect the row's 16 bytes
+    and one multicast lands it in both (besides the shared operand's); every consumer of the tile-id ring, the
+    scheduler included, also releases it on the pair barrier in the first CTA. No cluster barrier or distributed
+    shared-memory read beyond the static kernel's (barrier init, kernel end), and no spills."""
+    rep, static = reports[name, has_c, "dynamic"], reports[name, has_c]
+    assert rep.spill_stores == rep.spill_loads == 0
+    assert len(MULTICAST.findall(rep.ptx)) == 3  # the shared operand; the ticket row at the first tile and per draw
+    assert rep.count("UTMALDG.2D.MULTICAST", "sass") >= 3
+    assert rep.count("atom.global.add.u32") == 1 and rep.count("atom.global.exch.b32") == 1
+    assert rep.count("fence.proxy.async.global") == 2 and rep.count("%cluster_ctarank") >= 2
+    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 16;", rep.ptx)
+    # the input ring's two remote releases, plus two per consumer role of the tile-id ring (its first tile and its
+    # loop): load, mma, store[, epilogue_load] and the scheduler
+    assert rep.count("mbarrier.arrive.shared::cluster.b64") == 2 + 2 * (3 + has_c + 1)
+    for what in ("barrier.cluster.arrive", "barrier.cluster.wait", "ld.shared::cluster", "mapa"):
+        assert rep.count(what) == static.count(what), what
 
 
 def test_unclustered_gemm_has_no_cluster_instructions(reports):
