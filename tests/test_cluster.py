@@ -64,7 +64,7 @@ def test_a_cluster_scheduler_ring_is_a_multicast_ring_the_scheduler_also_consume
     assert {use.name: use for use in single.barrier_map()}["pipelines.clc.empty"].arrivals == 3
     assert "pipelines.clc.empty_pair" not in {use.name for use in single.barrier_map()}
     response = next(p.part for p in pair.placed if p.part.name == "clc.response")
-    assert response.kind == "tile" and response.cga == ((0, 0), ) and response.nbytes == 2 * 16
+    assert response.kind == "tile" and response.cga == ((0, 0), ) and response.nbytes == 2 * 128  # TMA-aligned stages
 
 
 def test_clusters_run_the_static_schedule_unless_told():

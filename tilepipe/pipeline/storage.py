@@ -558,8 +558,10 @@ class ClcPipelineStorage(Storage):
                            "generic")
 
     def _response(self) -> Part:
-        if self.multicast:  # a TMA destination, replicated in both CTAs
-            return Part("response", "int32", (1, 4), self.stages, cga=((0, 0), ))
+        """[stages, rows, 4] int32 words, the response in each stage's first row. A multicast ring's stages are a TMA
+        destination, replicated in both CTAs, which must start 128-byte aligned: 8 rows a stage, 7 unused."""
+        if self.multicast:
+            return Part("response", "int32", (8, 4), self.stages, cga=((0, 0), ))
         return Part("response", "int32", (1, 4), self.stages, kind="words")
 
     def parts(self) -> list[Part]:

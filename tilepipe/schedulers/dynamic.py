@@ -81,6 +81,12 @@ def _ticket_asm(draw: bool) -> gl.constexpr:
 }}""")
 
 
+@gluon.jit
+def _slot(response, index):
+    """The 1 x 4 response words of ring slot `index` (the first row of its stage: storage.ClcPipelineStorage)."""
+    return response.index(index).slice(0, 1)
+
+
 _FIRST_TICKET = _ticket_asm(False)
 _NEXT_TICKET = _ticket_asm(True)
 
@@ -94,7 +100,7 @@ class DynamicWork(RingWork):
              PACES: gl.constexpr, ROLE: gl.constexpr):
         """Wait for the next tile id in the ring, free its slot; a pacing role then lets the scheduler fetch on."""
         with ring.consume() as slot:
-            words = response.index(slot.index()).load(_response_layout(gl.num_warps(), gl.num_ctas()))
+            words = _slot(response, slot.index()).load(_response_layout(gl.num_warps(), gl.num_ctas()))
             tile_id = gl.max(gl.max(words, axis=1), axis=0)
         valid = tile_id < grid.num_tiles
         return DynamicWork(tile_id, valid, grid, ring, paced(throttle, valid, PACES), response, PACES, ROLE)
@@ -147,7 +153,7 @@ class DynamicTileScheduler:
 def _publish(ring: ProducerConsumerPipeline, response, tile_id):
     """Write a tile id into the next free ring slot and signal it to every consuming role."""
     with ring.produce() as slot:
-        response.index(slot.index()).store(gl.full([1, 4], tile_id, gl.int32, _response_layout(gl.num_warps())))
+        _slot(response, slot.index()).store(gl.full([1, 4], tile_id, gl.int32, _response_layout(gl.num_warps())))
         slot.arrive()
     return ring
 
@@ -165,7 +171,7 @@ def _multicast(ring: ProducerConsumerPipeline, sched: DynamicTileScheduler, base
                                                  + at, sched.grid.num_tiles - 1 + at, base + at],
                               dtype=gl.int32, is_pure=False, pack=1)
     slot.expect_loads(sched.tickets)
-    response = sched.response.index(slot.index())
+    response = _slot(sched.response, slot.index())
     tma.async_load(sched.tickets, [row, 0], slot.mbar(), response, multicast=True)
     slot.wait_filled()
     words = response.load(_response_layout(gl.num_warps(), gl.num_ctas()))
