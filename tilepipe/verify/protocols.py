@@ -18,8 +18,8 @@ from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMU
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
-from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Protocol, Role, Signal, Step, Wait, check,
-                                     consume, loop, produce, trip_cases, wait_filled)
+from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait,
+                                     check, consume, loop, produce, trip_cases, wait_filled)
 
 
 def tile_cases(stages: int):
@@ -174,6 +174,37 @@ def cluster_protocols() -> list[Protocol]:
     largest = max(configs.values(), key=lambda cfg: cfg.block_m * cfg.block_n)
     return [matmul_protocol(name, cfg, variant) for variant, options in MATMUL_CLUSTERS.items()
             for name, cfg in configs.items() if not options.get("has_c") or cfg == largest]
+
+
+SCHEDULER_RING = ("clc", "clc_throttle")
+"""The dynamic scheduler's pipelines: its tile-id ring and the load role's throttle."""
+
+
+def scoped_roles(roles: tuple[Role, ...], pipelines: tuple[str, ...]) -> tuple[Role, ...]:
+    """Each role's program over `pipelines` only (its other steps dropped, loops kept with their trip counts)."""
+    def keep(program):
+        return tuple(replace(op, body=keep(op.body)) if isinstance(op, Loop) else op for op in program
+                     if isinstance(op, Loop) or op.pipeline in pipelines)
+    return tuple(replace(role, program=keep(role.program),
+                         release_lag=tuple(lag for lag in role.release_lag if lag[0] in pipelines)) for role in roles)
+
+
+def cluster_dynamic_protocols() -> list[Protocol]:
+    """The two-CTA GEMMs under the dynamic scheduler in the largest tile, over the scheduler ring: every role of both
+    CTAs takes each tile id from its CTA's slot of the multicast ring, the first CTA's ticket lands in both, each
+    scheduler reads it back and frees it as a consumer; up to three tiles (the two-stage ring's second lap). Their
+    other pipelines are the static cluster protocol's (cluster_protocols), and exploring all of them with both CTAs'
+    ten roles passes the state budget beyond one tile of one k-step (tests/test_cluster.py explores that case whole).
+    With C the ring has one more consumer role (epilogue_load, taking ids as the store role does), which takes even
+    the ring alone past the budget at one tile: the plain variant's protocol covers it (covering_kernel). The ticket
+    row and the counter are global memory (not modelled)."""
+    protocols = []
+    for variant in (name for name, options in MATMUL_CLUSTERS.items() if not options.get("has_c")):
+        full = matmul_protocol("LARGE_16BIT", configs.LARGE_16BIT, variant, "dynamic")
+        protocols.append(replace(full, roles=scoped_roles(full.roles, SCHEDULER_RING),
+                                 cases=trip_cases(tiles=(1, 2, 3), k=(1, )), scope=SCHEDULER_RING,
+                                 config=full.config + " (scheduler ring)"))
+    return protocols
 
 
 def cluster_streamk_protocols() -> list[Protocol]:
@@ -420,11 +451,12 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs (static and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
+    program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
     too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
-    protocols += cluster_protocols() + cluster_streamk_protocols() + swap_protocols() + fp8_protocols()
+    protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
+    protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
@@ -450,5 +482,7 @@ def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
     schedule = variant.options.get("schedule", "static")
     if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
+        if schedule == "dynamic" and "cluster" in variant.options and variant.options.get("has_c"):
+            return variant.name.replace("+C ", "")  # the plain cluster's scheduler ring: cluster_dynamic_protocols
         return variant.name if schedule != "static" else variant.name.rsplit(" ", 1)[0]  # variant's own
     return f"{variant.kernel} streamk" if schedule == "streamk" else variant.kernel  # FP8: stream-K adds a role
