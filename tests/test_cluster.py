@@ -4,6 +4,7 @@ the dynamic (a ticket per cluster, multicast to both CTAs) and the stream-K sche
 flags); which schedules the host lets a cluster take, and the workspace a cluster needs."""
 
 import re
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from tilepipe.api.matmul import check_cluster
 from tilepipe.host.configs import MatmulConfig, schedule_for
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.cluster import Cluster, ctas_splitting
+from tilepipe.pipeline.storage import Storage
 from tilepipe.schedulers import CLUSTER_SCHEDULES
 from tilepipe.verify.compile import compile_kernels
 
@@ -310,3 +312,50 @@ def test_blockwise_cluster_protocol_passes_and_a_one_cta_pair_count_fails(name):
     deadlock = [f for f in check(with_pipeline(protocol, "input", consumer_arrivals=2)).findings
                 if f.kind == "deadlock"]
     assert any(f.role.startswith("load") and f.pipeline == "input" for f in deadlock), deadlock
+
+
+@dataclass(frozen=True)
+class _SchedulerUncounted(Storage):
+    """A bundle whose scheduler ring counts its consumers without the scheduler (a seeded wrong count: the
+    scheduler's read-back release left out of the ring's empty count, per CTA and in the pair)."""
+    inner: Storage
+
+    def parts(self):
+        return self.inner.parts()
+
+    def barriers(self):
+        less = {"clc.empty": 1, "clc.empty_pair": 2}
+        return [replace(use, arrivals=use.arrivals - less.get(use.name, 0)) for use in self.inner.barriers()]
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_cluster_dynamic_scheduler_ring_protocol_passes_and_a_count_without_the_scheduler_fails(name):
+    """The checker runs both CTAs' roles over the multicast scheduler ring (traced against the kernel over that ring),
+    up to three tiles; with the scheduler left out of the ring's consumer count its read-back release lands in the
+    next phase, and with the pair barrier counting one CTA's releases the first CTA rewrites a slot the other still
+    reads."""
+    from tests.test_checker import _OneCtaPair
+    from tilepipe.pipeline.storage import SmemPipelineBundle
+    from tilepipe.verify.checker import check, format_results
+    from tilepipe.verify.protocols import cluster_dynamic_protocols
+
+    protocol = next(p for p in cluster_dynamic_protocols() if p.kernel == f"matmul cluster {name} dynamic")
+    result = check(protocol, trace=True)
+    assert result.ok and result.traced and result.cases == 3, format_results([result])
+    for seeded in (_SchedulerUncounted, _OneCtaPair):
+        wrong = replace(protocol, storages=tuple(seeded(s) if isinstance(s, SmemPipelineBundle) else s
+                                                 for s in protocol.storages))
+        found = [f for f in check(wrong).findings if f.kind == "over-arrival"]
+        assert any(f.pipeline == "clc" for f in found), (seeded, found)
+
+
+def test_cluster_dynamic_whole_protocol_passes_one_tile():
+    """Every pipeline of the dynamic 2x1 GEMM at once (both CTAs' five roles, input and output rings beside the
+    scheduler ring), traced: one tile of one k-step, the most the state budget takes."""
+    from tilepipe.host.configs import LARGE_16BIT
+    from tilepipe.verify.checker import check, format_results
+    from tilepipe.verify.protocols import matmul_protocol
+
+    protocol = matmul_protocol("LARGE_16BIT", LARGE_16BIT, "matmul cluster 2x1", "dynamic")
+    result = check(replace(protocol, cases=((("tiles", 1), ("k", 1)), )), trace=True)
+    assert result.ok and result.traced and result.states > 10**6, format_results([result])
