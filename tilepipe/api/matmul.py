@@ -35,8 +35,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
     heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/, or "splitk": stream-K's
     scheduler on tiles x splits programs; on sm_100 "static" or "clc") picks the tile scheduler; by default
-    schedule_for picks per shape (static on sm_100). A config with a cluster runs on sm_90a under the static
-    schedule only. Raises TypeError / ValueError naming the argument for bad input.
+    schedule_for picks per shape (static on sm_100). A config with a cluster runs on sm_90a under any of these
+    schedulers (static unless told), on sm_100 static only. Raises TypeError / ValueError naming the argument for bad
+    input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
