@@ -118,6 +118,28 @@ def test_a_cluster_dynamic_workspace_holds_every_clusters_ticket_rows_past_the_f
                 sms, cfg)
 
 
+def test_the_host_hands_a_cluster_dynamic_launch_its_ticket_rows():
+    """A dynamic launch in a cluster gets a TMA operand over one row per cluster and ring slot (66 clusters on 132
+    SMs), from word TICKET_BASE of the workspace, in boxes of one row replicated in both CTAs; no other launch gets
+    one."""
+    import torch
+
+    from tilepipe.host.launch import ticket_descriptor, ticket_slots, workspace_words
+    from tilepipe.schedulers.dynamic import TICKET_BASE
+
+    cfg = MatmulConfig(128, 128, 64, 4, cluster_m=2)
+    workspace = torch.zeros(workspace_words(132, cfg), dtype=torch.int32)
+    operand, area = ticket_slots(workspace, cfg, "dynamic", 132)
+    assert area.shape == (132, 4) and operand.shape == (132, 4) and operand.strides == (4, 1)
+    assert operand.address == workspace.data_ptr() + 4 * TICKET_BASE.value
+    desc = ticket_descriptor(area)
+    assert list(desc.block_shape) == [1, 4] and [list(b) for b in desc.layout.cga_layout] == [[0, 0]]
+    for args in ((workspace, cfg, "static", 132), (workspace, CFG.__class__(128, 128, 64, 4), "dynamic", 132),
+                 (None, cfg, "dynamic", 132)):
+        assert ticket_slots(*args) == (None, None)
+    assert ticket_descriptor(None) is None
+
+
 @pytest.mark.parametrize("name", CLUSTERS)
 @pytest.mark.parametrize("schedule", ("static", "streamk"))
 @pytest.mark.parametrize("has_c", (False, True), ids=("plain", "+C"))

@@ -30,12 +30,10 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import tma
 from triton.language.core import _unwrap_if_constexpr
 
-from tilepipe.pipeline.ring import _trace
 from tilepipe.pipeline.partials import FLAG_WORDS, one_per_lane
-from tilepipe.pipeline.ring import ProducerConsumerPipeline
+from tilepipe.pipeline.ring import ProducerConsumerPipeline, _trace
 from tilepipe.schedulers.grid import TileGrid
 from tilepipe.schedulers.ringfed import RingWork, paced
-
 
 TICKET_BASE = gl.constexpr(FLAG_WORDS.value)
 """The workspace's int32 word where the clusters' ticket rows start: past stream-K's flags, which must rest at 0
