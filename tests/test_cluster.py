@@ -1,10 +1,10 @@
 """Two-CTA clusters without a GPU: the declarations (which tile is split, which shared), the plan's pair barriers,
-and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a), under the static
-and the stream-K schedule (per-CTA partial tiles and flags); which schedules the host lets a cluster take, and the
-stream-K workspace a cluster needs."""
+and the compiled cluster GEMMs' multicast loads, remote releases and per-CTA byte counts (sm_90a), under the static,
+the dynamic (a ticket per cluster, multicast to both CTAs) and the stream-K schedule (per-CTA partial tiles and
+flags); which schedules the host lets a cluster take, and the workspace a cluster needs."""
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -15,6 +15,7 @@ from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, MatmulConfig, schedule_for
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.cluster import Cluster, ctas_splitting
+from tilepipe.pipeline.storage import Storage
 from tilepipe.schedulers import CLUSTER_SCHEDULES
 from tilepipe.verify.compile import compile_kernels
 
@@ -23,9 +24,9 @@ CLUSTERS = {"1x2": (1, 2), "2x1": (2, 1)}
 SPECS = {(name, has_c): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape)
          for name, shape in CLUSTERS.items() for has_c in (False, True)}
 SPECS["1x1", False] = matmul_spec(CFG, "bf16", "bf16", True)
-SPECS.update({(name, has_c, "streamk"): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape,
-                                                    schedule="streamk")
-              for name, shape in CLUSTERS.items() for has_c in (False, True)})
+SPECS.update({(name, has_c, schedule): matmul_spec(CFG, "bf16", "bf16", True, has_c=has_c, cluster=shape,
+                                                   schedule=schedule)
+              for name, shape in CLUSTERS.items() for has_c in (False, True) for schedule in ("streamk", "dynamic")})
 MULTICAST = re.compile(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
                        r"\.multicast::cluster")
 
@@ -53,24 +54,35 @@ def test_plan_counts_per_cta_bytes_and_adds_pair_barriers():
     uses = {use.name: use for use in pair.barrier_map()}
     assert uses["pipelines.input.empty_pair"].arrivals == 2 and uses["pipelines.input.empty_pair"].count == 4
     assert "pipelines.input.empty_pair" not in {use.name for use in single.barrier_map()}
-    with pytest.raises(ValueError, match="dynamic scheduler"):
-        matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
+
+
+def test_a_cluster_scheduler_ring_is_a_multicast_ring_the_scheduler_also_consumes():
+    """Under the dynamic scheduler in a cluster the tile-id ring gets pair barriers, its slots are a TMA destination
+    replicated in both CTAs, and the scheduler counts among its consumers (it reads each id back); one CTA's ring
+    stays as it was."""
+    single = matmul_plan.fn(128, 128, 64, 4, 1, "bf16", "bf16", True, dynamic=True)
+    pair = matmul_plan.fn(128, 256, 64, 4, 1, "bf16", "bf16", True, dynamic=True, cluster_m=1, cluster_n=2)
+    uses = {use.name: use for use in pair.barrier_map()}
+    assert uses["pipelines.clc.empty"].arrivals == 4 and uses["pipelines.clc.empty"].producer.endswith("+scheduler")
+    assert uses["pipelines.clc.empty_pair"].arrivals == 8 and uses["pipelines.clc.empty_pair"].count == 2
+    assert {use.name: use for use in single.barrier_map()}["pipelines.clc.empty"].arrivals == 3
+    assert "pipelines.clc.empty_pair" not in {use.name for use in single.barrier_map()}
+    response = next(p.part for p in pair.placed if p.part.name == "clc.response")
+    assert response.kind == "tile" and response.cga == ((0, 0), ) and response.nbytes == 2 * 128  # TMA-aligned stages
 
 
 def test_clusters_run_the_schedules_the_host_takes():
-    """The host takes stream-K and split-K with a cluster on sm_90a and refuses the dynamic scheduler, and on sm_100a
-    anything but static, naming the scheduler."""
+    """The host takes dynamic, stream-K and split-K with a cluster on sm_90a, and on sm_100a nothing but static,
+    naming the scheduler."""
     assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), 132) == "static"
     assert MatmulConfig(128, 256, 64, 3, cluster_m=2).tile_m == 256
     for shape in CLUSTERS.values():
         cfg = MatmulConfig(128, 128, 64, 4, cluster_m=shape[0], cluster_n=shape[1])
         for schedule in CLUSTER_SCHEDULES:
             check_cluster(cfg, schedule, "sm_90a")
-        with pytest.raises(ValueError, match="scheduler 'dynamic' does not hand out cluster tiles yet; on sm_90a"):
-            check_cluster(cfg, "dynamic", "sm_90a")
     with pytest.raises(ValueError, match="scheduler 'clc' does not hand out cluster tiles yet; on sm_100a"):
         check_cluster(MatmulConfig(128, 256, 64, 6, c_stages=2, num_warps=4, cluster_m=2), "clc", "sm_100a")
-    assert CLUSTER_SCHEDULES == ("static", "streamk", "splitk")
+    assert CLUSTER_SCHEDULES == ("static", "dynamic", "streamk", "splitk")
 
 
 @pytest.mark.parametrize("shape", CLUSTERS.values(), ids=CLUSTERS)
@@ -91,6 +103,43 @@ def test_a_cluster_streamk_workspace_holds_every_ctas_partial_tile_and_flag(shap
                 assert FLAG_WORDS.value + programs * cfg.tile_m * cfg.tile_n <= workspace_words(sms, cfg)
     with pytest.raises(RuntimeError, match="flags for 1024 CTAs"):
         workspace_words(2048, CFG)
+
+
+def test_a_cluster_dynamic_workspace_holds_every_clusters_ticket_rows_past_the_flags():
+    """The dynamic scheduler's ticket rows (one per cluster and ring slot) start past stream-K's flags, which must
+    rest at 0 whichever schedule ran last on the stream, 16-byte aligned for TMA, and fit the workspace."""
+    from tilepipe.kernels.matmul import SCHEDULER_STAGES
+    from tilepipe.host.launch import workspace_words
+    from tilepipe.pipeline.partials import FLAG_WORDS
+    from tilepipe.schedulers.dynamic import TICKET_BASE, TICKET_WORDS, ticket_rows
+
+    assert TICKET_BASE.value >= FLAG_WORDS.value and TICKET_BASE.value * 4 % 16 == 0 and TICKET_WORDS.value * 4 == 16
+    for sms in (1, 132, 1024):
+        for cfg in (CFG, MatmulConfig(64, 64, 64, 3, cluster_m=2)):
+            assert TICKET_BASE.value + ticket_rows(sms, SCHEDULER_STAGES) * TICKET_WORDS.value <= workspace_words(
+                sms, cfg)
+
+
+def test_the_host_hands_a_cluster_dynamic_launch_its_ticket_rows():
+    """A dynamic launch in a cluster gets a TMA operand over one row per cluster and ring slot (66 clusters on 132
+    SMs), from word TICKET_BASE of the workspace, in boxes of one row replicated in both CTAs; no other launch gets
+    one."""
+    import torch
+
+    from tilepipe.host.launch import ticket_descriptor, ticket_slots, workspace_words
+    from tilepipe.schedulers.dynamic import TICKET_BASE
+
+    cfg = MatmulConfig(128, 128, 64, 4, cluster_m=2)
+    workspace = torch.zeros(workspace_words(132, cfg), dtype=torch.int32)
+    operand, area = ticket_slots(workspace, cfg, "dynamic", 132)
+    assert area.shape == (132, 4) and operand.shape == (132, 4) and operand.strides == (4, 1)
+    assert operand.address == workspace.data_ptr() + 4 * TICKET_BASE.value
+    desc = ticket_descriptor(area)
+    assert list(desc.block_shape) == [1, 4] and [list(b) for b in desc.layout.cga_layout] == [[0, 0]]
+    for args in ((workspace, cfg, "static", 132), (workspace, CFG.__class__(128, 128, 64, 4), "dynamic", 132),
+                 (None, cfg, "dynamic", 132)):
+        assert ticket_slots(*args) == (None, None)
+    assert ticket_descriptor(None) is None
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
@@ -117,6 +166,28 @@ def test_cluster_gemm_multicasts_the_shared_operand_and_releases_across_ctas(rep
         # the flag of slot p is p * 2 + rank: the partials' own rank read (inline asm) in the store and epilogue-load
         assert len(re.findall(r"mov\.u32 %r\d+, %cluster_ctarank;", rep.ptx)) == 2  # roles (Triton's: a tab)
         assert rep.count("red.release.gpu.global.add") == rep.count("st.relaxed.gpu.global") == 1
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.parametrize("has_c", (False, True), ids=("plain", "+C"))
+def test_cluster_dynamic_scheduler_multicasts_each_ticket_without_a_cluster_barrier(reports, name, has_c):
+    """The dynamic scheduler in a cluster: the first CTA's lane 0 draws each ticket (one atom, in inline asm) into its
+    row and fences it for the async proxy (first tile and draws: two asm blocks); both CTAs expect the row's 16 bytes
+    and one multicast lands it in both (besides the shared operand's); every consumer of the tile-id ring, the
+    scheduler included, also releases it on the pair barrier in the first CTA. No cluster barrier or distributed
+    shared-memory read beyond the static kernel's (barrier init, kernel end), and no spills."""
+    rep, static = reports[name, has_c, "dynamic"], reports[name, has_c]
+    assert rep.spill_stores == rep.spill_loads == 0
+    assert len(MULTICAST.findall(rep.ptx)) == 3  # the shared operand; the ticket row at the first tile and per draw
+    assert rep.count("UTMALDG.2D.MULTICAST", "sass") >= 3
+    assert rep.count("atom.global.add.u32") == 1 and rep.count("atom.global.exch.b32") == 1
+    assert rep.count("fence.proxy.async.global") == 2 and rep.count("%cluster_ctarank") >= 2
+    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 16;", rep.ptx)
+    # the input ring's two remote releases, plus two per consumer role of the tile-id ring (its first tile and its
+    # loop): load, mma, store[, epilogue_load] and the scheduler
+    assert rep.count("mbarrier.arrive.shared::cluster.b64") == 2 + 2 * (3 + has_c + 1)
+    for what in ("barrier.cluster.arrive", "barrier.cluster.wait", "ld.shared::cluster", "mapa"):
+        assert rep.count(what) == static.count(what), what
 
 
 def test_unclustered_gemm_has_no_cluster_instructions(reports):
@@ -265,6 +336,53 @@ def test_blockwise_cluster_protocol_passes_and_a_one_cta_pair_count_fails(name):
     deadlock = [f for f in check(with_pipeline(protocol, "input", consumer_arrivals=2)).findings
                 if f.kind == "deadlock"]
     assert any(f.role.startswith("load") and f.pipeline == "input" for f in deadlock), deadlock
+
+
+@dataclass(frozen=True)
+class _SchedulerUncounted(Storage):
+    """A bundle whose scheduler ring counts its consumers without the scheduler (a seeded wrong count: the
+    scheduler's read-back release left out of the ring's empty count, per CTA and in the pair)."""
+    inner: Storage
+
+    def parts(self):
+        return self.inner.parts()
+
+    def barriers(self):
+        less = {"clc.empty": 1, "clc.empty_pair": 2}
+        return [replace(use, arrivals=use.arrivals - less.get(use.name, 0)) for use in self.inner.barriers()]
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_cluster_dynamic_scheduler_ring_protocol_passes_and_a_count_without_the_scheduler_fails(name):
+    """The checker runs both CTAs' roles over the multicast scheduler ring (traced against the kernel over that ring),
+    up to three tiles; with the scheduler left out of the ring's consumer count its read-back release lands in the
+    next phase, and with the pair barrier counting one CTA's releases the first CTA rewrites a slot the other still
+    reads."""
+    from tests.test_checker import _OneCtaPair
+    from tilepipe.pipeline.storage import SmemPipelineBundle
+    from tilepipe.verify.checker import check, format_results
+    from tilepipe.verify.protocols import cluster_dynamic_protocols
+
+    protocol = next(p for p in cluster_dynamic_protocols() if p.kernel == f"matmul cluster {name} dynamic")
+    result = check(protocol, trace=True)
+    assert result.ok and result.traced and result.cases == 3, format_results([result])
+    for seeded in (_SchedulerUncounted, _OneCtaPair):
+        wrong = replace(protocol, storages=tuple(seeded(s) if isinstance(s, SmemPipelineBundle) else s
+                                                 for s in protocol.storages))
+        found = [f for f in check(wrong).findings if f.kind == "over-arrival"]
+        assert any(f.pipeline == "clc" for f in found), (seeded, found)
+
+
+def test_cluster_dynamic_whole_protocol_passes_one_tile():
+    """Every pipeline of the dynamic 2x1 GEMM at once (both CTAs' five roles, input and output rings beside the
+    scheduler ring), traced: one tile of one k-step, the most the state budget takes."""
+    from tilepipe.host.configs import LARGE_16BIT
+    from tilepipe.verify.checker import check, format_results
+    from tilepipe.verify.protocols import matmul_protocol
+
+    protocol = matmul_protocol("LARGE_16BIT", LARGE_16BIT, "matmul cluster 2x1", "dynamic")
+    result = check(replace(protocol, cases=((("tiles", 1), ("k", 1)), )), trace=True)
+    assert result.ok and result.traced and result.states > 10**6, format_results([result])
 
 
 def test_matmul_chooses_a_pair_where_it_measured_faster(monkeypatch):

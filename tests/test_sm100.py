@@ -3,6 +3,7 @@ and tensor memory against the plan and the limits, the plan's refusals, and whic
 a kernel: the sm_100a GEMM has been compiled, never run."""
 
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -191,8 +192,9 @@ def test_sm100_shares_the_launch_path():
     with pytest.raises(ValueError, match="1x2 cluster is built for sm_90a"):
         check_cluster(wide, "static", "sm_100a")
     check_cluster(wide, "static", "sm_90a")
-    with pytest.raises(ValueError, match="scheduler 'dynamic' does not hand out cluster tiles"):
-        check_cluster(wide, "dynamic", "sm_90a")
+    check_cluster(wide, "dynamic", "sm_90a")
+    with pytest.raises(ValueError, match="scheduler 'dynamic' does not hand out cluster tiles yet; on sm_100a"):
+        check_cluster(replace(wide, cluster_m=2, cluster_n=1), "dynamic", "sm_100a")
 
 
 # ---- the FP8 GEMM on sm_100a (sm100_scaled_matmul_kernel: compiled, never run) -----------------------------------

@@ -264,7 +264,7 @@ def test_runtime_if_merges_dead_names(built: dict) -> None:
     assert "('tag', constexpr_type[1])" in error and "('tag', constexpr_type[2])" in error
 
 
-# ------------------------------------------------ a tile id shared by a cluster (issue 18's dynamic scheduler, unbuilt)
+# -------------------------------------------- a tile id shared by a cluster (issue 18's dynamic scheduler; built on it)
 
 
 def test_a_cluster_ticket_reaches_both_ctas_by_one_multicast(built: dict) -> None:

@@ -5,7 +5,7 @@ fresh random inputs, with the output poisoned with NaN first. `... residual bf16
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
 split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
-`... cluster 2x1 plain bf16 bf16 kmajor [streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
+`... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
 
@@ -175,12 +175,14 @@ over the programs mid-tile (stream-K's fixup), ragged and not."""
 def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str,
                 scheduler: str = "static") -> dict:
     """A `cluster` ("2x1" or "1x2") configuration forced on every shape under `scheduler`: the plain GEMM or the
-    residual epilogues; stream-K also on CLUSTER_STREAMK_SHAPES, split-K on the small-M SPLITK_SHAPES."""
+    residual epilogues; stream-K (and the dynamic scheduler: more cluster tiles than clusters, handed out by ticket)
+    also on CLUSTER_STREAMK_SHAPES, split-K on the small-M SPLITK_SHAPES."""
     cm, cn = map(int, cluster.split("x"))
     config = tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cm, cluster_n=cn)
     if epilogue == "residual":
         return run_residual(dtype, out_dtype, layout, config, scheduler)
-    extra = {"static": [], "streamk": CLUSTER_STREAMK_SHAPES[cluster], "splitk": SPLITK_SHAPES}[scheduler]
+    extra = {"static": [], "dynamic": CLUSTER_STREAMK_SHAPES[cluster], "streamk": CLUSTER_STREAMK_SHAPES[cluster],
+             "splitk": SPLITK_SHAPES}[scheduler]
     return run(dtype, out_dtype, layout, SHAPES + [(1024, 8192, 1024), (8192, 1024, 1024)] + extra,
                scheduler=scheduler, config=config)
 

@@ -4,7 +4,8 @@ CUDA-graph replays; prints JSON.
 `python -m tests.gpu.scheduler_cases launches SCHEDULER fp32|bf16` and `... graphs SCHEDULER`, where SCHEDULER is
 static, dynamic, streamk, splitk, or default (matmul's own choice per shape); `... bias SCHEDULER` checks a bias row and
 alpha against a float64 reference. A last argument 2x1 or 1x2 (launches, graphs) forces a two-CTA cluster of 128 x 128
-CTA blocks (CLUSTER_CONFIGS): a program is then a cluster, and stream-K's flags are one per CTA.
+CTA blocks (CLUSTER_CONFIGS): a program is then a cluster, stream-K's flags are one per CTA, and the dynamic
+scheduler's tickets are drawn once per cluster (its ticket rows lie past the flags, which must still rest at 0).
 Integer-valued inputs make A @ B exact in the fp32 accumulator and in the output dtype, and every launch runs in
 place (D = A @ B + D), so after R launches D must equal D0 + R * (A @ B) exactly: a tile skipped or computed twice in
 some launch is off by a whole multiple of its own A @ B, which the failure report gives per tile. After every launch

@@ -16,9 +16,10 @@ CASES += [("swap", tile, schedule, out) for tile, schedule, out in (("64", "stat
 CLUSTER_CASES = (("plain", "bf16", "bf16", "kmajor"), ("plain", "fp16", "fp32", "rowmajor"),
                  ("residual", "bf16", "bf16", "rowmajor"))
 CASES += [("cluster", cluster, *case) for cluster in ("1x2", "2x1") for case in CLUSTER_CASES]
-CASES += [("cluster", cluster, *case, scheduler) for cluster in ("1x2", "2x1") for scheduler in ("streamk", "splitk")
-          for case in CLUSTER_CASES[:2]]
-CASES += [("cluster", cluster, "residual", "bf16", "bf16", "kmajor", "streamk") for cluster in ("1x2", "2x1")]
+CASES += [("cluster", cluster, *case, scheduler) for cluster in ("1x2", "2x1")
+          for scheduler in ("dynamic", "streamk", "splitk") for case in CLUSTER_CASES[:2]]
+CASES += [("cluster", cluster, "residual", "bf16", "bf16", "kmajor", scheduler) for cluster in ("1x2", "2x1")
+          for scheduler in ("dynamic", "streamk")]
 TIMEOUT_S = 240
 
 

@@ -9,10 +9,11 @@ SCHEDULERS = ("static", "dynamic", "streamk", "splitk", "default")
 CASES = [("launches", scheduler, out) for scheduler in SCHEDULERS for out in ("fp32", "bf16")]
 CASES += [("graphs", scheduler) for scheduler in SCHEDULERS]
 CASES += [("bias", scheduler) for scheduler in ("static", "streamk", "splitk")]
-# two-CTA clusters: a program is a cluster, stream-K's flags are one per CTA (split-K: the same kernel)
-CASES += [("launches", scheduler, out, cluster) for scheduler in ("streamk", "splitk") for out in ("fp32", "bf16")
-          for cluster in ("2x1", "1x2")]
-CASES += [("graphs", "streamk", cluster) for cluster in ("2x1", "1x2")]
+# two-CTA clusters: a program is a cluster, stream-K's flags are one per CTA (split-K: the same kernel), a dynamic
+# tile id is drawn once per cluster and multicast to both CTAs
+CASES += [("launches", scheduler, out, cluster) for scheduler in ("dynamic", "streamk", "splitk")
+          for out in ("fp32", "bf16") for cluster in ("2x1", "1x2")]
+CASES += [("graphs", scheduler, cluster) for scheduler in ("dynamic", "streamk") for cluster in ("2x1", "1x2")]
 TIMEOUT_S = 120
 
 

@@ -10,7 +10,8 @@ from tilepipe.host.checks import (check_no_overlap, check_operands, check_out, c
 from tilepipe.host.configs import MatmulConfig, config_for, schedule_for, sm100_config
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
-                                  partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor)
+                                  partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor,
+                                  ticket_descriptor, ticket_slots)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
@@ -34,8 +35,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     configuration (default: the autotuned one if `tilepipe.autotune` cached one for this shape, else a
     heuristic). `scheduler` ("static", "dynamic" or "streamk", tilepipe/schedulers/, or "splitk": stream-K's
     scheduler on tiles x splits programs; on sm_100 "static" or "clc") picks the tile scheduler; by default
-    schedule_for picks per shape (static on sm_100). A config with a cluster runs on sm_90a under the static
-    schedule only. Raises TypeError / ValueError naming the argument for bad input.
+    schedule_for picks per shape (static on sm_100). A config with a cluster runs on sm_90a under any of these
+    schedulers (static unless told), on sm_100 static only. Raises TypeError / ValueError naming the argument for bad
+    input.
     TMA needs unit inner strides and 16-byte aligned rows; a tensor without them (an inner size that is not a
     multiple of 16 bytes, a strided or broadcast view) is staged through an aligned copy, which costs one extra
     pass over that tensor but is never wrong. A and B whose rows start 16 bytes off a 32-byte sector (K = 8 mod 16)
@@ -146,10 +148,10 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
 
 def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = False,
                   pair: bool = True) -> None:
-    """Clusters on sm_90a: 2x1 and 1x2 (the shared operand multicast) under the static, stream-K and split-K schedules
-    (a stream-K unit is a k-range of a cluster tile); on sm_100a the 2x1 pair of the two-CTA GEMM (`pair`: the calling
-    GEMM has that form; without C, `has_c`, which is not model-checked with a pair), static only. Anything else (the
-    dynamic scheduler, which draws a tile per CTA) raises ValueError."""
+    """Clusters on sm_90a: 2x1 and 1x2 (the shared operand multicast) under the static, dynamic, stream-K and split-K
+    schedules (a stream-K unit is a k-range of a cluster tile; a dynamic tile id reaches both CTAs by multicast); on
+    sm_100a the 2x1 pair of the two-CTA GEMM (`pair`: the calling GEMM has that form; without C, `has_c`, which is
+    not model-checked with a pair), static only. Anything else raises ValueError."""
     if cfg.cluster.num_ctas == 1:
         return
     if arch == "sm_100a" and not pair:
@@ -258,11 +260,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     stream = torch._C._cuda_getCurrentRawStream(device)
     workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
     partials, area = partial_tiles(workspace if scalars[-1] == "streamk" else None, cfg)
+    tickets, rows = ticket_slots(workspace, cfg, scalars[-1], sm_count(device))
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
     args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
-            *cluster, cfg.swap_ab, None, 0, partials)
+            *cluster, cfg.swap_ab, None, 0, partials, tickets)
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
            device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
@@ -278,12 +281,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
                 bias if has_bias else out, workspace if workspace is not None else out, *scalars,
                 *cluster, cfg.swap_ab)  # unused pointers: any tensor types them
     options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
-    partial_desc = partial_descriptor(area, cfg, out.dtype)
+    descs = dict(partial_desc=partial_descriptor(area, cfg, out.dtype), ticket_desc=ticket_descriptor(rows))
     if probe is not None:
-        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, partial_desc=partial_desc, **options),
+        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **descs, **options),
                       grid[0], probe, a.device, cfg.cluster.num_ctas)
         return None, grid, args
-    _LAUNCHERS.remember(key, kernel[grid](*jit_args, partial_desc=partial_desc, **options))
+    _LAUNCHERS.remember(key, kernel[grid](*jit_args, **descs, **options))
     return None, grid, args
 
 

@@ -8,8 +8,9 @@ import torch
 from tilepipe.kernels.spec import tile_layout
 
 GL_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float8_e4m3fn: "fp8e4nv",
-              torch.float8_e5m2: "fp8e5", torch.uint8: "uint8"}
-"""Gluon's names of the dtypes the kernels read and write (uint8: packed FP4 data and e8m0 scales travel as bytes)."""
+              torch.float8_e5m2: "fp8e5", torch.uint8: "uint8", torch.int32: "int32"}
+"""Gluon's names of the dtypes the kernels read and write (uint8: packed FP4 data and e8m0 scales travel as bytes;
+int32: the dynamic scheduler's ticket rows)."""
 
 
 @cache

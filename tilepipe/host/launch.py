@@ -198,12 +198,16 @@ _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
 def workspace_words(sms: int, cfg: MatmulConfig) -> int:
     """The int32 words of scheduler_workspace on `sms` SMs: FLAG_WORDS flags, one per CTA, then one fp32 block_m x
     block_n partial tile per SM. A cluster's program holds its CTAs' blocks and flags (slot p: tile_m x tile_n), and
-    at most sms / num_ctas programs run, so clusters and single CTAs take the same words."""
+    at most sms / num_ctas programs run, so clusters and single CTAs take the same words. The dynamic scheduler's
+    counter (word 0) and, in a cluster, its ticket rows (schedulers/dynamic.py) fit in the same words."""
+    from tilepipe.kernels.matmul import SCHEDULER_STAGES
     from tilepipe.pipeline.partials import FLAG_WORDS
+    from tilepipe.schedulers.dynamic import TICKET_BASE, TICKET_WORDS, ticket_rows
 
     if sms > FLAG_WORDS.value:
         raise RuntimeError(f"stream-K has flags for {FLAG_WORDS.value} CTAs; this GPU has {sms} SMs")
-    return FLAG_WORDS.value + sms * cfg.block_m * cfg.block_n
+    tickets = TICKET_BASE.value + ticket_rows(sms, SCHEDULER_STAGES) * TICKET_WORDS.value
+    return max(FLAG_WORDS.value + sms * cfg.block_m * cfg.block_n, tickets)
 
 
 def scheduler_workspace(device: int, stream: int, cfg: MatmulConfig) -> torch.Tensor:
@@ -247,6 +251,34 @@ def partial_descriptor(area: torch.Tensor | None, cfg: MatmulConfig, out_dtype: 
     from tilepipe.pipeline.partials import partial_box
 
     return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8), cfg.cluster.c)
+
+
+_TICKETS: dict[tuple[int, int], TmaOperand] = {}
+
+
+def ticket_slots(workspace: torch.Tensor | None, cfg: MatmulConfig, schedule: str, sms: int
+                 ) -> tuple[TmaOperand | None, torch.Tensor | None]:
+    """The dynamic scheduler's ticket rows in `workspace` for a cluster launch on `sms` SMs (schedulers/dynamic.py:
+    a [rows, TICKET_WORDS] int32 tensor from word TICKET_BASE, one row per cluster and ring slot): a TMA operand and
+    the tensor, for ticket_descriptor; (None, None) for any other launch. Cached per workspace."""
+    if workspace is None or schedule != "dynamic" or cfg.cluster.num_ctas == 1:
+        return None, None
+    from tilepipe.kernels.matmul import SCHEDULER_STAGES
+    from tilepipe.schedulers.dynamic import TICKET_BASE, TICKET_WORDS, ticket_rows
+
+    rows = ticket_rows(sms // cfg.cluster.num_ctas, SCHEDULER_STAGES)
+    area = workspace[TICKET_BASE.value:TICKET_BASE.value + rows * TICKET_WORDS.value].view(rows, TICKET_WORDS.value)
+    key = (workspace.data_ptr(), rows)
+    if key not in _TICKETS:
+        _TICKETS[key] = TmaOperand.of(area)
+    return _TICKETS[key], area
+
+
+def ticket_descriptor(area: torch.Tensor | None):
+    """The JIT's descriptor over ticket_slots' tensor: one row a box, replicated in both CTAs of the cluster."""
+    if area is None:
+        return None
+    return tensor_descriptor(area, (1, area.shape[1]), ((0, 0), ))
 
 
 def launch_probed(launch, programs: int, probe: str | os.PathLike | bool, device: torch.device, ctas: int = 1) -> None:

@@ -28,7 +28,7 @@ MATMUL_CLUSTERS = {
 }
 """matmul_kernel in two-CTA clusters, as matmul_spec arguments, under CLUSTER_KERNEL_SCHEDULES."""
 CLUSTER_KERNEL_SCHEDULES = tuple(dict.fromkeys(KERNEL_SCHEDULE.get(s, s) for s in CLUSTER_SCHEDULES))
-"""The kernel schedules of CLUSTER_SCHEDULES: static and stream-K (split-K runs the stream-K kernel)."""
+"""The kernel schedules of CLUSTER_SCHEDULES: static, dynamic and stream-K (split-K runs the stream-K kernel)."""
 MATMUL_SWAP = {
     "matmul swap-AB": dict(dtype="bf16", c_dtype="bf16", swap_ab=True),
     "matmul +C swap-AB": dict(dtype="bf16", c_dtype="bf16", has_c=True, swap_ab=True),  # C tiles of D, transposed
@@ -63,9 +63,9 @@ WGMMA_STAGES = (2, 4, 8)
 
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
-    variants on its own grid), the two-CTA cluster GEMMs (static and stream-K), swap-AB (plain and +C under each
-    scheduler; FP8 per-tensor and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers and
-    its two-CTA form, the FP8 kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8
+    variants on its own grid), the two-CTA cluster GEMMs (static, dynamic and stream-K), swap-AB (plain and +C under
+    each scheduler; FP8 per-tensor and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers
+    and its two-CTA form, the FP8 kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8
     (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo
     runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})

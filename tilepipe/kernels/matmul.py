@@ -49,19 +49,19 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
     ring: every other role consumes it). In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's
-    tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases. With `swap_ab`
+    tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases, and the dynamic
+    scheduler's tile ids reach both CTAs by multicast too (its ring a multicast ring). With `swap_ab`
     the kernel computes D^T = B^T A^T: its block_m x block_n tile is D's block_n x block_m one, which the output
     and source stages hold. Under `streamk` the epilogue-load role also brings partial sums into the output stages
     (pipeline/partials.py), so the C pipeline exists without C."""
     cluster = Cluster(cluster_m, cluster_n)
-    if dynamic and cluster.num_ctas > 1:
-        raise ValueError("the dynamic scheduler draws a tile per CTA; a cluster's CTAs must share theirs")
     if swap_ab and cluster.num_ctas > 1:
         raise ValueError("swap-AB is built without clusters")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     d_tile = (block_n, block_m) if swap_ab else (block_m, block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c or streamk else None
-    clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()))
+    clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()),
+                             multicast=cluster.num_ctas > 1)
     storages = dict(operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages, a_cga=cluster.a,
                                                  b_cga=cluster.b(b_kmajor)),
                     c_tiles=OutputTileStorage(c_dtype, d_tile, c_stages, cga=cluster.c),
@@ -121,14 +121,15 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
                   CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0,
-                  partial_desc=None):
+                  partial_desc=None, ticket_desc=None):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
     partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
     num_ctas = CLUSTER_M * CLUSTER_N, the descriptors' blocks are a cluster's tiles and a program is a cluster.
     SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
     the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
-    (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py)."""
+    (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic,
+    in a cluster): one over its ticket rows (schedulers/dynamic.py)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -142,8 +143,9 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
     SCHEDULER: gl.constexpr = scheduler_class(SCHEDULE)
-    partials = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else None
-    sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, partials)
+    # what the scheduler shares through global memory besides the workspace pointer
+    shared = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else ticket_desc
+    sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, shared)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages

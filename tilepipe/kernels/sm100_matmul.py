@@ -143,10 +143,10 @@ def sm100_matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, 
                         STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
                         HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr,
                         CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False,
-                        probe_buf=None, PROBE: gl.constexpr = 0, partial_desc=None):
+                        probe_buf=None, PROBE: gl.constexpr = 0, partial_desc=None, ticket_desc=None):
     """matmul_kernel's arguments (c_desc and d_desc in BM x EPILOGUE_N boxes; C_STAGES: D sub-tile buffers and C
-    sub-tile stages; no swap-AB; CLUSTER_M = 2: the two-CTA form, its blocks the pair's); `workspace` and
-    `partial_desc` are not read (neither scheduler keeps global state)."""
+    sub-tile stages; no swap-AB; CLUSTER_M = 2: the two-CTA form, its blocks the pair's); `workspace`,
+    `partial_desc` and `ticket_desc` are not read (neither scheduler keeps global state)."""
     gl.static_assert(CLUSTER_N == 1 and CLUSTER_M == gl.num_ctas() and CLUSTER_M <= 2 and not SWAP_AB, PAIR_ONLY)
     sm100_gemm(a_desc, b_desc, d_desc, c_desc, bias_ptr, bias_ptr, bias_ptr, M, N, K, alpha, beta, STAGES, C_STAGES,
                GROUP_M, B_KMAJOR, HAS_C, HAS_BIAS, -1, -1, SCHEDULE, workspace, probe_buf, PROBE)

@@ -94,6 +94,14 @@ def partial_signature(cfg, c_dtype: str, schedule: str) -> str:
     return tile_desc("fp32", partial_box(cfg.tile_m, cfg.tile_n, dtype_of(c_dtype).primitive_bitwidth), cfg.cluster.c)
 
 
+def ticket_signature(cfg, schedule: str) -> str:
+    """The `ticket_desc` argument of a GEMM under `schedule`: the dynamic scheduler's descriptor over the workspace's
+    ticket rows in a cluster (schedulers/dynamic.py: a 16-byte row replicated in both CTAs); else None."""
+    if schedule != "dynamic" or cfg.cluster.num_ctas == 1:
+        return "constexpr"
+    return tile_desc("int32", (1, 4), ((0, 0), ))
+
+
 def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: dict, target: str,
               has_c: bool = False, source_dtype: str | None = None, bias_dtype: str | None = None, probe: int = 0,
               schedule: str = "static") -> KernelSpec:
@@ -113,10 +121,12 @@ def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: di
                        "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "HAS_C": "constexpr",
                        "HAS_BIAS": "constexpr", "SCHEDULE": "constexpr", "CLUSTER_M": "constexpr",
                        "CLUSTER_N": "constexpr", "SWAP_AB": "constexpr", "probe_buf": buffer_signature(probe),
-                       "PROBE": "constexpr", "partial_desc": partial_signature(cfg, c_dtype, schedule)},
+                       "PROBE": "constexpr", "partial_desc": partial_signature(cfg, c_dtype, schedule),
+                       "ticket_desc": ticket_signature(cfg, schedule)},
                       {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
                        "HAS_C": has_c, "HAS_BIAS": bias_dtype is not None, "SCHEDULE": schedule,
                        "CLUSTER_M": cfg.cluster_m, "CLUSTER_N": cfg.cluster_n, "SWAP_AB": cfg.swap_ab, "PROBE": probe,
                        **({} if probe else {"probe_buf": None}),
-                       **({} if schedule == "streamk" else {"partial_desc": None})},
+                       **({} if schedule == "streamk" else {"partial_desc": None}),
+                       **({"ticket_desc": None} if ticket_signature(cfg, schedule) == "constexpr" else {})},
                       target=target, num_warps=cfg.num_warps, options={"num_ctas": cfg.cluster.num_ctas})

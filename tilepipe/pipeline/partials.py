@@ -75,7 +75,7 @@ _TAKE = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra taken;
 
 
 @gluon.constexpr_function
-def _lanes(num_ctas):
+def one_per_lane(num_ctas):
     """One value per lane of a one-warp role, each CTA of a cluster with its own copy (replicated over the CTAs)."""
     return gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[0]] * (num_ctas.bit_length() - 1))
 
@@ -84,7 +84,7 @@ def _lanes(num_ctas):
 def _on_flag(asm: gl.constexpr, flag):
     """`asm` run exactly once by every thread of the calling one-warp role, on `flag`."""
     gl.static_assert(gl.num_warps() == 1, "lane 0 of a one-warp role signals and takes a flag")
-    one: gl.constexpr = _lanes(gl.num_ctas())
+    one: gl.constexpr = one_per_lane(gl.num_ctas())
     return gl.inline_asm_elementwise(asm, "=r,l", [flag + gl.zeros([32], gl.int32, one)], dtype=gl.int32,
                                      is_pure=False, pack=1)
 

@@ -457,6 +457,15 @@ class ProducerStage(_Stage):
               _semantic)
 
     @builtin
+    def read_back(self, _semantic=None):
+        """After wait_filled, and once this producer read the slot: free it as one of the ring's consumers (the
+        ring counts it among them). A multicast ring's other CTA fills this CTA's slot too, so a producer that
+        reads its fill back must hold the slot against the next lap's multicast as the consumers do."""
+        _check_unlagged(self.pipe, "read_back")
+        _signal(self, "empty", _semantic)
+        _release_slot(self.pipe, _semantic)
+
+    @builtin
     def expect_loads(self, *descs, _semantic=None):
         """expect_bytes() for one TMA load from each descriptor: the bytes each lands in this CTA (a cluster tile's
         share: its part of a split tile, all of a shared one)."""

@@ -536,25 +536,37 @@ class ClcPipelineStorage(Storage):
 
     The 16-byte response matches sm_100a's CLC `try_cancel` result; the Hopper dynamic scheduler writes the tile
     id into all four words. The throttle pair lets the pacing role (load) hold the scheduler back.
+    `multicast` (a two-CTA cluster): the first CTA's TMA multicast fills both CTAs' slots (a tile id shared by the
+    cluster: schedulers/dynamic.py), so the ring is a multicast ring (pair empty barriers), its response slots are
+    replicated over the CTAs, and the scheduler counts among the consumers: it reads each id back, and the other
+    CTA's multicast must not overwrite a slot before it has.
     """
     stages: int
     consumers: tuple[str, ...]
     producer: str = "scheduler"
     throttle_producer: str = "load"
     producer_proxy: str = "generic"  # "async": the hardware writes the response (CLC try_cancel), not the scheduler
+    multicast: bool = False
 
     def _ring(self) -> BarrierPair:
-        return BarrierPair(self.stages, "clc", self.producer, "+".join(self.consumers), 1, len(self.consumers),
-                           self.producer_proxy, "generic")
+        consumers = self.consumers + ((self.producer, ) if self.multicast else ())
+        return BarrierPair(self.stages, "clc", self.producer, "+".join(consumers), 1, len(consumers),
+                           "async" if self.multicast else self.producer_proxy, "generic", multicast=self.multicast)
 
     def _throttle(self) -> BarrierPair:
         return BarrierPair(self.stages, "clc_throttle", self.throttle_producer, self.producer, 1, 1, "generic",
                            "generic")
 
+    def _response(self) -> Part:
+        """[stages, rows, 4] int32 words, the response in each stage's first row. A multicast ring's stages are a TMA
+        destination, replicated in both CTAs, which must start 128-byte aligned: 8 rows a stage, 7 unused."""
+        if self.multicast:
+            return Part("response", "int32", (8, 4), self.stages, cga=((0, 0), ))
+        return Part("response", "int32", (1, 4), self.stages, kind="words")
+
     def parts(self) -> list[Part]:
-        return [Part("barriers", "int64", (1, ), 2 * self.stages, kind="barrier"),
-                Part("throttle", "int64", (1, ), 2 * self.stages, kind="barrier"),
-                Part("response", "int32", (1, 4), self.stages, kind="words")]
+        return self._ring().parts() + [Part("throttle", "int64", (1, ), 2 * self.stages, kind="barrier"),
+                                       self._response()]
 
     def barriers(self) -> list[BarrierUse]:
         return self._ring().barriers() + self._throttle().barriers()
@@ -563,7 +575,7 @@ class ClcPipelineStorage(Storage):
     def allocate(self, probe=None, _semantic=None, _generator=None):
         ring = self._ring().allocate(probe, _semantic=_semantic, _generator=_generator)
         throttle = self._throttle().allocate(probe, _semantic=_semantic, _generator=_generator)
-        return ClcPipelines(ring, throttle, self.parts()[2].allocate(_semantic))
+        return ClcPipelines(ring, throttle, self._response().allocate(_semantic))
 
 
 @dataclass(frozen=True)

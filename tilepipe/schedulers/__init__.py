@@ -16,9 +16,9 @@ KERNEL_SCHEDULE = {"splitk": "streamk"}
 programs, so every tile's k-steps split evenly over `splits` of them (host/configs.py: schedule_programs)."""
 SCHEDULES = SCHEDULERS + tuple(KERNEL_SCHEDULE)
 """The names matmul's `scheduler=` takes."""
-CLUSTER_SCHEDULES = ("static", "streamk", "splitk")
+CLUSTER_SCHEDULES = ("static", "dynamic", "streamk", "splitk")
 """The sm_90a schedules that hand out cluster tiles (a program is a cluster; stream-K's units are k-ranges of a cluster
-tile, both CTAs in lockstep); the dynamic scheduler draws a tile per CTA."""
+tile, both CTAs in lockstep; a dynamic tile id is drawn once per cluster and multicast to both CTAs)."""
 SM100_SCHEDULER_CLASSES = {"static": StaticTileScheduler, "clc": ClcTileScheduler}
 SM100_SCHEDULERS = tuple(SM100_SCHEDULER_CLASSES)
 """The names the sm_100a GEMM's SCHEDULE takes (cluster launch control exists on sm_100a only)."""

@@ -12,24 +12,81 @@ one past the end. A launch therefore hands out exactly num_tiles tickets (num_ti
 one per program that misses), and the scheduler that draws ticket num_tiles - 1 sets the counter back to 0,
 so the next launch (or CUDA-graph replay) on the stream starts from 0.
 Two launches that share a counter must not run concurrently (host/launch.py keeps one workspace per stream).
+
+In a two-CTA cluster a program is a cluster and its tiles are cluster tiles, so both CTAs must take the same ids.
+Lane 0 of the first CTA's scheduler computes each id (the same tickets as above, per cluster), writes it into the
+cluster's global row for the ring slot (`TICKET_BASE` on in the workspace, one row of TICKET_WORDS per cluster and
+stage, rewritten only once both CTAs freed the slot) and fences it for the async proxy; each CTA's scheduler
+expects the row's 16 bytes on its own full barrier and one TMA multicast lands it in both CTAs' slots (the ring is a
+multicast ring: ClcPipelineStorage(multicast=True)). Each scheduler reads the id back to know when to stop and frees
+the slot as one of its consumers. No cluster barrier is needed: a scalar atomic would synchronise the whole cluster
+(docs/triton-notes.md), which the other roles never join.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import tma
 from triton.language.core import _unwrap_if_constexpr
 
-from tilepipe.pipeline.ring import _trace
-from tilepipe.pipeline.ring import ProducerConsumerPipeline
+from tilepipe.pipeline.partials import FLAG_WORDS, one_per_lane
+from tilepipe.pipeline.ring import ProducerConsumerPipeline, _trace
 from tilepipe.schedulers.grid import TileGrid
 from tilepipe.schedulers.ringfed import RingWork, paced
 
+TICKET_BASE = gl.constexpr(FLAG_WORDS.value)
+"""The workspace's int32 word where the clusters' ticket rows start: past stream-K's flags, which must rest at 0
+(the stream shares one workspace among the schedules), in the partial tiles' words, which hold nothing between
+launches."""
+TICKET_WORDS = gl.constexpr(4)
+"""A ticket row: one 16-byte ring response (the tile id in every word)."""
+
+
+def ticket_rows(programs: int, stages: int) -> int:
+    """Ticket rows in the workspace for a launch of up to `programs` clusters with `stages` ring slots."""
+    return programs * stages
+
 
 @gluon.constexpr_function
-def _response_layout(num_warps):
-    """Every thread holds the whole 1 x 4-word response: reading the tile id needs no shuffle."""
-    return gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0])
+def _response_layout(num_warps, num_ctas=1):
+    """Every thread holds the whole 1 x 4-word response (each CTA its own copy): reading the tile id needs no
+    shuffle and no other CTA."""
+    return gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0], cga_layout=[[0, 0]] * (num_ctas // 2))
+
+
+def _ticket_asm(draw: bool) -> gl.constexpr:
+    """Lane 0 of the cluster's first CTA writes the tile id base ($4), plus (`draw`) a counter ticket, into all four
+    words of the row at $2 (the ticket that is the last one, $3, sets the counter at $1 back to 0); then every lane
+    orders the write before the async proxy (the multicast that reads the row, whichever lane issues it)."""
+    drawn = """ @first atom.global.add.u32 t, [$1], 1;
+ setp.eq.and.u32 last, t, $3, first;
+ @last atom.global.exch.b32 lane, [$1], 0;
+""" if draw else ""
+    return gl.constexpr(f"""{{
+ .reg .u32 lane, rank, t;
+ .reg .pred first, last;
+ mov.u32 lane, %laneid;
+ mov.u32 rank, %cluster_ctarank;
+ setp.eq.u32 first, lane, 0;
+ setp.eq.and.u32 first, rank, 0, first;
+ mov.u32 t, 0;
+{drawn} add.u32 t, t, $4;
+ @first st.global.v4.u32 [$2], {{t, t, t, t}};
+ bar.warp.sync -1;
+ fence.proxy.async.global;
+ mov.u32 $0, 0;
+}}""")
+
+
+@gluon.jit
+def _slot(response, index):
+    """The 1 x 4 response words of ring slot `index` (the first row of its stage: storage.ClcPipelineStorage)."""
+    return response.index(index).slice(0, 1)
+
+
+_FIRST_TICKET = _ticket_asm(False)
+_NEXT_TICKET = _ticket_asm(True)
 
 
 @aggregate
@@ -41,7 +98,7 @@ class DynamicWork(RingWork):
              PACES: gl.constexpr, ROLE: gl.constexpr):
         """Wait for the next tile id in the ring, free its slot; a pacing role then lets the scheduler fetch on."""
         with ring.consume() as slot:
-            words = response.index(slot.index()).load(_response_layout(gl.num_warps()))
+            words = _slot(response, slot.index()).load(_response_layout(gl.num_warps(), gl.num_ctas()))
             tile_id = gl.max(gl.max(words, axis=1), axis=0)
         valid = tile_id < grid.num_tiles
         return DynamicWork(tile_id, valid, grid, ring, paced(throttle, valid, PACES), response, PACES, ROLE)
@@ -55,25 +112,29 @@ class DynamicWork(RingWork):
 @aggregate
 class DynamicTileScheduler:
     """Tiles handed out at run time by `scheduler_role` from a global counter (int32, zero before the first
-    launch, left at zero by every launch)."""
+    launch, left at zero by every launch). `tickets`: in a two-CTA cluster, the TMA descriptor over the workspace's
+    ticket rows ([rows, TICKET_WORDS] int32 from word TICKET_BASE, a row replicated in both CTAs); else None."""
     grid: TileGrid
     ring: ProducerConsumerPipeline
     throttle: ProducerConsumerPipeline
     response: gl.shared_memory_descriptor
     counter: gl.tensor
+    tickets: tma.tensor_descriptor | gl.constexpr  # None (a constexpr) without a cluster
 
     @gluon.jit
     def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
-                    partials=None):
-        """The scheduler a GEMM kernel builds from its problem, its allocated pipelines (the `clc` ring) and its
-        workspace (word 0 is the tile counter)."""
-        return DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines.clc, workspace)
+                    tickets=None):
+        """The scheduler a GEMM kernel builds from its problem, its allocated pipelines (the `clc` ring), its
+        workspace (word 0 is the tile counter) and, in a cluster, the ticket rows' descriptor."""
+        return DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines.clc, workspace, tickets)
 
     @gluon.jit
-    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, clc, counter):
+    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, clc, counter, tickets=None):
         """From the ClcPipelines that ClcPipelineStorage.allocate() gave."""
+        gl.static_assert((gl.num_ctas() == 1) == (tickets is None),
+                         "a two-CTA cluster shares its tile ids through the ticket rows' descriptor (and only it)")
         return DynamicTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M), clc.pipeline, clc.throttle,
-                                    clc.response, counter)
+                                    clc.response, counter, tickets)
 
     @builtin
     def work(self, paces=False, _semantic=None, _generator=None):
@@ -90,15 +151,59 @@ class DynamicTileScheduler:
 def _publish(ring: ProducerConsumerPipeline, response, tile_id):
     """Write a tile id into the next free ring slot and signal it to every consuming role."""
     with ring.produce() as slot:
-        response.index(slot.index()).store(gl.full([1, 4], tile_id, gl.int32, _response_layout(gl.num_warps())))
+        _slot(response, slot.index()).store(gl.full([1, 4], tile_id, gl.int32, _response_layout(gl.num_warps())))
         slot.arrive()
     return ring
+
+
+@gluon.jit
+def _multicast(ring: ProducerConsumerPipeline, sched: DynamicTileScheduler, base, ASM: gl.constexpr):
+    """Cluster form of _publish: the first CTA computes the tile id (ASM: base, or base plus a ticket) into the
+    cluster's row for the next ring slot, one multicast lands it in both CTAs' slots; each CTA's scheduler reads it
+    back and frees the slot as a consumer. Returns (ring, tile id)."""
+    lanes: gl.constexpr = one_per_lane(gl.num_ctas())
+    slot = ring.acquire_producer()  # in the first CTA: the consumers of both CTAs freed it (the row's last reader)
+    row = gl.program_id(0) * ring.num_stages + slot.index()
+    at = gl.zeros([32], gl.int32, lanes)
+    gl.inline_asm_elementwise(ASM, "=r,l,l,r,r", [sched.counter + at, sched.counter + TICKET_BASE + row * TICKET_WORDS
+                                                 + at, sched.grid.num_tiles - 1 + at, base + at],
+                              dtype=gl.int32, is_pure=False, pack=1)
+    slot.expect_loads(sched.tickets)
+    response = _slot(sched.response, slot.index())
+    tma.async_load(sched.tickets, [row, 0], slot.mbar(), response, multicast=True)
+    slot.wait_filled()
+    words = response.load(_response_layout(gl.num_warps(), gl.num_ctas()))
+    tile_id = gl.max(gl.max(words, axis=1), axis=0)
+    slot.read_back()
+    return slot.release(), tile_id
+
+
+@gluon.jit
+def _cluster_scheduler_loop(sched: DynamicTileScheduler):
+    """scheduler_role in a two-CTA cluster: the same tiles and tickets per cluster, shared through _multicast."""
+    ring = sched.ring
+    throttle = sched.throttle
+    ring, tile_id = _multicast(ring, sched, gl.program_id(0), _FIRST_TICKET)
+    while tile_id < sched.grid.num_tiles:
+        with throttle.consume() as taken:  # the load role (of this CTA) started the tile published last
+            pass
+        ring, tile_id = _multicast(ring, sched, gl.num_programs(0), _NEXT_TICKET)
+    ring.drain()
 
 
 @gluon.jit
 def scheduler_role(sched: DynamicTileScheduler):
     """The producer of the ring: this program's own tile first, then one counter ticket each time the load role
     took the previous tile, until a ticket past the end (published as the sentinel)."""
+    if gl.num_ctas() > 1:
+        _cluster_scheduler_loop(sched)
+    else:
+        _scheduler_loop(sched)
+
+
+@gluon.jit
+def _scheduler_loop(sched: DynamicTileScheduler):
+    """scheduler_role in a one-CTA program."""
     ring = sched.ring
     throttle = sched.throttle
     programs = gl.num_programs(0)

@@ -182,7 +182,9 @@ class Protocol:
     """A kernel configuration's roles (in warp_specialize partition order) over its storages' pipelines.
 
     `cases` lists the trip counts to explore; `trace` builds the KernelSpec whose tracing the declaration is
-    compared with (None: not cross-checked); `ctas`: CTAs per cluster, each running every role.
+    compared with (None: not cross-checked); `ctas`: CTAs per cluster, each running every role. `scope`: a protocol
+    of some of the kernel's pipelines only (the roles' programs over those, the others checked by another protocol),
+    where exploring all of them at once would pass the state budget.
     """
     kernel: str
     config: str
@@ -191,6 +193,7 @@ class Protocol:
     cases: tuple[tuple[tuple[str, int], ...], ...]
     trace: Callable[[], object] | None = None
     ctas: int = 1
+    scope: tuple[str, ...] = ()  # the pipelines modelled (empty: all); tracing is compared over these only
 
     @property
     def pipelines(self) -> dict[str, PipelineModel]:
@@ -756,9 +759,10 @@ def trace_sessions(spec) -> list:
 def _drift_findings(protocol: Protocol) -> list[Finding]:
     """Differences between the declared roles and what tracing the kernel records."""
     sessions = trace_sessions(protocol.trace())
-    stages = {(rec.role, rec.side, rec.pipeline) for s in sessions for rec in s.stages.values()}
+    scoped = lambda pipe: not protocol.scope or pipe in protocol.scope  # noqa: E731
+    stages = {(rec.role, rec.side, rec.pipeline) for s in sessions for rec in s.stages.values() if scoped(rec.pipeline)}
     signals = {(role, pipe, barrier) for s in sessions for (pipe, barrier), roles in s.signals.items()
-               for role in roles}
+               for role in roles if scoped(pipe)}
     want_stages, want_signals = _declared_records(protocol)
     names = {_trace.role_label(role.function, i): role.name for i, role in enumerate(protocol.roles)}
     findings = []
@@ -773,6 +777,8 @@ def _drift_findings(protocol: Protocol) -> list[Finding]:
     models = protocol.pipelines
     for session in sessions:
         for pipe, (producers, consumers) in session.declared.items():
+            if not scoped(pipe):
+                continue
             model = models.get(pipe)
             if model is None or model.per_cta_arrivals() != (producers, consumers):
                 declared = "no storage" if model is None else ("the storage declares {}/{}".format(

@@ -18,8 +18,8 @@ from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMU
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
-from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Protocol, Role, Signal, Step, Wait, check,
-                                     consume, loop, produce, trip_cases, wait_filled)
+from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait,
+                                     check, consume, loop, produce, trip_cases, wait_filled)
 
 
 def tile_cases(stages: int):
@@ -48,20 +48,26 @@ def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_rol
     return (mma, load, store) + ((epilogue_load, ) if has_c else ())
 
 
-def dynamic_roles(has_c: bool) -> tuple[Role, ...]:
+def dynamic_roles(has_c: bool, cluster: bool = False) -> tuple[Role, ...]:
     """matmul_roles under the dynamic scheduler (tilepipe/schedulers/dynamic.py): every role takes each tile id from
     the scheduler's ring ('clc') before its tile, and once more for the sentinel that ends its loop; the load role,
     which paces the scheduler, hands it one throttle item ('clc_throttle') per tile it starts. The scheduler role
     (the last partition) publishes its first tile, then one ring item per throttle item (the last one the
-    sentinel), and drains the ring."""
+    sentinel), and drains the ring. In a `cluster` the ring is a multicast ring (the first CTA's ticket lands in
+    both CTAs' slots) and each scheduler, after arming its slot, waits for the fill, reads it back and frees the slot
+    as one of its consumers (its wait is the direct API: no consumer stage handle)."""
     roles = []
     for role in matmul_roles(has_c):
         tiles, *tail = role.program
         pace = produce("clc_throttle") if role.name == "load" else ()
         program = (*consume("clc"), loop(tiles.var, tiles.count, *pace, *tiles.body, *consume("clc")), *tail)
         roles.append(Role(role.name, role.function, program, role.release_lag))
+    publish = produce("clc")
+    if cluster:
+        publish = (Wait("clc", "producer"), Signal("clc", "producer"), Wait("clc", "consumer", traced=False),
+                   Signal("clc", "consumer"), Step("clc"))
     scheduler = Role("scheduler", "scheduler_role", (
-        *produce("clc"), loop("tile", "tiles", *consume("clc_throttle"), *produce("clc")), Drain("clc")))
+        *publish, loop("tile", "tiles", *consume("clc_throttle"), *publish), Drain("clc")))
     return (*roles, scheduler)
 
 
@@ -150,12 +156,12 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk")
     roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
-                    "dynamic": (dynamic_roles(has_c), tile_cases(cfg.stages)),
+                    "dynamic": (dynamic_roles(has_c, cm * cn > 1), tile_cases(cfg.stages)),
                     "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
                     }[schedule]
     if cm * cn > 1:
-        cases = (trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)) if schedule == "static" else
-                 cluster_streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
+        cases = (cluster_streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])) if schedule == "streamk" else
+                 trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)))
     config = f"{name} stages={cfg.stages} c_stages={cfg.c_stages}" + (" (one program)" if schedule == "streamk" else "")
     return Protocol(variant if schedule == "static" else f"{variant} {schedule}", config, plan_storages(plan), roles,
                     cases, lambda: matmul_spec(cfg, b_kmajor=True, schedule=schedule, **args), ctas=cm * cn)
@@ -168,6 +174,37 @@ def cluster_protocols() -> list[Protocol]:
     largest = max(configs.values(), key=lambda cfg: cfg.block_m * cfg.block_n)
     return [matmul_protocol(name, cfg, variant) for variant, options in MATMUL_CLUSTERS.items()
             for name, cfg in configs.items() if not options.get("has_c") or cfg == largest]
+
+
+SCHEDULER_RING = ("clc", "clc_throttle")
+"""The dynamic scheduler's pipelines: its tile-id ring and the load role's throttle."""
+
+
+def scoped_roles(roles: tuple[Role, ...], pipelines: tuple[str, ...]) -> tuple[Role, ...]:
+    """Each role's program over `pipelines` only (its other steps dropped, loops kept with their trip counts)."""
+    def keep(program):
+        return tuple(replace(op, body=keep(op.body)) if isinstance(op, Loop) else op for op in program
+                     if isinstance(op, Loop) or op.pipeline in pipelines)
+    return tuple(replace(role, program=keep(role.program),
+                         release_lag=tuple(lag for lag in role.release_lag if lag[0] in pipelines)) for role in roles)
+
+
+def cluster_dynamic_protocols() -> list[Protocol]:
+    """The two-CTA GEMMs under the dynamic scheduler in the largest tile, over the scheduler ring: every role of both
+    CTAs takes each tile id from its CTA's slot of the multicast ring, the first CTA's ticket lands in both, each
+    scheduler reads it back and frees it as a consumer; up to three tiles (the two-stage ring's second lap). Their
+    other pipelines are the static cluster protocol's (cluster_protocols), and exploring all of them with both CTAs'
+    ten roles passes the state budget beyond one tile of one k-step (tests/test_cluster.py explores that case whole).
+    With C the ring has one more consumer role (epilogue_load, taking ids as the store role does), which takes even
+    the ring alone past the budget at one tile: the plain variant's protocol covers it (covering_kernel). The ticket
+    row and the counter are global memory (not modelled)."""
+    protocols = []
+    for variant in (name for name, options in MATMUL_CLUSTERS.items() if not options.get("has_c")):
+        full = matmul_protocol("LARGE_16BIT", configs.LARGE_16BIT, variant, "dynamic")
+        protocols.append(replace(full, roles=scoped_roles(full.roles, SCHEDULER_RING),
+                                 cases=trip_cases(tiles=(1, 2, 3), k=(1, )), scope=SCHEDULER_RING,
+                                 config=full.config + " (scheduler ring)"))
+    return protocols
 
 
 def cluster_streamk_protocols() -> list[Protocol]:
@@ -414,11 +451,12 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs (static and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
+    program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
     too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
-    protocols += cluster_protocols() + cluster_streamk_protocols() + swap_protocols() + fp8_protocols()
+    protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
+    protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]
     return protocols + [wgmma_protocol(stages) for stages in WGMMA_STAGES]
@@ -444,5 +482,7 @@ def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
     schedule = variant.options.get("schedule", "static")
     if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
+        if schedule == "dynamic" and "cluster" in variant.options and variant.options.get("has_c"):
+            return variant.name.replace("+C ", "")  # the plain cluster's scheduler ring: cluster_dynamic_protocols
         return variant.name if schedule != "static" else variant.name.rsplit(" ", 1)[0]  # variant's own
     return f"{variant.kernel} streamk" if schedule == "streamk" else variant.kernel  # FP8: stream-K adds a role
