@@ -253,7 +253,7 @@ def partial_descriptor(area: torch.Tensor | None, cfg: MatmulConfig, out_dtype: 
     return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.tile_n, out_dtype.itemsize * 8), cfg.cluster.c)
 
 
-_TICKETS: dict[tuple[int, int], TmaOperand] = {}
+_TICKETS: dict[tuple[int, int], tuple[TmaOperand, torch.Tensor]] = {}
 
 
 def ticket_slots(workspace: torch.Tensor | None, cfg: MatmulConfig, schedule: str, sms: int
@@ -267,11 +267,11 @@ def ticket_slots(workspace: torch.Tensor | None, cfg: MatmulConfig, schedule: st
     from tilepipe.schedulers.dynamic import TICKET_BASE, TICKET_WORDS, ticket_rows
 
     rows = ticket_rows(sms // cfg.cluster.num_ctas, SCHEDULER_STAGES)
-    area = workspace[TICKET_BASE.value:TICKET_BASE.value + rows * TICKET_WORDS.value].view(rows, TICKET_WORDS.value)
     key = (workspace.data_ptr(), rows)
     if key not in _TICKETS:
-        _TICKETS[key] = TmaOperand.of(area)
-    return _TICKETS[key], area
+        area = workspace[TICKET_BASE.value:TICKET_BASE.value + rows * TICKET_WORDS.value].view(rows, TICKET_WORDS.value)
+        _TICKETS[key] = TmaOperand.of(area), area
+    return _TICKETS[key]
 
 
 def ticket_descriptor(area: torch.Tensor | None):

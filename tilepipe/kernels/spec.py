@@ -97,9 +97,11 @@ def partial_signature(cfg, c_dtype: str, schedule: str) -> str:
 def ticket_signature(cfg, schedule: str) -> str:
     """The `ticket_desc` argument of a GEMM under `schedule`: the dynamic scheduler's descriptor over the workspace's
     ticket rows in a cluster (schedulers/dynamic.py: a 16-byte row replicated in both CTAs); else None."""
+    from tilepipe.schedulers.dynamic import TICKET_WORDS
+
     if schedule != "dynamic" or cfg.cluster.num_ctas == 1:
         return "constexpr"
-    return tile_desc("int32", (1, 4), ((0, 0), ))
+    return tile_desc("int32", (1, TICKET_WORDS.value), ((0, 0), ))
 
 
 def gemm_spec(fn: str, cfg, dtype: str, c_dtype: str, b_kmajor: bool, blocks: dict, target: str,
