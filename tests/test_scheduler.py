@@ -25,9 +25,11 @@ def test_clc_try_cancel_compiles_for_sm_100a_at_the_planned_offsets():
 
 
 def streamk_split(tiles: int, k_tiles: int, programs: int):
-    """(data-parallel tiles, first_step) as StreamKTileScheduler.create and first_step compute them."""
-    waves, ragged = divmod(tiles, programs)
-    dp_tiles = max(waves - 1, 0) * programs if ragged else tiles
+    """(data-parallel tiles, first_step) as StreamKTileScheduler.create and first_step compute them (the host's
+    mirror of the data-parallel split, host/configs.py)."""
+    from tilepipe.host.configs import streamk_split as data_parallel_split
+
+    dp_tiles, _ = data_parallel_split(tiles, programs)
     return dp_tiles, lambda p: p * (tiles - dp_tiles) * k_tiles // programs
 
 
@@ -63,8 +65,8 @@ def test_streamk_units_cover_every_k_step_once_and_only_first_units_contribute()
     program publishes at most once (slot = program id)."""
     cases = 0
     for programs in (1, 2, 3, 7, 16, 132):
-        for tiles in sorted({1, 2, 5, programs - 1, programs, programs + 1, 2 * programs - 1, 2 * programs + 5,
-                             3 * programs + 1} - {0}):
+        for tiles in sorted({1, 2, 5, programs - 1, programs, programs + 1, programs + (programs + 1) // 2,
+                             2 * programs - 1, 2 * programs + 5, 3 * programs + 1} - {0}):
             for k_tiles in (1, 2, 3, 16, 64, 65):
                 cases += 1
                 dp_tiles, _ = streamk_split(tiles, k_tiles, programs)

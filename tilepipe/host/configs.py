@@ -269,9 +269,12 @@ def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> floa
 
 
 def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:
-    """(tiles run whole, whether the rest are split): the stream-K scheduler's split (schedulers/streamk.py)."""
-    ragged = tiles % programs != 0
-    return (max(tiles // programs - 1, 0) * programs if ragged else tiles), ragged
+    """(tiles run whole, whether the rest are split): the stream-K scheduler's split (schedulers/streamk.py): the full
+    waves whole, less the last one where the partial wave is under half the programs."""
+    waves, rest = divmod(tiles, programs)
+    if not rest:
+        return tiles, False
+    return (waves if 2 * rest >= programs else max(waves - 1, 0)) * programs, True
 
 
 def schedule_programs(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, schedule: str) -> int:

@@ -1,5 +1,6 @@
-"""`StreamKTileScheduler`: data-parallel waves, then the last waves' k-steps split evenly over the programs; partial
-tiles meet through a global workspace (tilepipe/pipeline/partials.py)."""
+"""`StreamKTileScheduler`: data-parallel waves, then the partial last wave's k-steps (with the last full wave's where
+the partial wave is under half the programs) split evenly over the programs; partial tiles meet through a global
+workspace (tilepipe/pipeline/partials.py)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
@@ -11,10 +12,13 @@ from tilepipe.schedulers.grid import TileGrid, TileWork
 
 @aggregate
 class StreamKTileScheduler:
-    """Data-parallel waves, then stream-K: all but the last full wave's tiles go whole to programs in the static
-    order; the remaining tiles' k-steps (between one and two waves' worth) are split evenly over the programs, so
-    a partial last wave costs its share of the work and not a whole tile time. A program's range may start or end
-    inside a tile; the program holding a tile's last k-step finishes it with the others' partial sums
+    """Data-parallel waves, then stream-K: the full waves' tiles go whole to programs in the static order, and the
+    partial last wave's k-steps are split evenly over the programs, so it costs its share of the work and not a
+    whole tile time. A partial wave under half the programs takes the last full wave with it (between one and 1.5
+    waves' worth split), so no tile is split over more than three programs (each partial sum is one more trip
+    through memory); from half a wave on it is split alone, and every program keeps one whole tile a wave (at
+    2560^3 in 128x256 tiles: 132 whole and 68 split, not 200 split). A program's range may start or end inside a
+    tile; the program holding a tile's last k-step finishes it with the others' partial sums
     (tilepipe/pipeline/partials.py)."""
     grid: TileGrid
     k_tiles: gl.tensor
@@ -35,8 +39,10 @@ class StreamKTileScheduler:
         grid = TileGrid.create(M, N, BM, BN, GROUP_M)
         programs = gl.num_programs(0)
         waves = grid.num_tiles // programs
-        ragged = grid.num_tiles % programs != 0
-        dp_tiles = gl.where(ragged, gl.maximum(waves - 1, 0) * programs, grid.num_tiles)
+        rest = grid.num_tiles % programs
+        # a partial wave of at least half the programs is split alone (its tiles over two or three programs each)
+        dp_waves = gl.where(2 * rest >= programs, waves, gl.maximum(waves - 1, 0))
+        dp_tiles = gl.where(rest != 0, dp_waves * programs, grid.num_tiles)
         return StreamKTileScheduler(grid, k_tiles, dp_tiles, (grid.num_tiles - dp_tiles) * k_tiles, partials)
 
     @gluon.jit
