@@ -4,7 +4,8 @@
 fresh random inputs, with the output poisoned with NaN first. `... residual bf16 bf16 kmajor`: the fused
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
-split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
+split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes. `... narrow bf16 bf16 kmajor`: the 64x64 tile of
+M = 65-128, as chosen and forced.
 `... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
@@ -166,6 +167,25 @@ def run_swap(tile: str, schedule: str, out_dtype: str) -> dict:
             "failures": [f for r in results for f in r["failures"]][:8]}
 
 
+NARROW_SHAPES = [(96, 4096, 4096), (100, 264, 1000), (65, 1000, 520), (127, 4095, 4104), (128, 130, 2000)]
+"""Two rows of 64-row tiles whose 64x64 tiles fit one wave: matmul's own choice is the narrow tile there."""
+
+
+def run_narrow(dtype: str, out_dtype: str, layout: str) -> dict:
+    """NARROW_SHAPES as matmul chooses them (which must be the narrow tile: else this tests another one), then the
+    narrow tile forced through the residual epilogues."""
+    from tilepipe.host.configs import NARROW, config_for
+
+    device = torch.cuda.current_device()
+    chosen = [config_for(M, N, K, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor", device)
+              for M, N, K in NARROW_SHAPES]
+    results = [run(dtype, out_dtype, layout, NARROW_SHAPES), run_residual(dtype, out_dtype, layout, NARROW)]
+    ok = all(r["ok"] for r in results) and all(cfg == NARROW for cfg in chosen)
+    return {"case": f"narrow {dtype}->{out_dtype} b={layout}", "ok": ok, "chosen": [str(cfg) for cfg in chosen],
+            "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]][:8]}
+
+
 CLUSTER_STREAMK_SHAPES = {"2x1": [(1792, 2432, 4096), (1790, 2430, 1000), (17150, 128, 520)],
                           "1x2": [(896, 4864, 4096), (890, 4860, 1000), (128, 17150, 520)]}
 """133 cluster tiles (and 67) of 128 x 128 CTA blocks on an H100's 66 two-SM clusters: one wave whole, the rest split
@@ -199,7 +219,7 @@ def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
-               "swap": run_swap, "pair": run_pair}
+               "swap": run_swap, "pair": run_pair, "narrow": run_narrow}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -303,6 +303,20 @@ def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> 
     return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
 
 
+NARROW = MatmulConfig(64, 64, 64, stages=10, num_warps=4)
+"""Small M's narrow tile, for two rows of 64-row tiles (64 < M <= DECODE_M) where its tiles fit one wave: twice the
+programs of the 64x128 tile, each streaming half a B panel. H100: 22.8 against 25.6 us at 96x4096x4096 (128 programs
+against 64), 62.0 against 61.6 (the 64x128 tile's split-K) at 96x4096x14336; with more tiles than SMs 70.6 against
+57.3 at 96x14336x4096 and 35.3 against 30.6 at 96x6144x4096 (bench/results/issue20-clusters-probe-h100.json), where
+the two row tiles of a B panel run in different waves (docs/perf-log.md row 45). The cost model puts both tiles at
+the DRAM floor, so narrow_configs offers this one only within one wave, and first, to take the tie."""
+
+
+def narrow_configs(M: int, N: int, sms: int) -> tuple[MatmulConfig, ...]:
+    """NARROW where small_m_config may take it: M over one 64-row tile, at most one wave of its tiles."""
+    return (NARROW, ) if NARROW.block_m < M <= DECODE_M and tile_count(M, N, NARROW) <= sms else ()
+
+
 @cache
 def small_m_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
     """The tiles small M chooses from: 64 rows with as many stages as fit beside the output tile (the loads of a
@@ -355,9 +369,9 @@ the model keeps the plain tile at 64 < M <= 128 (docs/perf-log.md row 42)."""
 
 @cache
 def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_kmajor: bool = False) -> MatmulConfig:
-    """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`) and small_m_configs, the one of least predicted time
-    under the schedule schedule_for would give it (the first on a tie)."""
-    tiles = ((swap_config(M, out_dtype), ) if b_kmajor else ()) + small_m_configs(out_dtype)
+    """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`), NARROW's (narrow_configs) and small_m_configs, the
+    one of least predicted time under the schedule schedule_for would give it (the first on a tie)."""
+    tiles = ((swap_config(M, out_dtype), ) if b_kmajor else ()) + narrow_configs(M, N, sms) + small_m_configs(out_dtype)
     return min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms,
                                                  out_bytes=out_dtype.itemsize))
 
