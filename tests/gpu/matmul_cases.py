@@ -4,8 +4,8 @@
 fresh random inputs, with the output poisoned with NaN first. `... residual bf16 bf16 kmajor`: the fused
 residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... restaged bf16 bf16 kmajor`: operands
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
-split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes. `... narrow bf16 bf16 kmajor`: the 64x64 tile of
-M = 65-128, as chosen and forced.
+split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
+`... narrow bf16 bf16 kmajor`: the 64x64 tile of M = 65-128, as chosen and forced.
 `... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """

@@ -6,9 +6,9 @@ Timing as tilepipe.tools.bench: interleaved do_bench pairs (median of per-pair r
 predicted time of the chosen tile under each schedule the cost model compares, and bf16 rows that tile's measured
 time under each (one do_bench median each), to calibrate the model; large-M bf16 rows also time matmul's other
 tiles under static and stream-K and the chosen tile in a 2x1 cluster (other_candidates); small-M rows time the
-choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process, and swap-AB's tiles
-(swap_candidates); FP8 rows time matmul_fp8's other tiles (fp8_candidates). Rows may
-be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
+choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process, swap-AB's tiles
+(swap_candidates) and the other 64-row tiles (row_tile_candidates); FP8 rows time matmul_fp8's other tiles
+(fp8_candidates). Rows may be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
 the rows measured before it; `missing` lists the table rows not measured).
 """
 
@@ -24,8 +24,8 @@ import tilepipe
 from tilepipe._text import format_table
 from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, choose_config, config_for,
                                    default_configs, floor_us, fp8_config_for, fp8_configs, fp8_schedule_for,
-                                   loop_bound, predict_us, predicted_parts, schedule_candidates, schedule_for,
-                                   schedule_programs, swap_config)
+                                   loop_bound, narrow_configs, predict_us, predicted_parts, schedule_candidates,
+                                   schedule_for, schedule_programs, small_m_configs, swap_config)
 from tilepipe.host.device import sm_count
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
@@ -105,7 +105,7 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
     else:  # the choice before issue 20's small-M model (the wave heuristic's tile, static), and swap-AB's tiles
         old = choose_config(M, N, torch.bfloat16, sms)
         schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
-        for tile, name in swap_candidates(M, N, K, sms):
+        for tile, name in swap_candidates(M, N, K, sms) + row_tile_candidates(M, N, K, cfg, sms):
             schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
     return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,
                 predicted[schedule], schedules)
@@ -134,6 +134,13 @@ def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig
     compares, and its 128-row tile under static."""
     narrow, wide = swap_config(M, torch.bfloat16), swap_config(M, torch.bfloat16, 128)
     return [(narrow, name) for name in schedule_candidates(M, N, K, narrow, sms)] + [(wide, "static")]
+
+
+def row_tile_candidates(M: int, N: int, K: int, chosen: MatmulConfig, sms: int) -> list[tuple[MatmulConfig, str]]:
+    """Small M's 64-row tiles other than the chosen one (the narrow 64x64 where narrow_configs offers it, and the
+    64x128 one), each under the schedule schedule_for would give it: the narrow tile's A/B in the same process."""
+    tiles = narrow_configs(M, N, sms) + small_m_configs(torch.bfloat16)[:1]
+    return [(tile, schedule_for(M, N, K, tile, sms)) for tile in tiles if tile != chosen]
 
 
 def fp8_candidates(scaling: str, M: int) -> list[MatmulConfig]:
