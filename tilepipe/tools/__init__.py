@@ -1,1 +1,2 @@
-"""Measurement tools: the benchmarks against torch, Nsight Compute counters, and autotune's timing."""
+"""Measurement tools: the benchmarks against torch, Nsight Compute counters, the wgmma rate by accumulator width, and
+autotune's timing."""
