@@ -53,7 +53,9 @@ def test_every_row_gets_a_configuration_and_a_predicted_time(h100):
             if M <= configs.DECODE_M and not group.startswith("FP8"):
                 assert cfg.block_m == 64
     cfg, schedule, _ = plan("decode bf16", 96, 4096, 14336, 0)
-    assert schedule == "splitk" and not cfg.swap_ab
+    assert schedule == "static" and cfg == configs.NARROW  # 128 narrow tiles in one wave (tests/test_matmul.py)
+    cfg, schedule, _ = plan("decode bf16", 96, 14336, 4096, 0)
+    assert schedule == "static" and cfg == configs.small_m_configs(torch.bfloat16)[0]  # 448 narrow tiles: not offered
     cfg, schedule, _ = plan("decode bf16", 1, 4096, 14336, 0)
     assert schedule == "static" and cfg.swap_ab  # swap-AB's 64 programs stream B whole (tests/test_swap_ab.py)
 

@@ -114,17 +114,18 @@ def test_config_fills_the_machine():
 
 def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
     """schedule_for (H100 measurements in bench/results/archive/scheduler-h100-v5.json): stream-K at 133 tiles of K = 4096
-    (1.07x static) and 288 tiles of K = 8192 (1.11x the 128x128 static default); static for short tiles, full waves,
-    fewer tiles than SMs, and where MEDIUM tiles or the saved part of a wave leave too little to gain."""
+    (1.07x static) and 288 tiles of K = 8192 (1.11x the 128x128 static default); at 198 tiles of K = 8192 (1.155x) and
+    450 of K = 4096 (1.018x; bench/results/whole-wave-tiles-h100.json); static for short tiles, full waves, fewer tiles
+    than SMs, and where the saved part of a wave leaves too little to gain."""
     pick = schedule_for
     assert pick(896, 4864, 4096, LARGE_16BIT, 132) == "streamk"  # 133 tiles
     assert pick(2304, 4096, 8192, LARGE_16BIT, 132) == "streamk"  # 288 tiles
     assert pick(896, 4864, 1024, LARGE_16BIT, 132) == "static"  # 12 us tiles: the 20 us fixup outweighs the wave
     assert pick(8192, 8192, 1024, LARGE_16BIT, 132) == "static"  # 15.5 waves: measured 0.96x static
-    assert pick(3840, 3840, 4096, LARGE_16BIT, 132) == "static"  # 450 tiles: measured 0.996x static
+    assert pick(3840, 3840, 4096, LARGE_16BIT, 132) == "streamk"  # 450 tiles: 1.018x static (0.996x under 3.6)
+    assert pick(2304, 2816, 8192, LARGE_16BIT, 132) == "streamk"  # 198 tiles: 1.155x static, 1.034x 128x128 static
     assert pick(1536, 2816, 4096, LARGE_16BIT, 132) == "static"  # exactly 132 tiles
     assert pick(2048, 2048, 2048, LARGE_16BIT, 132) == "static"  # 128 tiles
-    assert pick(2304, 2816, 8192, LARGE_16BIT, 132) == "static"  # 198 tiles, but 396 MEDIUM tiles: 3 full waves
 
 
 def test_small_m_tiles_fill_shared_memory_with_stages():

@@ -71,10 +71,6 @@ UNIT_FILL_US = 2.5
 """What a unit of work's first k-step costs over a steady one (its pipeline fills): about 2.5 us against 0.75 at
 128x256x64 in the H100 timelines of 2560^3 (docs/perf-log.md row 36). Stream-K at large M gives a program two
 partial units (a tile's head and another's tail) where whole tiles start once."""
-MEDIUM_RATE = 0.93
-"""MEDIUM's k-step rate as a share of LARGE_16BIT's: the 9 large-M bf16 rows of bench/results/shapes-h100-v2.json
-ran static 128x128 at 1.01 of its predicted time (median) and 128x256 at 0.93."""
-
 SECTOR_BYTES, LINE_BYTES = 32, 128
 RESTAGE_GAIN = 0.25
 """What rows off 32-byte sectors cost a GEMM whose A and B both have them, as a share of its aligned time: H100,
@@ -112,24 +108,22 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     """The tile scheduler matmul uses when not told (tilepipe/schedulers/): stream-K with `cfg`'s tiles where an even
     split of the k-steps plus its fixup (STREAMK_FIXUP_US) and two more pipeline fills (UNIT_FILL_US) is predicted
-    STREAMK_MIN_GAIN faster than whole tiles, in waves, of `cfg` or of MEDIUM (its wave count may be lower; at
-    MEDIUM_RATE), else static.
+    STREAMK_MIN_GAIN faster than `cfg`'s whole tiles in waves, else static. Predictions count full-rate tile times
+    (SM_FLOPS). Tiles of another size are config_for's choice, not this one's: weighing 128x128 tiles' waves here as
+    well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096, where stream-K then measured
+    1.155x and 1.018x the static 128x256 tiles that ran (bench/results/whole-wave-tiles-h100.json; perf-log row 55).
 
-    Predictions count full-rate tile times (SM_FLOPS); SMALL tiles are left out of the comparison since they run
-    well below that rate (64x128 measured 0.83 of it at 896x4864x4096, where stream-K won). A partial wave of fewer
-    tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler is never picked: with
-    equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M) takes the schedule of
-    least predicted time instead (schedule_by_time), split-K included. A cluster config's programs are its clusters:
-    the same arithmetic over cluster tiles and sms / num_ctas programs (MEDIUM in the same cluster shape)."""
+    A partial wave of fewer tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler
+    is never picked: with equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M)
+    takes the schedule of least predicted time instead (schedule_by_time), split-K included. A cluster config's
+    programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs."""
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)
     sms //= cfg.cluster.num_ctas
-    medium = replace(MEDIUM, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n)
     tiles = tile_count(M, N, cfg)
     if tiles <= sms or tiles % sms == 0:
         return "static"
-    whole = min(-(-tiles // sms) * tile_us(cfg, K),
-                -(-tile_count(M, N, medium) // sms) * tile_us(medium, K) / MEDIUM_RATE)
+    whole = -(-tiles // sms) * tile_us(cfg, K)
     split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US + 2 * UNIT_FILL_US
     return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
 
