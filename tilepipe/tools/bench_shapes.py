@@ -8,8 +8,8 @@ time under each (one do_bench median each), to calibrate the model; large-M bf16
 tiles under static and stream-K and the chosen tile in a 2x1 cluster (other_candidates); small-M rows time the
 choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process, swap-AB's tiles
 (swap_candidates) and the other 64-row tiles (row_tile_candidates); FP8 rows time matmul_fp8's other tiles
-(fp8_candidates). Rows may be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after every row (a failure keeps
-the rows measured before it; `missing` lists the table rows not measured).
+(fp8_candidates). Rows may be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after
+every row (a failure keeps the rows measured before it; `missing` lists the table rows not measured).
 """
 
 import json
@@ -102,7 +102,7 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
     if M > DECODE_M:  # every other tile matmul could take, under each schedule: the data to choose tiles by time
         for tile, name in other_candidates(cfg):
             schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
-    else:  # the choice before issue 20's small-M model (the wave heuristic's tile, static), and swap-AB's tiles
+    else:  # the choice before issue 20's small-M model (the wave heuristic's tile), swap-AB's and the 64-row tiles
         old = choose_config(M, N, torch.bfloat16, sms)
         schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
         for tile, name in swap_candidates(M, N, K, sms) + row_tile_candidates(M, N, K, cfg, sms):

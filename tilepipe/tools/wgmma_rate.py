@@ -30,6 +30,7 @@ WIDTHS = ((256, ), (128, ), (64, ), (16, ), (128, 16), (128, 32), (128, 64), (12
 
 @gluon.jit
 def _clock():
+    """%globaltimer (ns) of the calling thread."""
     return gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
 
 
@@ -47,7 +48,7 @@ def _piece(width: gl.constexpr):
 def wgmma_rate_kernel(times_ptr, sums_ptr, ITERS: gl.constexpr, N0: gl.constexpr, N1: gl.constexpr,
                       N2: gl.constexpr):
     """ITERS k-steps of one to three pieces (N1, N2 = 0: absent); writes the program's start and end times (ns)
-    and each accumulator's sum (so no wgmma is dead code)."""
+    and the sum of its accumulators (so no wgmma is dead code)."""
     a_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BK], gl.bfloat16)
     a = gl.allocate_shared_memory(gl.bfloat16, [BM, BK], a_layout)
     b0, acc0 = _piece(N0)
@@ -98,7 +99,7 @@ def rate_spec(pieces: tuple[int, ...]):
 
 def measure(pieces: tuple[int, ...], programs: int) -> dict:
     """One launch of `programs` CTAs (after a warm-up launch): the median ns per k-step over the programs, and the
-    k-step's rate as a share of an SM's dense bf16 peak at the clock the launch ran."""
+    TFLOP/s of one SM at that pace."""
     times = torch.zeros(2 * programs, dtype=torch.int64, device="cuda")
     sums = torch.empty(programs, dtype=torch.float32, device="cuda")
     for _ in range(2):
