@@ -98,7 +98,7 @@ def test_a_cluster_streamk_workspace_holds_every_ctas_partial_tile_and_flag(shap
         cfg = MatmulConfig(128, block_n, 64, 3, cluster_m=shape[0], cluster_n=shape[1])
         for schedule in ("streamk", "splitk"):
             for M, N, K in ((1, 4096, 4096), (8, 14336, 4096), (2560, 2560, 2560), (7000, 5000, 3000)):
-                programs = schedule_programs(M, N, K, cfg, sms // cfg.cluster.num_ctas, schedule)
+                programs = schedule_programs(M, N, K, cfg, sms, schedule)
                 assert programs * cfg.cluster.num_ctas <= min(sms, FLAG_WORDS.value)
                 assert FLAG_WORDS.value + programs * cfg.tile_m * cfg.tile_n <= workspace_words(sms, cfg)
     with pytest.raises(RuntimeError, match="flags for 1024 CTAs"):

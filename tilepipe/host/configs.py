@@ -214,7 +214,7 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sm
     on sms / num_ctas programs, each CTA its own block's k-steps."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
-    programs = schedule_programs(M, N, K, cfg, sms // cfg.cluster.num_ctas, schedule)
+    programs = schedule_programs(M, N, K, cfg, sms, schedule)
     if KERNEL_SCHEDULE.get(schedule, schedule) == "streamk":
         dp_tiles, ragged = streamk_split(tiles, programs)
         steps = dp_tiles // programs * k_tiles + -(-(tiles - dp_tiles) * k_tiles // programs)
@@ -272,10 +272,11 @@ def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:
 
 
 def schedule_programs(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, schedule: str) -> int:
-    """The persistent grid of a schedule: one program per SM under stream-K; tiles x splits under split-K (each
-    tile's k-steps split evenly over `splits` programs, at most the SMs, each at least SPLIT_MIN_STEPS k-steps);
-    one per tile under cluster launch control (sm_100a: running programs take over pending ones' tiles); else one
-    per tile, at most one per SM."""
+    """The persistent grid of a schedule on `sms` SMs: one program per SM under stream-K; tiles x splits under
+    split-K (each tile's k-steps split evenly over `splits` programs, at most the SMs, each at least SPLIT_MIN_STEPS
+    k-steps); one per tile under cluster launch control (sm_100a: running programs take over pending ones' tiles);
+    else one per tile, at most one per SM. A cluster config's program is a cluster: "SM" reads "cluster of SMs"."""
+    sms //= cfg.cluster.num_ctas
     tiles = tile_count(M, N, cfg)
     if schedule == "clc":
         return tiles

@@ -181,7 +181,7 @@ def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, sche
     """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
     that; stream-K: one per SM; split-K: tiles x splits; cluster launch control (sm_100a): one per tile, running
     programs take over pending ones (host/configs.py: schedule_programs)."""
-    return schedule_programs(M, N, K, cfg, sm_count(device) // cfg.cluster.num_ctas, schedule), 1, 1
+    return schedule_programs(M, N, K, cfg, sm_count(device), schedule), 1, 1
 
 
 def tensor_descriptor(t: torch.Tensor, block: tuple[int, ...], cga: tuple = (), kind: str = "tile"):

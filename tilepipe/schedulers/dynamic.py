@@ -52,7 +52,7 @@ def ticket_rows(programs: int, stages: int) -> int:
 def _response_layout(num_warps, num_ctas=1):
     """Every thread holds the whole 1 x 4-word response (each CTA its own copy): reading the tile id needs no
     shuffle and no other CTA."""
-    return gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0], cga_layout=[[0, 0]] * (num_ctas // 2))
+    return gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0], cga_layout=[[0, 0]] * (num_ctas.bit_length() - 1))
 
 
 def _ticket_asm(draw: bool) -> gl.constexpr:

@@ -186,7 +186,7 @@ def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result
     floor for the row."""
     us = lambda tflops: round(2.0 * M * N * K / tflops * 1e-6, 2)  # noqa: E731
     sms = sm_count(torch.cuda.current_device())
-    programs = schedule_programs(M, N, K, cfg, sms // cfg.cluster.num_ctas, schedule)
+    programs = schedule_programs(M, N, K, cfg, sms, schedule)
     in_bytes, flops = (1, FP8_SM_FLOPS) if group.startswith("FP8") else (2, SM_FLOPS)
     bound = loop_bound(predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, 2, flops))
     floor = floor_us(M, N, K, sms, in_bytes, 2, flops)
