@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_BLOCK_SCALED_CONFIGS,
-                                   SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS, SMALL, fp8_configs,
-                                   sm100_block_scaled_fitted, sm100_blockwise_config, sm100_fitted, small_m_configs,
-                                   swap_config)
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, PIECED_16BIT,
+                                   SM100_BLOCK_SCALED_CONFIGS, SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS,
+                                   SMALL, fp8_configs, sm100_block_scaled_fitted, sm100_blockwise_config,
+                                   sm100_fitted, small_m_configs, swap_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -42,6 +42,9 @@ def report() -> int:
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
+    # the tiles with a side of 192 (power-of-two pieces), with a bias under the dynamic scheduler too
+    specs += [matmul_spec(cfg, "bf16", "bf16", True) for cfg in PIECED_16BIT]
+    specs += [matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic")]
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
     # fitted as matmul would launch it), then the medium tile
     specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],

@@ -6,6 +6,7 @@ residual epilogue (alpha, beta, C aliasing D, addmm with a bias row). `... resta
 restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: small-M (decode) shapes under
 split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
 `... narrow bf16 bf16 kmajor`: the 64x64 tile of M = 65-128, as chosen and forced.
+`... pieced bf16 bf16 kmajor static`: tiles with a side of 192 (power-of-two pieces), as chosen and forced.
 `... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
@@ -207,6 +208,49 @@ def run_cluster(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout:
                scheduler=scheduler, config=config)
 
 
+PIECED_SHAPES = [(1536, 8960, 1536), (333, 517, 200), (1000, 1000, 64), (200, 3000, 777), (1, 256, 64),
+                 (193, 193, 65), (4096, 264, 520), (2048, 2048, 256), (129, 200, 63)]
+"""Ragged and whole tiles of 192 rows or columns; 1536x8960x1536 is where matmul's own choice is pieced."""
+
+
+def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
+    """Every tile with a side of 192 (host/configs.py PIECED_16BIT, and 192x192) forced under `scheduler` on
+    PIECED_SHAPES, plain and with a bias row scaled by alpha and beta; matmul's own choice at 1536x8960x1536, which
+    must be pieced; and a C, which a pieced config must refuse with ValueError before launching."""
+    from tilepipe.host.configs import PIECED_16BIT, config_for
+
+    torch.manual_seed(2)
+    configs = PIECED_16BIT + (tilepipe.MatmulConfig(192, 192, 64, stages=3), )
+    results = [run(dtype, out_dtype, layout, PIECED_SHAPES, scheduler=scheduler, config=cfg) for cfg in configs]
+    failures, worst = [], 0.0
+    for cfg in configs:
+        for M, N, K in PIECED_SHAPES:
+            a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+            b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
+                 else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
+            bias = torch.randn(N, device="cuda", dtype=DTYPES[out_dtype])
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+            tilepipe.matmul(a, b, out=out, c=bias.expand(M, N), alpha=0.5, beta=-2.0, config=cfg, scheduler=scheduler)
+            ref = 0.5 * (a.double() @ b.double()) - 2.0 * bias.double()
+            err = float((out.double() - ref).norm() / ref.norm())
+            worst = max(worst, err)
+            if not (torch.isfinite(out).all() and err < TOLERANCE[DTYPES[out_dtype]]):
+                failures.append({"shape": [M, N, K], "config": str(cfg), "bias": True, "rel_err": err})
+    chosen = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
+                        torch.cuda.current_device())
+    results.append(run(dtype, out_dtype, layout, PIECED_SHAPES[:1]))
+    a = torch.randn(256, 256, device="cuda", dtype=DTYPES[dtype])
+    try:
+        tilepipe.matmul(a, a, c=a, beta=1.0, config=configs[0])
+        refused = False
+    except ValueError as exc:
+        refused = "c:" in str(exc)
+    ok = all(r["ok"] for r in results) and not failures and chosen in PIECED_16BIT and refused
+    return {"case": f"pieced {dtype}->{out_dtype} b={layout} scheduler={scheduler}", "ok": ok, "chosen": str(chosen),
+            "refused_c": refused, "worst_rel_err": max([worst] + [r["worst_rel_err"] for r in results]),
+            "failures": ([f for r in results for f in r["failures"]] + failures)[:8]}
+
+
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
     """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIGS: a 2x1 cluster, cta_group::2 MMAs) forced
     on every shape, ragged ones included."""
@@ -219,7 +263,7 @@ def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
-               "swap": run_swap, "pair": run_pair, "narrow": run_narrow}
+               "swap": run_swap, "pair": run_pair, "narrow": run_narrow, "pieced": run_pieced}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -11,6 +11,7 @@ CASES += [("residual", dtype, out, layout) for dtype, out, layout in (("bf16", "
 CASES += [("restaged", "bf16", "bf16", "kmajor"), ("restaged", "fp16", "fp32", "rowmajor")]
 CASES += [("splitk", "bf16", "bf16", "kmajor"), ("splitk", "fp16", "fp32", "rowmajor")]
 CASES += [("narrow", "bf16", "bf16", "kmajor"), ("narrow", "fp16", "fp32", "rowmajor")]
+CASES += [("pieced", "bf16", "bf16", "kmajor", "static"), ("pieced", "fp16", "fp16", "rowmajor", "dynamic")]
 CASES += [("swap", tile, schedule, out) for tile, schedule, out in (("64", "static", "bf16"), ("64", "splitk", "fp32"),
                                                                   ("64", "streamk", "bf16"), ("128", "static", "fp32"),
                                                                   ("64", "dynamic", "bf16"))]

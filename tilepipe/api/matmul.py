@@ -15,6 +15,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
+from tilepipe.pipeline.pieces import PIECED_SIDE, TilePieces, is_power_of_two
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
 from tilepipe.schedulers import CLUSTER_SCHEDULES, KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
@@ -103,11 +104,12 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         source_dtype = None if source is None else source.dtype
         cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype, schedule)
     else:
-        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
+        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, source is not None)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
     check_cluster(cfg, schedule, arch, source is not None)
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
     check_swap_ab(cfg, b_kmajor, arch)
+    check_pieced(cfg, schedule, arch, source is not None, out_dtype)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -181,6 +183,28 @@ def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
     if not b_kmajor:
         raise ValueError("a config with swap_ab=True needs b K-major (a transposed (N, K) tensor such as w.t()); "
                          "this b is row-major (K, N)")
+
+
+def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool, out_dtype: torch.dtype) -> None:
+    """A tile with a side of 192 (held as power-of-two pieces, pipeline/pieces.py) is built for the sm_90a GEMM's
+    8 MMA warps with a 16-bit D and no C, under the static or dynamic schedule, without a cluster or swap-AB; any
+    other side that is not a power of two, or any other use, raises ValueError."""
+    for name, side in (("block_m", cfg.block_m), ("block_n", cfg.block_n)):
+        if not (is_power_of_two(side) or side == PIECED_SIDE):
+            raise ValueError(f"config.{name} must be a power of two or {PIECED_SIDE}, got {side}")
+    if not TilePieces(cfg.block_m, cfg.block_n).pieced:
+        return
+    tile = f"a {cfg.block_m}x{cfg.block_n} tile"
+    if arch != "sm_90a":
+        raise ValueError(f"{tile} (a side of {PIECED_SIDE}) is built for sm_90a (Hopper) only")
+    if has_c:
+        raise ValueError(f"c: {tile} is built without a C epilogue; pass a power-of-two config, or no c")
+    if cfg.swap_ab or cfg.cluster.num_ctas > 1 or cfg.num_warps != 8:
+        raise ValueError(f"{tile} is built with num_warps=8, without swap-AB or a cluster")
+    if schedule not in ("static", "dynamic"):
+        raise ValueError(f"scheduler {schedule!r}: {tile} runs under the static or dynamic scheduler")
+    if out_dtype == torch.float32:
+        raise ValueError(f"out_dtype: {tile} is built for a 16-bit D")
 
 
 def check_schedule(scheduler: str | None, arch: str) -> None:
@@ -263,9 +287,10 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     tickets, rows = ticket_slots(workspace, cfg, scalars[-1], sm_count(device))
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
+    pieced = (cfg.tile_m, cfg.tile_n) if TilePieces(cfg.tile_m, cfg.tile_n).pieced else None  # matmul_kernel's TILE
     args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
-            *cluster, cfg.swap_ab, None, 0, partials, tickets)
+            *cluster, cfg.swap_ab, None, 0, partials, tickets) + ((pieced, ) if arch == "sm_90a" else ())
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
            device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
@@ -281,7 +306,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
                 bias if has_bias else out, workspace if workspace is not None else out, *scalars,
                 *cluster, cfg.swap_ab)  # unused pointers: any tensor types them
     options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
-    descs = dict(partial_desc=partial_descriptor(area, cfg, out.dtype), ticket_desc=ticket_descriptor(rows))
+    descs = dict(partial_desc=partial_descriptor(area, cfg, out.dtype), ticket_desc=ticket_descriptor(rows),
+                 **({"TILE": pieced} if arch == "sm_90a" else {}))
     if probe is not None:
         launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **descs, **options),
                       grid[0], probe, a.device, cfg.cluster.num_ctas)

@@ -55,6 +55,13 @@ LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
+PIECED_16BIT = (MatmulConfig(192, 128, 64, stages=4), MatmulConfig(128, 192, 64, stages=4))
+"""Tiles with a side of 192 (power-of-two pieces, pipeline/pieces.py), 16-bit D without C, static or dynamic: three
+quarters of LARGE_16BIT, so they fill waves that its tiles leave short. 192x128 first: it measured 71.1 against
+72.2 us for 128x192 (and 72.9 for 192x192, whose 64-row tail runs at 0.947 of the full rate) at 1536x8960x1536
+(bench/results/pieced-tiles-h100.json)."""
+PIECED_MIN_GAIN = 1.05
+"""config_for takes a pieced tile where LARGE_16BIT's whole waves are predicted at least this much slower."""
 MIN_WAVE_EFFICIENCY = 0.75
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
@@ -129,13 +136,14 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False) -> MatmulConfig:
+               device: int, own_source: bool = False, has_c: bool = False) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
-    every run: docs/perf-log.md rows 33, 47, 49, 50). An fp32 C with a 16-bit D (`own_source`) needs its own
-    smaller tiles."""
+    every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it fills the waves
+    PIECED_MIN_GAIN better than the largest tile, for a 16-bit D without C (`has_c`). An fp32 C with a 16-bit D
+    (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
@@ -149,7 +157,19 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     pair = replace(cfg, cluster_m=2)
     if cfg == LARGE_16BIT and K * dtype.itemsize % SECTOR_BYTES and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
+    if cfg == LARGE_16BIT and not has_c:
+        return pieced_config(M, N, K, sms) or cfg
     return cfg
+
+
+def pieced_config(M: int, N: int, K: int, sms: int) -> MatmulConfig | None:
+    """The PIECED_16BIT tile whose whole waves are predicted PIECED_MIN_GAIN faster than LARGE_16BIT's, if any
+    (the first of the fastest)."""
+    def waves_us(cfg: MatmulConfig) -> float:
+        return -(-tile_count(M, N, cfg) // sms) * tile_us(cfg, K)
+
+    best = min(PIECED_16BIT, key=waves_us)
+    return best if waves_us(LARGE_16BIT) >= PIECED_MIN_GAIN * waves_us(best) else None
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:

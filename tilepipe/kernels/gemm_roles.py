@@ -1,13 +1,14 @@
 """The GEMM roles the GEMM kernels share, as CUTLASS splits its collectives from the kernel: the TMA load warp (sm_90a
 and sm_100a, block-scaled payloads included), the TMA store warp and the epilogue-load warp, the C pipelines they
-take, the bias read of the epilogues, and the sm_100a GEMMs' epilogue (TMEM sub-tiles to TMA stores). Each walks its
-tiles through the kernel's scheduler and touches shared memory only through the pipelines it is given."""
+take, and the sm_90a MMA role's main loop (the epilogues: kernels/epilogues.py). Each walks its tiles through the
+kernel's scheduler and touches shared memory only through the pipelines it is given."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
-from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
+from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.pieces import piece_zeros, tile_boxes
 from tilepipe.pipeline.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
@@ -42,10 +43,13 @@ def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr, STREAMK: gl.constexpr = Fals
 @gluon.jit
 def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
               B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None):
-    """A and B boxes per k-step (and, given scale descriptors, the block scales of a block-scaled payload)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    """A and B tiles per k-step, in their descriptors' boxes (a pieced tile takes several), and, given scale
+    descriptors, the block scales of a block-scaled payload. The tile sizes are the payload's."""
+    BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
+    BN: gl.constexpr = inputs.payload.b_tiles.shape[1] if B_KMAJOR else inputs.payload.b_tiles.shape[2]
+    A_BOXES: gl.constexpr = tile_boxes(inputs.payload.a_tiles, a_desc)
+    B_BOXES: gl.constexpr = tile_boxes(inputs.payload.b_tiles, b_desc)
     producer = inputs.producer()
     work = sched.work(paces=True)
     while work.valid:
@@ -54,7 +58,7 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
                 if sfa_desc is None:
-                    tiles.expect_loads(a_desc, b_desc)
+                    tiles.expect_loads(a_desc, b_desc, boxes=(A_BOXES, B_BOXES))
                 else:
                     tiles.expect_loads(a_desc, b_desc, sfa_desc, sfb_desc)
                     tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
@@ -84,8 +88,8 @@ def output_origin(pid_m, pid_n, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB:
 def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, SOURCES: gl.constexpr,
                SWAP_AB: gl.constexpr = False):
     """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees."""
-    BM: gl.constexpr = d_desc.block_type.shape[0]
-    BN: gl.constexpr = d_desc.block_type.shape[1]
+    BM: gl.constexpr = outputs.tiles.shape[1]  # D's tile (d_desc's block, or its boxes' where the tile is pieced)
+    BN: gl.constexpr = outputs.tiles.shape[2]
     work = sched.work()
     while work.valid:
         if work.finishes:
@@ -128,18 +132,15 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
 
 
 @gluon.jit
-def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr):
-    """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
-    cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
-
-
-@gluon.jit
 def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
                B_KMAJOR: gl.constexpr):
     """An sm_90a MMA role's main loop for one scheduler unit: a fresh accumulator, one wgmma per k-step of the unit
-    on the input stages (B transposed when K-major), the last ones retired. Returns (acc, the consumer)."""
-    acc = gl.zeros([BM, BN], gl.float32, acc_layout)
+    on the input stages (B transposed when K-major), the last ones retired. Returns (acc, the consumer). A pieced
+    tile (acc_layout None, pipeline/pieces.py) has a tuple of accumulators and a wgmma per piece."""
+    if acc_layout is None:
+        acc = piece_zeros(BM, BN, gl.num_warps())
+    else:
+        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
     k_begin, k_end = work.k_steps(k_tiles)
     for k in range(k_begin, k_end):
         tiles = consumer.acquire()
@@ -148,41 +149,3 @@ def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_
             b = b.permute((1, 0))
         acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
     return consumer.retire(acc)
-
-
-@gluon.jit
-def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiLoadPipeline, sched, d_desc, alpha,
-                  beta, bias_ptr, scale_a, scale_b, M, N, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
-                  SA_STRIDE: gl.constexpr, SB_STRIDE: gl.constexpr):
-    """The sm_100a GEMMs' epilogue (kernels/sm100_matmul.py). SA_STRIDE, SB_STRIDE >= 0 (FP8): D times
-    scale_a[row * SA_STRIDE] * scale_b[col * SB_STRIDE]; -1: no scales. Over a two-CTA accumulator each CTA reads and
-    stores its own half of the rows (the TMEM, register and D-buffer layouts all split them over the pair)."""
-    BM: gl.constexpr = accs.tiles.shape[1]
-    BN: gl.constexpr = accs.tiles.shape[2]
-    EPI_N: gl.constexpr = d_desc.block_type.shape[1]
-    SUBTILES: gl.constexpr = BN // EPI_N
-    layout: gl.constexpr = accs.tiles.index(0).slice(0, EPI_N).get_reg_layout()  # of a sub-tile's TMEM load
-    work = sched.work()
-    while work.valid:
-        pid_m, pid_n = work.coords()
-        if SA_STRIDE >= 0:
-            rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, layout))
-            row_scales = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)[:, None]
-        with accs.consume_explicit() as acc:
-            for j in gl.static_range(SUBTILES):
-                d = acc.tile().slice(j * EPI_N, EPI_N).load(layout)
-                if j == SUBTILES - 1:
-                    acc.arrive()  # every TMEM load of the tile is done: the MMA role may overwrite the accumulator
-                if HAS_C:
-                    with sources.consume() as source:  # C sub-tile j has landed; freed once read
-                        d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
-                elif HAS_BIAS:
-                    d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
-                elif SA_STRIDE >= 0:
-                    cols = pid_n * BN + j * EPI_N + gl.arange(0, EPI_N, gl.SliceLayout(0, layout))
-                    d = d * row_scales * gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)[None, :]
-                else:
-                    d = alpha * d
-                stores.store(d_desc, [pid_m * BM, pid_n * BN + j * EPI_N], d, j)
-        work = work.next()
-    stores.drain()

@@ -19,18 +19,22 @@ A per-column bias (HAS_BIAS: D = alpha * A @ B + beta * bias[col]) needs no C pi
 tile's BN bias values straight from global memory in its epilogue.
 Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands; every role but the epilogue's
 end is unchanged, the mma role transposing each finished tile into D's output stage.
+A tile with a side of 192 (TILE; static or dynamic, no C, cluster or swap-AB) is held as power-of-two pieces
+(pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece in the mma role.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, column_bias, epilogue_load_role,
-                                        load_role, output_origin, store_regs, store_role, wgmma_unit)
+from tilepipe.kernels.epilogues import scaled, store_pieces
+from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
+                                        output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
+from tilepipe.pipeline.pieces import TilePieces, pieced
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import (ClcPipelineStorage, EpiLoadPipelineStorage, InputPipelineStorage,
@@ -87,12 +91,18 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     D_BN: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
-    acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
+    PIECED: gl.constexpr = pieced(D_BM, D_BN)
+    acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
+                                                                      outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
-        if work.finishes:
+        if PIECED:  # an accumulator per piece, each scaled into its array of the output stage
+            with outputs.produce() as out:
+                store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS, work.coords()[1] * D_BN, HAS_BIAS)
+                out.arrive()
+        elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
             d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
             with outputs.produce() as out:
@@ -102,12 +112,9 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                 else:
                     if STREAMK:
                         _, sources = sources.wait()  # this use's empty fill
-                    if HAS_BIAS:
-                        pid_m, pid_n = work.coords()
-                        _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
-                        d = alpha * d + beta * column_bias(bias_ptr, D_COLS, first_col, D_BN, d.type.layout)[None, :]
-                    else:
-                        d = alpha * d
+                    pid_m, pid_n = work.coords()
+                    _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
+                    d = scaled(d, alpha, beta, bias_ptr, D_COLS, first_col, HAS_BIAS)
                 out.tile().store(d.to(outputs.tiles.dtype))
                 out.arrive()
         else:
@@ -121,7 +128,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
                   CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0,
-                  partial_desc=None, ticket_desc=None):
+                  partial_desc=None, ticket_desc=None, TILE: gl.constexpr = None):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
     partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
@@ -129,11 +136,15 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
     the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
     (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic,
-    in a cluster): one over its ticket rows (schedulers/dynamic.py)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
+    in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) of a tile with a side of 192,
+    which the descriptors move in boxes of its pieces (operand_blocks); None: their blocks are the tile."""
+    PIECED: gl.constexpr = TILE is not None
+    gl.static_assert(not PIECED or not (HAS_C or SWAP_AB or SCHEDULE == "streamk" or CLUSTER_M * CLUSTER_N > 1),
+                     "a pieced tile runs without C, swap-AB, stream-K or a cluster")
+    BM: gl.constexpr = TILE[0] if PIECED else a_desc.block_type.shape[0]
+    BN: gl.constexpr = TILE[1] if PIECED else d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    D_BN: gl.constexpr = d_desc.block_type.shape[1]  # the columns of D's tile
+    D_BN: gl.constexpr = BN if PIECED else d_desc.block_type.shape[1]  # the columns of D's tile
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     SOURCES: gl.constexpr = HAS_C or STREAMK  # an epilogue-load role and its ring
@@ -164,11 +175,13 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
 def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
     """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's), each with how the
     cluster's CTAs split or share it (tilepipe.pipeline.cluster). With swap_ab "a" and "b" are the kernel's operands
-    (the problem's B^T and A, K-major) and D's block is the transposed tile."""
+    (the problem's B^T and A, K-major) and D's block is the transposed tile. A pieced tile (a side of 192) moves in
+    boxes of its smallest pieces (pipeline/pieces.py: TilePieces.box)."""
     cluster = cfg.cluster
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
     d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.tile_n)
-    return {"a": ((cfg.tile_m, cfg.block_k), cluster.a), "b": (b_block, cluster.b(b_kmajor)), "c": (d_block, cluster.c)}
+    return {"a": (TilePieces(cfg.tile_m, cfg.block_k).box, cluster.a), "b": (TilePieces(*b_block).box, cluster.b(b_kmajor)),
+            "c": (TilePieces(*d_block).box, cluster.c)}
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
@@ -181,5 +194,7 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
 
     cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
     cfg = cfg if swap_ab is None else replace(cfg, swap_ab=swap_ab)
-    return gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
+    spec = gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
                      "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)
+    tile = [cfg.tile_m, cfg.tile_n] if TilePieces(cfg.tile_m, cfg.tile_n).pieced else None
+    return replace(spec, signature={**spec.signature, "TILE": "constexpr"}, constexprs={**spec.constexprs, "TILE": tile})

@@ -28,8 +28,8 @@ The roles are the same code: the storage declares the pair (sm100_plan's `cluste
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, epilogue_role,
-                                        load_role)
+from tilepipe.kernels.epilogues import epilogue_role
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores

@@ -15,14 +15,16 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
 from tilepipe.pipeline import _trace
+from tilepipe.pipeline.pieces import PiecedTile
 from tilepipe.pipeline.ring import GuardedTiles, ProducerConsumerPipeline
 
 
 @aggregate
 class EpiLoadPipeline(GuardedTiles):
-    """Source (C) tiles loaded into `tiles` stages by an epilogue-load role."""
+    """Source (C) tiles loaded into `tiles` stages by an epilogue-load role (a PiecedTile only as the stand-in of a
+    kernel without C: gemm_roles.c_pipelines)."""
     pipeline: ProducerConsumerPipeline
-    tiles: gl.shared_memory_descriptor
+    tiles: gl.shared_memory_descriptor | PiecedTile
 
     @gluon.must_use_result("Rebind it: `sources = sources.load(c_desc, coords)`.")
     @gluon.jit

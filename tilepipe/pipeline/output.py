@@ -31,10 +31,12 @@ from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_commit, 
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, tma
 
 from tilepipe.pipeline import _trace
+from tilepipe.pipeline.pieces import PiecedTile, tile_store
 from tilepipe.pipeline.ring import ConsumerStage, GuardedTiles, ProducerConsumerPipeline, ProducerStage
 
-Stages = gl.shared_memory_descriptor | tensor_memory_descriptor
-"""What an output pipeline's stages are: shared-memory tiles (sm_90a) or TMEM accumulators (sm_100a)."""
+Stages = gl.shared_memory_descriptor | PiecedTile | tensor_memory_descriptor
+"""What an output pipeline's stages are: shared-memory tiles, whole or in pieces (sm_90a), or TMEM accumulators
+(sm_100a)."""
 
 
 @aggregate
@@ -64,9 +66,9 @@ class OutputStage:
 
     @gluon.jit
     def store(self, desc, coords):
-        """Store role: TMA-store the tile at `coords` of `desc` and wait until TMA has read it, so the stage may be
-        released (and refilled) as soon as this returns."""
-        tma.async_store(desc, coords, self.tile())
+        """Store role: TMA-store the tile at `coords` of `desc` (a pieced tile in the descriptor's boxes) and wait until
+        TMA has read it, so the stage may be released (and refilled) as soon as this returns."""
+        tile_store(desc, coords, self.tile())
         tma.store_wait(0)
 
     @gluon.must_use_result("Rebind the pipeline: `outputs = out.release()`.")

@@ -34,6 +34,7 @@ from triton.language import core as tl
 
 from tilepipe._text import format_table
 from tilepipe.pipeline.cluster import Bases, cga_list, ctas_splitting
+from tilepipe.pipeline.pieces import PiecedTile, TilePieces, side_pieces
 from tilepipe.pipeline.ring import ProducerConsumerPipeline, allocate_barriers
 
 SMEM_LIMIT_BYTES = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}
@@ -124,6 +125,24 @@ class Part:
         return gl.allocate_shared_memory(dtype_of(self.dtype), self.shape, self.layout, _semantic=semantic)
 
 
+def tile_parts(name: str, dtype: str, tile: tuple[int, ...], stages: int, cga: Bases = ()) -> list[Part]:
+    """The parts of one stage array: itself, or (a 2-D tile with a side of 192) one per piece, `name` and the piece's
+    number (pipeline/pieces.py)."""
+    if len(tile) != 2 or not TilePieces(*tile).pieced:
+        return [Part(name, dtype, tile, stages, cga=cga)]
+    if cga:
+        raise ValueError(f"{name}: a pieced {tile[0]}x{tile[1]} tile is built without clusters")
+    return [Part(f"{name}{k}", dtype, shape, stages) for k, (_, shape) in enumerate(TilePieces(*tile).shapes)]
+
+
+def allocate_tile(parts: list[Part], tile: tuple[int, ...], semantic):
+    """Allocate tile_parts' `parts`: the array, or a PiecedTile of the pieces' arrays."""
+    arrays = [part.allocate(semantic) for part in parts]
+    if len(arrays) == 1:
+        return arrays[0]
+    return PiecedTile(gl.tuple(arrays), gl.constexpr(side_pieces(tile[0])), gl.constexpr(side_pieces(tile[1])))
+
+
 @dataclass(frozen=True)
 class BarrierUse:
     """One line of a plan's barrier map (`kind` "pair_barrier": one barrier per CTA pair, in its lead CTA)."""
@@ -154,9 +173,10 @@ class Storage:
 
 @aggregate
 class StandardTiles:
-    """A and B stage arrays in shared memory (device side of StandardTileStorage)."""
-    a_tiles: gl.shared_memory_descriptor
-    b_tiles: gl.shared_memory_descriptor
+    """A and B stage arrays in shared memory (device side of StandardTileStorage), each one array or, with a side of
+    192, a PiecedTile."""
+    a_tiles: gl.shared_memory_descriptor | PiecedTile
+    b_tiles: gl.shared_memory_descriptor | PiecedTile
 
 
 @aggregate
@@ -194,13 +214,19 @@ class StandardTileStorage(Storage):
     device: ClassVar[type] = StandardTiles
 
     def parts(self) -> list[Part]:
-        return [Part("a", self.a_dtype, self.a_tile, self.stages, cga=self.a_cga),
-                Part("b", self.b_dtype, self.b_tile, self.stages, cga=self.b_cga)]
+        return (tile_parts("a", self.a_dtype, self.a_tile, self.stages, self.a_cga)
+                + tile_parts("b", self.b_dtype, self.b_tile, self.stages, self.b_cga))
 
     @builtin
     def allocate(self, _semantic=None):
-        """The tile arrays, in the order of parts(), as this storage's device aggregate."""
-        return self.device(*(part.allocate(_semantic) for part in self.parts()))
+        """The tile arrays, in the order of parts() (A and B each one array or a PiecedTile), as this storage's
+        device aggregate."""
+        parts = self.parts()
+        a_count = len(tile_parts("a", self.a_dtype, self.a_tile, self.stages, self.a_cga))
+        b_count = len(tile_parts("b", self.b_dtype, self.b_tile, self.stages, self.b_cga))
+        a = allocate_tile(parts[:a_count], self.a_tile, _semantic)
+        b = allocate_tile(parts[a_count:a_count + b_count], self.b_tile, _semantic)
+        return self.device(a, b, *(part.allocate(_semantic) for part in parts[a_count + b_count:]))
 
 
 SCALE_BLOCK_ROWS = 128
@@ -336,7 +362,12 @@ class _TileArrayStorage(_SingleArrayStorage):
     part_name: ClassVar[str] = "tiles"
 
     def parts(self) -> list[Part]:
-        return [Part(self.part_name, self.dtype, self.tile, self.stages, cga=self.cga)]
+        return tile_parts(self.part_name, self.dtype, self.tile, self.stages, self.cga)
+
+    @builtin
+    def allocate(self, _semantic=None):
+        """The stage array, or a PiecedTile of its pieces' arrays."""
+        return allocate_tile(self.parts(), self.tile, _semantic)
 
 
 @dataclass(frozen=True)

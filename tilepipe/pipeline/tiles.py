@@ -37,6 +37,7 @@ from triton.language.core import _unwrap_if_constexpr, base_value
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.cluster import ctas_splitting
+from tilepipe.pipeline.pieces import PiecedTile, tile_load
 from tilepipe.pipeline.ring import ConsumerStage, ProducerConsumerPipeline, ProducerStage
 from tilepipe.pipeline.storage import mma_scale_shape
 
@@ -59,10 +60,11 @@ def _stage_bytes(payload, k_group_size: int) -> int:
     """Bytes of one k-group of the payload's shared-memory arrays in each CTA (TMEM buffers are not TMA's)."""
     total = 0
     for name, _ in payload.type.fields:
-        array = getattr(payload, name)
-        if isinstance(array, gl.shared_memory_descriptor):
-            tile = math.prod(array.type.shape[1:]) * array.dtype.primitive_bitwidth // 8
-            total += tile // ctas_splitting(array.type.layout.cga_layout)
+        field = getattr(payload, name)
+        for array in field.pieces if isinstance(field, PiecedTile) else (field, ):
+            if isinstance(array, gl.shared_memory_descriptor):
+                tile = math.prod(array.type.shape[1:]) * array.dtype.primitive_bitwidth // 8
+                total += tile // ctas_splitting(array.type.layout.cga_layout)
     return total * k_group_size
 
 
@@ -120,27 +122,30 @@ class InputProducerStage(_TileStage):
         self.stage.expect_bytes(nbytes, _semantic=_semantic)
 
     @builtin
-    def expect_loads(self, *descs, _semantic=None):
-        """Arm the stage for one TMA load from each descriptor, by the bytes each lands in this CTA. They must be the
-        bytes the k-group's shared-memory arrays hold per CTA, as the storage declares them (a shared tile whole, a
-        split one its part), else ProtocolError: a load left out, or a descriptor whose block or cluster bases are
-        not the storage's, would leave the barrier short or over its count on the GPU (a hang or an early wake)."""
-        armed = sum(_unwrap_if_constexpr(desc.nbytes_per_cta) for desc in descs)
+    def expect_loads(self, *descs, boxes=None, _semantic=None):
+        """Arm the stage for one TMA load from each descriptor (`boxes[i]` of descriptor i where given: a pieced
+        tile loads box by box), by the bytes each lands in this CTA. They must be the bytes the k-group's
+        shared-memory arrays hold per CTA, as the storage declares them (a shared tile whole, a split one its part),
+        else ProtocolError: a load left out, or a descriptor whose block or cluster bases are not the storage's,
+        would leave the barrier short or over its count on the GPU (a hang or an early wake)."""
+        counts = [1] * len(descs) if boxes is None else [_unwrap_if_constexpr(n) for n in boxes]
+        armed = sum(_unwrap_if_constexpr(desc.nbytes_per_cta) * n for desc, n in zip(descs, counts))
         held = _stage_bytes(self.payload, _unwrap_if_constexpr(self.k_group_size))
         if armed != held:
             raise _trace.ProtocolError(
                 f"pipeline '{_unwrap_if_constexpr(self.stage.pipe.name)}': expect_loads arms {armed} bytes per CTA "
                 f"but a stage of its payload holds {held}: name every TMA load of the stage, with descriptors in the "
                 "storage's blocks and cluster bases")
-        self.stage.expect_loads(*descs, _semantic=_semantic)
+        self.stage.expect_bytes(armed, _semantic=_semantic)
 
     @builtin
     def load(self, field, desc, coords, j=0, _semantic=None):
-        """TMA-load tile j of payload array `field` from `desc` at `coords`, signalling this stage. A tile every
-        CTA of the cluster holds in full (a shared operand) is loaded once and multicast to all of them."""
+        """TMA-load tile j of payload array `field` from `desc` at `coords`, signalling this stage (a pieced tile in
+        the descriptor's boxes). A tile every CTA of the cluster holds in full (a shared operand) is loaded once and
+        multicast to all of them."""
         tile = self.tile(field, j, _semantic=_semantic)
-        tma.async_load(desc, coords, self.mbar(_semantic=_semantic), tile, multicast=_shared_by_cluster(tile),
-                       _semantic=_semantic)
+        multicast = not isinstance(tile, PiecedTile) and _shared_by_cluster(tile)
+        tile_load(desc, coords, self.mbar(_semantic=_semantic), tile, multicast=multicast, _semantic=_semantic)
 
     @builtin
     def load_a(self, desc, coords, j=0, _semantic=None):
@@ -179,11 +184,20 @@ class InputConsumerStage(_TileStage):
 
     @builtin
     def wgmma(self, a, b, acc, _semantic=None):
-        """acc += a @ b as an async wgmma on this stage's tiles; then wait until only the consumer's release lag of
-        wgmmas is still in flight and release: the slot freed is the one whose wgmma just retired, so in-flight depth
-        and release lag are one number. Returns (acc, the advanced consumer)."""
-        acc = warpgroup_mma(a, b, acc, is_async=True, _semantic=_semantic)
-        acc = warpgroup_mma_wait(num_outstanding=self.stage.pipe.release_lag, deps=(acc, ), _semantic=_semantic)
+        """acc += a @ b as async wgmmas on this stage's tiles, one per pair of A and B pieces where a tile is pieced
+        (acc then a tuple of the pieces' accumulators, pipeline/pieces.py); then wait until only the consumer's
+        release lag of k-steps is still in flight and release: the slot freed is the one whose wgmmas just retired,
+        so in-flight depth and release lag are one number. Returns (acc, the advanced consumer)."""
+        a_pieces = list(a.pieces) if isinstance(a, PiecedTile) else [a]
+        b_pieces = list(b.pieces) if isinstance(b, PiecedTile) else [b]
+        accs = list(acc) if isinstance(acc, gl.tuple) else [acc]
+        if len(accs) != len(a_pieces) * len(b_pieces):
+            raise ValueError(f"{len(accs)} accumulators for {len(a_pieces)} x {len(b_pieces)} operand pieces")
+        accs = [warpgroup_mma(a_pieces[i // len(b_pieces)], b_pieces[i % len(b_pieces)], part, is_async=True,
+                              _semantic=_semantic) for i, part in enumerate(accs)]
+        lag = _unwrap_if_constexpr(self.stage.pipe.release_lag)
+        accs = warpgroup_mma_wait(num_outstanding=lag * len(accs), deps=accs, _semantic=_semantic)
+        acc = gl.tuple(list(accs)) if isinstance(acc, gl.tuple) else accs
         return gl.tuple([acc, self.release(_semantic=_semantic)])
 
     @gluon.must_use_result("Rebind the consumer: `consumer = tiles.tcgen05_mma(a, b, acc, use_acc)`.")
@@ -314,7 +328,10 @@ class TileConsumer:
     def retire(self, acc, _semantic=None):
         """End of a tile's wgmmas (stage.wgmma): wait for the last ones and free the slots they read. Returns (acc,
         the consumer)."""
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ), _semantic=_semantic)
+        if isinstance(acc, gl.tuple):
+            acc = gl.tuple(list(warpgroup_mma_wait(num_outstanding=0, deps=list(acc), _semantic=_semantic)))
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ), _semantic=_semantic)
         return gl.tuple([acc, self.flush_releases(_semantic=_semantic)])
 
 

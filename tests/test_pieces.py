@@ -1,0 +1,97 @@
+"""CPU tests of tiles with a side of 192 (tilepipe/pipeline/pieces.py): their pieces and TMA boxes, their
+shared-memory plan, the sm_90a GEMM compiled with them (a wgmma per pair of pieces, one commit group each, the
+descriptors' boxes), the host's refusals and matmul's choice."""
+
+import re
+
+import pytest
+import torch
+
+from tilepipe.api.matmul import check_pieced
+from tilepipe.host import configs
+from tilepipe.host.configs import LARGE_16BIT, PIECED_16BIT, MatmulConfig
+from tilepipe.kernels.matmul import matmul_plan, matmul_spec, operand_blocks
+from tilepipe.pipeline.pieces import TilePieces, side_pieces
+from tilepipe.verify.compile import CompileError, compile_kernels
+
+SQUARE = MatmulConfig(192, 192, 64, stages=3)
+
+
+def test_a_192_side_is_a_128_and_a_64_piece():
+    assert side_pieces(256) == (256, ) and side_pieces(192) == (128, 64)
+    with pytest.raises(ValueError, match="power of two or 192"):
+        side_pieces(96)
+    assert TilePieces(192, 192).shapes == [((0, 0), (128, 128)), ((0, 128), (128, 64)), ((128, 0), (64, 128)),
+                                           ((128, 128), (64, 64))]
+    assert TilePieces(192, 192).box == (64, 64) and TilePieces(128, 192).box == (128, 64)
+    assert not TilePieces(128, 256).pieced and TilePieces(192, 64).pieced
+    assert operand_blocks(PIECED_16BIT[0], True) == {"a": ((64, 64), ()), "b": ((128, 64), ()), "c": ((64, 128), ())}
+    assert operand_blocks(PIECED_16BIT[1], False)["b"] == ((64, 64), ())
+
+
+def test_the_plan_holds_an_array_per_piece():
+    plan = matmul_plan.fn(192, 192, 64, 3, 1, "bf16", "bf16", True)
+    tiles = {placed.part.name: (placed.part.tile, placed.part.stages) for placed in plan.placed
+             if placed.part.kind == "tile"}
+    assert tiles == {"a0": ((128, 64), 3), "a1": ((64, 64), 3), "b0": ((128, 64), 3), "b1": ((64, 64), 3),
+                     "c0": ((128, 128), 1), "c1": ((128, 64), 1), "c2": ((64, 128), 1), "c3": ((64, 64), 1)}
+    assert plan.total_bytes <= plan.limit_bytes
+    with pytest.raises(ValueError, match="without clusters"):
+        matmul_plan.fn(192, 128, 64, 4, 1, "bf16", "bf16", True, cluster_m=2)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    cases = [(cfg, kmajor) for cfg in (*PIECED_16BIT, SQUARE) for kmajor in (True, False)]
+    specs = [matmul_spec(cfg, "bf16", "bf16", kmajor) for cfg, kmajor in cases]
+    specs.append(matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic"))
+    return list(zip(cases + [(PIECED_16BIT[0], False)], compile_kernels(specs)))
+
+
+def test_each_pair_of_pieces_is_its_own_wgmma_and_commit_group(compiled):
+    """A k-step (BK = 64: four k16 steps) issues one wgmma per pair of A and B pieces at the piece's width (a 64-row
+    piece's columns split over the two warpgroups), each its own commit group, so the MMA role's wait for all but
+    one k-step's groups frees exactly the stage read a k-step before."""
+    for (cfg, _), report in compiled:
+        assert not isinstance(report, CompileError), report
+        widths = [cols // (2 if rows == 64 else 1) for _, (rows, cols) in TilePieces(cfg.block_m, cfg.block_n).shapes]
+        shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16", report.ptx)
+        assert sorted(map(int, shapes)) == sorted(w for w in widths for _ in range(4)), (cfg, shapes)
+        assert report.count("wgmma.commit_group.sync.aligned") == len(widths), cfg
+        assert report.shared <= 227 * 1024
+
+
+def test_pieces_move_in_their_descriptors_boxes(compiled):
+    """A's, B's and D's TMA boxes per tile: the boxes of operand_blocks covering each piece (a 128-column bf16 box
+    is two hardware boxes: wider than the 128-byte swizzle)."""
+    expected = {(192, 128, True): 3 + 1 + 3 * 2, (192, 128, False): 3 + 2 + 3 * 2, (128, 192, True): 1 + 3 + 3,
+                (128, 192, False): 1 + 3 + 3, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9}
+    for (cfg, kmajor), report in compiled[:-1]:
+        assert report.count("cp.async.bulk.tensor") == expected[cfg.block_m, cfg.block_n, kmajor], (cfg, kmajor)
+        assert report.spill_stores == report.spill_loads == 0, cfg
+
+
+def test_pieced_tiles_are_refused_where_they_are_not_built():
+    check_pieced(PIECED_16BIT[0], "dynamic", "sm_90a", False, torch.bfloat16)
+    check_pieced(LARGE_16BIT, "streamk", "sm_90a", True, torch.float32)  # not pieced: nothing to refuse
+    refusals = [((PIECED_16BIT[0], "static", "sm_90a", True, torch.bfloat16), "c: a 192x128 tile"),
+                ((PIECED_16BIT[1], "streamk", "sm_90a", False, torch.bfloat16), "scheduler 'streamk'"),
+                ((PIECED_16BIT[0], "static", "sm_100a", False, torch.bfloat16), "sm_90a"),
+                ((PIECED_16BIT[0], "static", "sm_90a", False, torch.float32), "out_dtype"),
+                ((MatmulConfig(192, 128, 64, 4, cluster_m=2), "static", "sm_90a", False, torch.bfloat16), "cluster"),
+                ((MatmulConfig(96, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m")]
+    for args, message in refusals:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_pieced(*args)
+
+
+def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
+    """1536x8960x1536: 420 tiles of 128x256 run 4 waves on 132 SMs, 560 of 192x128 run 5 of three quarters the time
+    (3.75 against 4.0); not with C, and not where the largest tile's waves are full."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+    assert configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
+    assert configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == LARGE_16BIT
+    for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560)):
+        assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
+            configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0))).pieced, shape
