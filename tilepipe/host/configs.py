@@ -13,6 +13,7 @@ import torch
 from tilepipe.host.device import GL_DTYPES, sm_count
 from tilepipe.kernels.blockwise_scales import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
 from tilepipe.pipeline.cluster import Cluster
+from tilepipe.pipeline.pieces import TilePieces
 from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
@@ -123,7 +124,10 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     A partial wave of fewer tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler
     is never picked: with equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M)
     takes the schedule of least predicted time instead (schedule_by_time), split-K included. A cluster config's
-    programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs."""
+    programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs. A pieced tile
+    (PIECED_16BIT) runs static: stream-K is not built for it."""
+    if TilePieces(cfg.block_m, cfg.block_n).pieced:
+        return "static"
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)
     sms //= cfg.cluster.num_ctas
@@ -314,7 +318,9 @@ def k_splits(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> int:
 
 def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> tuple[str, ...]:
     """The schedules schedule_by_time compares for `cfg`: SCHEDULES_BY_TIME, split-K only where it splits (tiles
-    at most half the SMs: else it is stream-K under another name)."""
+    at most half the SMs: else it is stream-K under another name); static alone for a pieced tile."""
+    if TilePieces(cfg.block_m, cfg.block_n).pieced:
+        return ("static", )
     return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
 
 

@@ -140,11 +140,13 @@ def _views(tile, box, semantic):
 
 
 def _at(coords, row, col, semantic):
-    """coords + (row, col), leaving a zero offset alone."""
-    out = []
-    for x, d in zip(coords, (row, col)):
-        out.append(x if d == 0 else x.__add__(d, _semantic=semantic))
-    return out
+    """coords + (row, col) in their first two dimensions (a box's origin within a 2-D tile), zero offsets left alone
+    and any further coordinates as they are."""
+    coords = list(coords)
+    for i, d in enumerate((row, col)):
+        if d:
+            coords[i] = coords[i].__add__(d, _semantic=semantic)
+    return coords
 
 
 @builtin

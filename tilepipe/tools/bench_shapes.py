@@ -22,8 +22,8 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, choose_config, config_for,
-                                   default_configs, floor_us, fp8_config_for, fp8_configs, fp8_schedule_for,
+from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, PIECED_16BIT, SM_FLOPS, MatmulConfig, choose_config,
+                                   config_for, default_configs, floor_us, fp8_config_for, fp8_configs, fp8_schedule_for,
                                    loop_bound, narrow_configs, predict_us, predicted_parts, schedule_candidates,
                                    schedule_for, schedule_programs, small_m_configs, swap_config)
 from tilepipe.host.device import sm_count
@@ -36,7 +36,7 @@ SHAPE_TABLE: dict[str, list[tuple[int, int, int]]] = {
     "decode bf16": [(M, N, K) for M in (1, 8, 32, 96) for N, K in DECODE_NK],
     "prefill bf16": [(4096, 4096, 4096), (4096, 14336, 4096), (4096, 4096, 14336), (16384, 6144, 4096)],
     "mid / ragged bf16": [(2560, 2560, 2560), (3584, 3584, 3584), (5120, 5120, 2560), (4000, 6000, 3500),
-                          (1536, 8960, 1536), (2304, 2304, 9216)],
+                          (1536, 8960, 1536), (2304, 2304, 9216), (2304, 2816, 8192)],
     "FP8 per-tensor": [(M, N, K) for M in (16, 2048, 8192) for N, K in ((14336, 4096), (4096, 14336))],
     "FP8 blockwise": [(M, N, K) for M in (64, 1024, 4096) for N, K in ((2048, 7168), (7168, 2048), (4608, 7168))],
 }
@@ -123,10 +123,12 @@ def measured(run, ours: torch.Tensor, theirs: torch.Tensor, predicted: float, re
 
 def other_candidates(chosen: MatmulConfig) -> list[tuple[MatmulConfig, str]]:
     """(tile, schedule) pairs beside the chosen tile for a large-M bf16 row: each of matmul's other tiles under
-    static and stream-K, and the chosen tile in a 2x1 cluster (static: the only schedule clusters take)."""
+    static and stream-K, the pieced tiles (static: their only schedule), and the chosen tile in a 2x1 cluster
+    (static: the only schedule clusters take; not for a pieced tile)."""
     others = [(tile, name) for tile in default_configs(torch.bfloat16) if tile != chosen
               for name in ("static", "streamk")]
-    return others + [(replace(chosen, cluster_m=2), "static")]
+    others += [(tile, "static") for tile in PIECED_16BIT if tile != chosen]
+    return others + ([] if chosen in PIECED_16BIT else [(replace(chosen, cluster_m=2), "static")])
 
 
 def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig, str]]:
