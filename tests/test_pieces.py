@@ -87,11 +87,16 @@ def test_pieced_tiles_are_refused_where_they_are_not_built():
 
 def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     """1536x8960x1536: 420 tiles of 128x256 run 4 waves on 132 SMs, 560 of 192x128 run 5 of three quarters the time
-    (3.75 against 4.0); not with C, and not where the largest tile's waves are full."""
+    (3.75 against 4.0); 2304x2816x8192: 216 tiles of 192x128 in two waves against 128x256 under stream-K (both
+    measured faster: bench/results/pieced-tiles-h100.json). Not with C, not off 32-byte sectors (the 2x1 cluster's),
+    and not where the largest tile's waves are full or its stream-K is predicted faster (5120x5120x2560)."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
-    assert configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
-    assert configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == LARGE_16BIT
-    for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560)):
+    for shape in ((1536, 8960, 1536), (2304, 2816, 8192)):
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0], shape
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == LARGE_16BIT
+        assert configs.schedule_for(*shape, PIECED_16BIT[0], 132) == "static"
+    assert configs.config_for(1536, 8960, 1544, torch.bfloat16, torch.bfloat16, True, 0).cluster_m == 2
+    for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560), (5120, 5120, 2560)):
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0))).pieced, shape

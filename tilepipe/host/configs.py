@@ -58,11 +58,12 @@ SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 PIECED_16BIT = (MatmulConfig(192, 128, 64, stages=4), MatmulConfig(128, 192, 64, stages=4))
 """Tiles with a side of 192 (power-of-two pieces, pipeline/pieces.py), 16-bit D without C, static or dynamic: three
-quarters of LARGE_16BIT, so they fill waves that its tiles leave short. 192x128 first: it measured 71.1 against
-72.2 us for 128x192 (and 72.9 for 192x192, whose 64-row tail runs at 0.947 of the full rate) at 1536x8960x1536
+quarters of LARGE_16BIT, so they fill waves that its tiles leave short. 192x128 first: at 1536x8960x1536 it measured
+71.3 us against 72.3 for 128x192, 72.9 for 192x192 (whose 64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5
+for 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
 (bench/results/pieced-tiles-h100.json)."""
 PIECED_MIN_GAIN = 1.05
-"""config_for takes a pieced tile where LARGE_16BIT's whole waves are predicted at least this much slower."""
+"""config_for takes a pieced tile where LARGE_16BIT (static or stream-K) is predicted at least this much slower."""
 MIN_WAVE_EFFICIENCY = 0.75
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
@@ -145,8 +146,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
-    every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it fills the waves
-    PIECED_MIN_GAIN better than the largest tile, for a 16-bit D without C (`has_c`). An fp32 C with a 16-bit D
+    every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted
+    PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D without C (`has_c`) and rows on
+    32-byte sectors. An fp32 C with a 16-bit D
     (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
@@ -155,25 +157,23 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     if M <= DECODE_M and not own_source:
         return small_m_config(M, N, K, out_dtype, sms, b_kmajor)
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
-    if schedule_for(M, N, K, candidates[0], sms) == "streamk":
-        return candidates[0]
-    cfg = choose_config(M, N, out_dtype, sms, candidates)
+    schedule = schedule_for(M, N, K, candidates[0], sms)
+    cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, sms, candidates)
+    aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     pair = replace(cfg, cluster_m=2)
-    if cfg == LARGE_16BIT and K * dtype.itemsize % SECTOR_BYTES and tile_count(M, N, pair) >= 2 * (sms // 2):
+    if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
-    if cfg == LARGE_16BIT and not has_c:
-        return pieced_config(M, N, K, sms) or cfg
+    if cfg == LARGE_16BIT and aligned and not has_c:
+        return pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms)) or cfg
     return cfg
 
 
-def pieced_config(M: int, N: int, K: int, sms: int) -> MatmulConfig | None:
-    """The PIECED_16BIT tile whose whole waves are predicted PIECED_MIN_GAIN faster than LARGE_16BIT's, if any
-    (the first of the fastest)."""
-    def waves_us(cfg: MatmulConfig) -> float:
-        return -(-tile_count(M, N, cfg) // sms) * tile_us(cfg, K)
-
-    best = min(PIECED_16BIT, key=waves_us)
-    return best if waves_us(LARGE_16BIT) >= PIECED_MIN_GAIN * waves_us(best) else None
+def pieced_config(M: int, N: int, K: int, sms: int, large_us: float) -> MatmulConfig | None:
+    """The PIECED_16BIT tile (static: its only schedule) predicted PIECED_MIN_GAIN faster than LARGE_16BIT's
+    `large_us` under its own schedule, if any (the first of the fastest). Rows off 32-byte sectors are left to the
+    cluster that measured faster there."""
+    best = min(PIECED_16BIT, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms))
+    return best if large_us >= PIECED_MIN_GAIN * predict_us(M, N, K, best, "static", sms) else None
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
