@@ -100,3 +100,11 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560), (5120, 5120, 2560)):
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0))).pieced, shape
+
+
+def test_a_cached_pieced_tile_is_not_taken_with_c(monkeypatch):
+    """autotune may cache a pieced tile for a shape; a call with C then takes the tile the heuristic gives it."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: PIECED_16BIT[1])
+    assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[1]
+    assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == LARGE_16BIT

@@ -151,7 +151,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     32-byte sectors. An fp32 C with a 16-bit D
     (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
-    if cached is not None:
+    if cached is not None and not (has_c and TilePieces(cached.block_m, cached.block_n).pieced):
         return cached
     sms = sm_count(device)
     if M <= DECODE_M and not own_source:
