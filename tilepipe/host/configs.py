@@ -148,8 +148,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted
     PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D without C (`has_c`) and rows on
-    32-byte sectors. An fp32 C with a 16-bit D
-    (`own_source`) needs its own smaller tiles."""
+    32-byte sectors. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None and not (has_c and TilePieces(cached.block_m, cached.block_n).pieced):
         return cached

@@ -110,8 +110,8 @@ class PiecedTile:
         return [(sum(self.rows.value[:i]), sum(self.cols.value[:j])) for i in range(len(self.rows.value))
                 for j in range(len(self.cols.value))]
 
-    def boxes(self, box) -> list[tuple[object, int, int]]:
-        """(piece, row, col) of every `box`-shaped part of the tile: the sub-view of its piece and its origin."""
+    def boxes(self, box) -> list[tuple[object, int, int, int, int]]:
+        """(piece, row in it, col in it, row in the tile, col in the tile) of every `box`-shaped part of the tile."""
         box_rows, box_cols = (_unwrap_if_constexpr(n) for n in box)
         parts = []
         for piece, (row, col) in zip(self.pieces, self.origins()):
