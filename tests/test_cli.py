@@ -42,7 +42,7 @@ def test_report_lists_every_kernel_with_its_resources(report):
                                                        "sm100_matmul_kernel"))]
     matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel"]  # each at one tile, + 3 tiles
     assert sum("sm_100a" in row for row in rows) >= 3
-    pieced = len(PIECED_16BIT) + 1  # each pieced tile, and the first with a bias under the dynamic scheduler
+    pieced = len(PIECED_16BIT) + 2  # each pieced tile; the first with a bias (dynamic), the second with C
     assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 3 + pieced
     assert sum("TILE=" in row for row in rows) == pieced
     assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K

@@ -1,6 +1,6 @@
 """CPU tests of tiles with a side of 192 (tilepipe/pipeline/pieces.py): their pieces and TMA boxes, their
 shared-memory plan, the sm_90a GEMM compiled with them (a wgmma per pair of pieces, one commit group each, the
-descriptors' boxes), the host's refusals and matmul's choice."""
+descriptors' boxes, with C too), the host's refusals and matmul's choice."""
 
 import re
 
@@ -45,7 +45,8 @@ def compiled():
     cases = [(cfg, kmajor) for cfg in (*PIECED_16BIT, SQUARE) for kmajor in (True, False)]
     specs = [matmul_spec(cfg, "bf16", "bf16", kmajor) for cfg, kmajor in cases]
     specs.append(matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic"))
-    return list(zip(cases + [(PIECED_16BIT[0], False)], compile_kernels(specs)))
+    specs.append(matmul_spec(PIECED_16BIT[1], "bf16", "bf16", True, has_c=True))
+    return list(zip(cases + [(PIECED_16BIT[0], False), (PIECED_16BIT[1], True)], compile_kernels(specs)))
 
 
 def test_each_pair_of_pieces_is_its_own_wgmma_and_commit_group(compiled):
@@ -62,19 +63,21 @@ def test_each_pair_of_pieces_is_its_own_wgmma_and_commit_group(compiled):
 
 
 def test_pieces_move_in_their_descriptors_boxes(compiled):
-    """A's, B's and D's TMA boxes per tile: the boxes of operand_blocks covering each piece (a 128-column bf16 box
-    is two hardware boxes: wider than the 128-byte swizzle)."""
+    """A's, B's and D's TMA boxes per tile (and C's, in D's boxes): the boxes of operand_blocks covering each piece
+    (a 128-column bf16 box is two hardware boxes: wider than the 128-byte swizzle)."""
     expected = {(192, 128, True): 3 + 1 + 3 * 2, (192, 128, False): 3 + 2 + 3 * 2, (128, 192, True): 1 + 3 + 3,
                 (128, 192, False): 1 + 3 + 3, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9}
-    for (cfg, kmajor), report in compiled[:-1]:
+    for (cfg, kmajor), report in compiled[:-2]:
         assert report.count("cp.async.bulk.tensor") == expected[cfg.block_m, cfg.block_n, kmajor], (cfg, kmajor)
         assert report.spill_stores == report.spill_loads == 0, cfg
+    with_c = compiled[-1][1]  # 128x192 with C: C loaded into the output stage in D's boxes too
+    assert with_c.count("cp.async.bulk.tensor") == expected[128, 192, True] + 3
 
 
 def test_pieced_tiles_are_refused_where_they_are_not_built():
     check_pieced(PIECED_16BIT[0], "dynamic", "sm_90a", False, torch.bfloat16)
     check_pieced(LARGE_16BIT, "streamk", "sm_90a", True, torch.float32)  # not pieced: nothing to refuse
-    refusals = [((PIECED_16BIT[0], "static", "sm_90a", True, torch.bfloat16), "c: a 192x128 tile"),
+    refusals = [((PIECED_16BIT[0], "static", "sm_90a", True, torch.bfloat16), "c: a 192x128 tile takes a C of D's"),
                 ((PIECED_16BIT[1], "streamk", "sm_90a", False, torch.bfloat16), "scheduler 'streamk'"),
                 ((PIECED_16BIT[0], "static", "sm_100a", False, torch.bfloat16), "sm_90a"),
                 ((PIECED_16BIT[0], "static", "sm_90a", False, torch.float32), "out_dtype"),
@@ -88,23 +91,16 @@ def test_pieced_tiles_are_refused_where_they_are_not_built():
 def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     """1536x8960x1536: 420 tiles of 128x256 run 4 waves on 132 SMs, 560 of 192x128 run 5 of three quarters the time
     (3.75 against 4.0); 2304x2816x8192: 216 tiles of 192x128 in two waves against 128x256 under stream-K (both
-    measured faster: bench/results/pieced-tiles-h100.json). Not with C, not off 32-byte sectors (the 2x1 cluster's),
-    and not where the largest tile's waves are full or its stream-K is predicted faster (5120x5120x2560)."""
+    measured faster: bench/results/pieced-tiles-h100.json). Not with an fp32 C, not off 32-byte sectors (the 2x1
+    cluster's), and not where the largest tile's waves are full or its stream-K is predicted faster (5120x5120x2560)."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((1536, 8960, 1536), (2304, 2816, 8192)):
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0], shape
-        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == LARGE_16BIT
+        assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
+            configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, own_source=True))).pieced
         assert configs.schedule_for(*shape, PIECED_16BIT[0], 132) == "static"
     assert configs.config_for(1536, 8960, 1544, torch.bfloat16, torch.bfloat16, True, 0).cluster_m == 2
     for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560), (5120, 5120, 2560)):
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0))).pieced, shape
-
-
-def test_a_cached_pieced_tile_is_not_taken_with_c(monkeypatch):
-    """autotune may cache a pieced tile for a shape; a call with C then takes the tile the heuristic gives it."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
-    monkeypatch.setattr(configs, "cached_config", lambda *args: PIECED_16BIT[1])
-    assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[1]
-    assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == LARGE_16BIT

@@ -42,9 +42,10 @@ def report() -> int:
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
-    # the tiles with a side of 192 (power-of-two pieces), with a bias under the dynamic scheduler too
+    # the tiles with a side of 192 (power-of-two pieces), with a bias under the dynamic scheduler, and with C
     specs += [matmul_spec(cfg, "bf16", "bf16", True) for cfg in PIECED_16BIT]
-    specs += [matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic")]
+    specs += [matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic"),
+              matmul_spec(PIECED_16BIT[1], "bf16", "bf16", True, has_c=True)]
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
     # fitted as matmul would launch it), then the medium tile
     specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],

@@ -215,40 +215,26 @@ PIECED_SHAPES = [(1536, 8960, 1536), (333, 517, 200), (1000, 1000, 64), (200, 30
 
 def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
     """Every tile with a side of 192 (host/configs.py PIECED_16BIT, and 192x192) forced under `scheduler` on
-    PIECED_SHAPES, plain and with a bias row scaled by alpha and beta; matmul's own choice at 1536x8960x1536, which
-    must be pieced; and a C, which a pieced config must refuse with ValueError before launching."""
+    PIECED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row); matmul's own choice
+    at 1536x8960x1536, which must be pieced; and an fp32 C, which a pieced config must refuse with ValueError."""
     from tilepipe.host.configs import PIECED_16BIT, config_for
 
-    torch.manual_seed(2)
     configs = PIECED_16BIT + (tilepipe.MatmulConfig(192, 192, 64, stages=3), )
     results = [run(dtype, out_dtype, layout, PIECED_SHAPES, scheduler=scheduler, config=cfg) for cfg in configs]
-    failures, worst = [], 0.0
-    for cfg in configs:
-        for M, N, K in PIECED_SHAPES[:-1]:  # M > 1: a one-row C (expand's stride N there) is a C, not a bias row
-            a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
-            b = (torch.randn(N, K, device="cuda", dtype=DTYPES[dtype]).t() if layout == "kmajor"
-                 else torch.randn(K, N, device="cuda", dtype=DTYPES[dtype]))
-            bias = torch.randn(N, device="cuda", dtype=DTYPES[out_dtype])
-            out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
-            tilepipe.matmul(a, b, out=out, c=bias.expand(M, N), alpha=0.5, beta=-2.0, config=cfg, scheduler=scheduler)
-            ref = 0.5 * (a.double() @ b.double()) - 2.0 * bias.double()
-            err = float((out.double() - ref).norm() / ref.norm())
-            worst = max(worst, err)
-            if not (torch.isfinite(out).all() and err < TOLERANCE[DTYPES[out_dtype]]):
-                failures.append({"shape": [M, N, K], "config": str(cfg), "bias": True, "rel_err": err})
+    results += [run_residual(dtype, out_dtype, layout, cfg, scheduler) for cfg in configs]
     chosen = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
                         torch.cuda.current_device())
     results.append(run(dtype, out_dtype, layout, PIECED_SHAPES[:1]))
     a = torch.randn(256, 256, device="cuda", dtype=DTYPES[dtype])
     try:
-        tilepipe.matmul(a, a, c=a, beta=1.0, config=configs[0])
+        tilepipe.matmul(a, a, c=a.float(), beta=1.0, config=configs[0])
         refused = False
     except ValueError as exc:
         refused = "c:" in str(exc)
-    ok = all(r["ok"] for r in results) and not failures and chosen in PIECED_16BIT and refused
+    ok = all(r["ok"] for r in results) and chosen in PIECED_16BIT and refused
     return {"case": f"pieced {dtype}->{out_dtype} b={layout} scheduler={scheduler}", "ok": ok, "chosen": str(chosen),
-            "refused_c": refused, "worst_rel_err": max([worst] + [r["worst_rel_err"] for r in results]),
-            "failures": ([f for r in results for f in r["failures"]] + failures)[:8]}
+            "refused_fp32_c": refused, "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]][:8]}
 
 
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:

@@ -104,12 +104,12 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         source_dtype = None if source is None else source.dtype
         cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype, schedule)
     else:
-        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, source is not None)
+        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
     check_cluster(cfg, schedule, arch, source is not None)
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
     check_swap_ab(cfg, b_kmajor, arch)
-    check_pieced(cfg, schedule, arch, source is not None, out_dtype)
+    check_pieced(cfg, schedule, arch, own_source, out_dtype)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -185,10 +185,11 @@ def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
                          "this b is row-major (K, N)")
 
 
-def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool, out_dtype: torch.dtype) -> None:
+def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, out_dtype: torch.dtype) -> None:
     """A tile with a side of 192 (held as power-of-two pieces, pipeline/pieces.py) is built for the sm_90a GEMM's
-    8 MMA warps with a 16-bit D and no C, under the static or dynamic schedule, without a cluster or swap-AB; any
-    other side that is not a power of two, or any other use, raises ValueError."""
+    8 MMA warps with a 16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C), under the static or dynamic
+    schedule, without a cluster or swap-AB; any other side that is not a power of two, or any other use, raises
+    ValueError."""
     for name, side in (("block_m", cfg.block_m), ("block_n", cfg.block_n)):
         if not (is_power_of_two(side) or side == PIECED_SIDE):
             raise ValueError(f"config.{name} must be a power of two or {PIECED_SIDE}, got {side}")
@@ -197,14 +198,15 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool, out_d
     tile = f"a {cfg.block_m}x{cfg.block_n} tile"
     if arch != "sm_90a":
         raise ValueError(f"{tile} (a side of {PIECED_SIDE}) is built for sm_90a (Hopper) only")
-    if has_c:
-        raise ValueError(f"c: {tile} is built without a C epilogue; pass a power-of-two config, or no c")
     if cfg.swap_ab or cfg.cluster.num_ctas > 1 or cfg.num_warps != 8:
         raise ValueError(f"{tile} is built with num_warps=8, without swap-AB or a cluster")
     if schedule not in ("static", "dynamic"):
         raise ValueError(f"scheduler {schedule!r}: {tile} runs under the static or dynamic scheduler")
     if out_dtype == torch.float32:
         raise ValueError(f"out_dtype: {tile} is built for a 16-bit D")
+    if own_source:
+        raise ValueError(f"c: {tile} takes a C of D's dtype only (an fp32 C needs stages of its own); pass a "
+                         "power-of-two config")
 
 
 def check_schedule(scheduler: str | None, arch: str) -> None:

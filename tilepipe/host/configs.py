@@ -57,7 +57,7 @@ MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp3
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 PIECED_16BIT = (MatmulConfig(192, 128, 64, stages=4), MatmulConfig(128, 192, 64, stages=4))
-"""Tiles with a side of 192 (power-of-two pieces, pipeline/pieces.py), 16-bit D without C, static or dynamic: three
+"""Tiles with a side of 192 (power-of-two pieces, pipeline/pieces.py), 16-bit D and C, static or dynamic: three
 quarters of LARGE_16BIT, so they fill waves that its tiles leave short. 192x128 first: at 1536x8960x1536 it measured
 71.3 us against 72.3 for 128x192, 72.9 for 192x192 (whose 64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5
 for 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
@@ -141,16 +141,16 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False, has_c: bool = False) -> MatmulConfig:
+               device: int, own_source: bool = False) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted
-    PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D without C (`has_c`) and rows on
-    32-byte sectors. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles."""
+    PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D and rows on 32-byte sectors. An
+    fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
-    if cached is not None and not (has_c and TilePieces(cached.block_m, cached.block_n).pieced):
+    if cached is not None:
         return cached
     sms = sm_count(device)
     if M <= DECODE_M and not own_source:
@@ -162,7 +162,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     pair = replace(cfg, cluster_m=2)
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
-    if cfg == LARGE_16BIT and aligned and not has_c:
+    if cfg == LARGE_16BIT and aligned:
         return pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms)) or cfg
     return cfg
 

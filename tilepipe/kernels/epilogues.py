@@ -1,6 +1,6 @@
-"""The GEMM epilogues the kernels share: the per-column bias read, the sm_90a epilogue without C (a whole accumulator,
-or a pieced tile's accumulators, pipeline/pieces.py), and the sm_100a GEMMs' epilogue role (TMEM sub-tiles to TMA
-stores)."""
+"""The GEMM epilogues the kernels share: the per-column bias read, the sm_90a epilogue without C, a pieced tile's
+epilogue (its accumulators, with C or a bias: pipeline/pieces.py), and the sm_100a GEMMs' epilogue role (TMEM
+sub-tiles to TMA stores)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -26,14 +26,21 @@ def scaled(d, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr):
 
 
 @gluon.jit
-def store_pieces(tile, acc, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr):
-    """A pieced tile's epilogue without C (pipeline/pieces.py): each piece's accumulator scaled into its array of the
-    output stage `tile`; first_col: the tile's first column of D."""
+def store_pieces(tile, acc, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr, sources, HAS_C: gl.constexpr):
+    """A pieced tile's epilogue (pipeline/pieces.py): each piece's accumulator, scaled, plus beta times its piece of C
+    (HAS_C: waited for in `sources`, landed in this output stage) or of the bias, into its array of the output stage
+    `tile`; first_col: the tile's first column of D. Returns `sources`, advanced past C."""
     ROWS: gl.constexpr = tile.shape[0]
     COLS: gl.constexpr = tile.shape[1]
+    if HAS_C:
+        source, sources = sources.wait()
     for p in gl.static_range(piece_count(ROWS, COLS)):
-        d = scaled(acc[p], alpha, beta, bias_ptr, N, first_col + piece_col(ROWS, COLS, p), HAS_BIAS)
+        if HAS_C:
+            d = alpha * acc[p] + beta * source.piece(p).load(acc[p].type.layout).to(gl.float32)
+        else:
+            d = scaled(acc[p], alpha, beta, bias_ptr, N, first_col + piece_col(ROWS, COLS, p), HAS_BIAS)
         tile.piece(p).store(d.to(tile.dtype))
+    return sources
 
 
 @gluon.jit

@@ -19,8 +19,8 @@ A per-column bias (HAS_BIAS: D = alpha * A @ B + beta * bias[col]) needs no C pi
 tile's BN bias values straight from global memory in its epilogue.
 Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands; every role but the epilogue's
 end is unchanged, the mma role transposing each finished tile into D's output stage.
-A tile with a side of 192 (TILE; static or dynamic, no C, cluster or swap-AB) is held as power-of-two pieces
-(pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece in the mma role.
+A tile with a side of 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as power-of-two
+pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
 """
 
 from triton.experimental import gluon
@@ -98,9 +98,10 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     work = sched.work()
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
-        if PIECED:  # an accumulator per piece, each scaled into its array of the output stage
+        if PIECED:  # an accumulator per piece, each into its array of the output stage (where C landed)
             with outputs.produce() as out:
-                store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS, work.coords()[1] * D_BN, HAS_BIAS)
+                sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS, work.coords()[1] * D_BN,
+                                       HAS_BIAS, sources, HAS_C)
                 out.arrive()
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
@@ -136,16 +137,14 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
     the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
     (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic,
-    in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) of a tile with a side of 192,
-    which the descriptors move in boxes of its pieces (operand_blocks); None: their blocks are the tile."""
-    PIECED: gl.constexpr = TILE is not None
-    gl.static_assert(not PIECED or not (HAS_C or SWAP_AB or SCHEDULE == "streamk" or CLUSTER_M * CLUSTER_N > 1),
-                     "a pieced tile runs without C, swap-AB, stream-K or a cluster")
-    BM: gl.constexpr = TILE[0] if PIECED else a_desc.block_type.shape[0]
-    BN: gl.constexpr = TILE[1] if PIECED else d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
+    in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) of a pieced tile, else None."""
+    BM: gl.constexpr = a_desc.block_type.shape[0] if TILE is None else TILE[0]
+    BN: gl.constexpr = TILE[1] if TILE is not None else d_desc.block_type.shape[0 if SWAP_AB else 1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    D_BN: gl.constexpr = BN if PIECED else d_desc.block_type.shape[1]  # the columns of D's tile
+    D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else BN  # the columns of D's tile
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
+    gl.static_assert(TILE is None or not (OWN_SOURCE or SWAP_AB or SCHEDULE == "streamk" or CLUSTER_M * CLUSTER_N > 1),
+                     "a pieced tile runs without an fp32 C, swap-AB, stream-K or a cluster")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     SOURCES: gl.constexpr = HAS_C or STREAMK  # an epilogue-load role and its ring
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
@@ -177,19 +176,19 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
     cluster's CTAs split or share it (tilepipe.pipeline.cluster). With swap_ab "a" and "b" are the kernel's operands
     (the problem's B^T and A, K-major) and D's block is the transposed tile. A pieced tile (a side of 192) moves in
     boxes of its smallest pieces (pipeline/pieces.py: TilePieces.box)."""
-    cluster = cfg.cluster
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
     d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.tile_n)
-    return {"a": (TilePieces(cfg.tile_m, cfg.block_k).box, cluster.a), "b": (TilePieces(*b_block).box, cluster.b(b_kmajor)),
-            "c": (TilePieces(*d_block).box, cluster.c)}
+    blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),
+              "c": (d_block, cfg.cluster.c)}
+    return {name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static",
                 cluster: tuple[int, int] | None = None, swap_ab: bool | None = None):
-    """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a
-    a C tile of `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given;
-    `probe` is PROBE, `schedule` SCHEDULE; `cluster` (m, n) and `swap_ab` replace the configuration's."""
+    """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a C tile of
+    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE,
+    `schedule` SCHEDULE; `cluster` (m, n) and `swap_ab` replace the configuration's; TILE where it is pieced."""
     from dataclasses import replace
 
     cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
@@ -197,4 +196,5 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     spec = gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
                      "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)
     tile = [cfg.tile_m, cfg.tile_n] if TilePieces(cfg.tile_m, cfg.tile_n).pieced else None
-    return replace(spec, signature={**spec.signature, "TILE": "constexpr"}, constexprs={**spec.constexprs, "TILE": tile})
+    return replace(spec, signature={**spec.signature, "TILE": "constexpr"},
+                   constexprs={**spec.constexprs, "TILE": tile})

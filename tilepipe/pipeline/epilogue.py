@@ -12,29 +12,28 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.hopper import tma
 
 from tilepipe.pipeline import _trace
-from tilepipe.pipeline.pieces import PiecedTile
+from tilepipe.pipeline.pieces import PiecedTile, tile_boxes, tile_load
 from tilepipe.pipeline.ring import GuardedTiles, ProducerConsumerPipeline
 
 
 @aggregate
 class EpiLoadPipeline(GuardedTiles):
-    """Source (C) tiles loaded into `tiles` stages by an epilogue-load role (a PiecedTile only as the stand-in of a
-    kernel without C: gemm_roles.c_pipelines)."""
+    """Source (C) tiles loaded into `tiles` stages by an epilogue-load role (a PiecedTile where D's tile is pieced:
+    C lands in the output stage it is stored from)."""
     pipeline: ProducerConsumerPipeline
     tiles: gl.shared_memory_descriptor | PiecedTile
 
     @gluon.must_use_result("Rebind it: `sources = sources.load(c_desc, coords)`.")
     @gluon.jit
     def load(self, c_desc, coords, into=None):
-        """Epilogue-load role: wait for a free stage, TMA-load the box at `coords` into it (into the same stage of
-        `into` when given: stream-K's partial sums, pipeline/partials.py)."""
+        """Epilogue-load role: wait for a free stage, TMA-load the box at `coords` into it (a pieced stage box by box;
+        into the same stage of `into` when given: stream-K's partial sums, pipeline/partials.py)."""
         stage = self.pipeline.acquire_producer()
-        stage.expect_loads(c_desc)
         tiles = self.tiles if into is None else into
-        tma.async_load(c_desc, coords, stage.mbar(), tiles.index(stage.index()))
+        stage.expect_bytes(tile_boxes(tiles, c_desc) * c_desc.nbytes_per_cta)
+        tile_load(c_desc, coords, stage.mbar(), tiles.index(stage.index()))
         return EpiLoadPipeline(stage.release(), self.tiles)
 
     @gluon.must_use_result("Rebind it: `sources = sources.skip()`.")
