@@ -38,14 +38,11 @@ def report() -> int:
     # the sm_90a GEMM (wgmma): every epilogue under every scheduler of the catalogue and the cluster GEMMs, at the
     # largest tile that takes it, plus the other tiles
     specs += [matmul_spec(swap_config(32, torch.bfloat16) if "swap_ab" in v.options else
+                          PIECED_16BIT[0] if "tile" in v.options else  # its stages; the variant's own tile
                           MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
-    # the tiles with a side of 192 (power-of-two pieces), with a bias under the dynamic scheduler, and with C
-    specs += [matmul_spec(cfg, "bf16", "bf16", True) for cfg in PIECED_16BIT]
-    specs += [matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic"),
-              matmul_spec(PIECED_16BIT[1], "bf16", "bf16", True, has_c=True)]
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
     # fitted as matmul would launch it), then the medium tile
     specs += [sm100_matmul_spec(sm100_fitted(SM100_CONFIGS[0], v.options["dtype"], v.options["c_dtype"],

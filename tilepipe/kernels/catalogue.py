@@ -34,6 +34,15 @@ MATMUL_SWAP = {
     "matmul +C swap-AB": dict(dtype="bf16", c_dtype="bf16", has_c=True, swap_ab=True),  # C tiles of D, transposed
 }
 """matmul_kernel computing D^T = B^T A^T (small M, B K-major: host/configs.py swap_config), as matmul_spec arguments."""
+MATMUL_PIECED = {
+    "matmul pieced": dict(dtype="bf16", c_dtype="bf16", tile=(192, 128)),
+    "matmul +bias pieced": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", tile=(128, 192)),
+    "matmul +C pieced": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(192, 128)),  # C in the stage's pieces
+}
+"""matmul_kernel with a tile side of 192 held as power-of-two pieces (pipeline/pieces.py; host/configs.py
+PIECED_16BIT), as matmul_spec arguments, under PIECED_SCHEDULES."""
+PIECED_SCHEDULES = ("static", "dynamic")
+"""The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
 SM100_EPILOGUES = {
     "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
     "sm100 matmul +C": dict(dtype="bf16", c_dtype="bf16", has_c=True),  # C sub-tiles in source stages
@@ -64,16 +73,18 @@ WGMMA_STAGES = (2, 4, 8)
 def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs (static, dynamic and stream-K), swap-AB (plain and +C under
-    each scheduler; FP8 per-tensor and per-row static and stream-K), the sm_100a GEMM's epilogues under its schedulers
-    and its two-CTA form, the FP8 kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8
-    (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo
-    runs."""
+    each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
+    dynamic), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under
+    stream-K, and in 2x1 and 1x2 clusters), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs,
+    the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in CLUSTER_KERNEL_SCHEDULES for name, options in MATMUL_CLUSTERS.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SCHEDULERS for name, options in MATMUL_SWAP.items()]
+    variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in PIECED_SCHEDULES for name, options in MATMUL_PIECED.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant("sm100_matmul_kernel 2-CTA", f"{name} static", options)

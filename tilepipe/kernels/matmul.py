@@ -23,6 +23,8 @@ A tile with a side of 192 (TILE; static or dynamic, C of D's dtype, no cluster o
 pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
 """
 
+from dataclasses import replace
+
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -172,10 +174,9 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
 
 
 def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
-    """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's), each with how the
-    cluster's CTAs split or share it (tilepipe.pipeline.cluster). With swap_ab "a" and "b" are the kernel's operands
-    (the problem's B^T and A, K-major) and D's block is the transposed tile. A pieced tile (a side of 192) moves in
-    boxes of its smallest pieces (pipeline/pieces.py: TilePieces.box)."""
+    """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's; a pieced tile's smallest
+    pieces, TilePieces.box), each with how the cluster's CTAs split or share it (pipeline/cluster.py). With swap_ab
+    "a" and "b" are the kernel's operands (the problem's B^T and A, K-major) and D's block is the transposed tile."""
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
     d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.tile_n)
     blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),
@@ -184,13 +185,12 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
-                bias_dtype: str | None = None, probe: int = 0, schedule: str = "static",
-                cluster: tuple[int, int] | None = None, swap_ab: bool | None = None):
-    """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with a C tile of
-    `source_dtype` (default D's) when `has_c`, or a per-column bias of `bias_dtype` when given; `probe` is PROBE,
-    `schedule` SCHEDULE; `cluster` (m, n) and `swap_ab` replace the configuration's; TILE where it is pieced."""
-    from dataclasses import replace
-
+                bias_dtype: str | None = None, probe: int = 0, schedule: str = "static", cluster: tuple | None = None,
+                swap_ab: bool | None = None, tile: tuple | None = None):
+    """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with C of
+    `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe` is PROBE, `schedule` SCHEDULE;
+    `cluster` (m, n), `swap_ab` and `tile` (block_m, block_n) replace the configuration's."""
+    cfg = cfg if tile is None else replace(cfg, block_m=tile[0], block_n=tile[1])
     cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
     cfg = cfg if swap_ab is None else replace(cfg, swap_ab=swap_ab)
     spec = gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),

@@ -13,8 +13,8 @@ from itertools import product
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_SWAP, STRESS_STAGES, WGMMA_STAGES,
-                                       Variant)
+from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_SWAP,
+                                       PIECED_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
@@ -148,8 +148,10 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     """matmul_kernel in one configuration, variant and schedule, its pipelines from `matmul_plan`. A variant is an
     epilogue (under "static", "dynamic" or "streamk": the Protocol.kernel of the latter two is the catalogue's
     variant name), a two-CTA cluster (static, up to two tiles, or stream-K, cluster_streamk_cases; both CTAs' roles
-    over their multicast input ring) or swap-AB (the plain pipelines, D's tile transposed in the output stages)."""
-    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP}[variant]
+    over their multicast input ring), swap-AB (the plain pipelines, D's tile transposed in the output stages) or a
+    pieced tile (the plain pipelines, each stage an array per piece: its `tile` replaces cfg's)."""
+    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP, **MATMUL_PIECED}[variant]
+    cfg = replace(cfg, block_m=args["tile"][0], block_n=args["tile"][1]) if "tile" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
@@ -221,6 +223,12 @@ def swap_protocols() -> list[Protocol]:
 
     return [matmul_protocol(f"swap_config(M={M})", configs.swap_config(M, torch.bfloat16), variant, schedule)
             for M in (1, 32) for variant in MATMUL_SWAP for schedule in SCHEDULERS]
+
+
+def pieced_protocols() -> list[Protocol]:
+    """The pieced tiles (host/configs.py PIECED_16BIT's stages; each variant's own tile) under PIECED_SCHEDULES."""
+    return [matmul_protocol("PIECED_16BIT", configs.PIECED_16BIT[0], variant, schedule) for variant in MATMUL_PIECED
+            for schedule in PIECED_SCHEDULES]
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -451,11 +459,12 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), the FP8 kernels, the sm_100a GEMM (its two-CTA form
-    too), the stress kernel and the wgmma kernel."""
+    program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), swap-AB, the pieced
+    tiles, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
+    protocols += pieced_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]

@@ -75,8 +75,8 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
 
 
 def run_matmul(options: dict, config=None) -> bool:
-    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, or swap-AB) on SHAPE, B
-    K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
+    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, swap-AB, or a pieced tile)
+    on SHAPE, B K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
     import torch
 
     import tilepipe
@@ -98,6 +98,8 @@ def run_matmul(options: dict, config=None) -> bool:
         from tilepipe.host.configs import swap_config
 
         config = swap_config(32, out_dtype)
+    if options.get("tile"):  # a pieced tile (pipeline/pieces.py)
+        config = tilepipe.MatmulConfig(*options["tile"], 64, stages=4)
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
     return close(got, reference)
