@@ -15,7 +15,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
-from tilepipe.pipeline.pieces import PIECED_SIDE, TilePieces, is_power_of_two
+from tilepipe.pipeline.pieces import PIECED_SIDE, is_power_of_two
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
 from tilepipe.schedulers import CLUSTER_SCHEDULES, KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
@@ -193,7 +193,7 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
     for name, side in (("block_m", cfg.block_m), ("block_n", cfg.block_n)):
         if not (is_power_of_two(side) or side == PIECED_SIDE):
             raise ValueError(f"config.{name} must be a power of two or {PIECED_SIDE}, got {side}")
-    if not TilePieces(cfg.block_m, cfg.block_n).pieced:
+    if not cfg.pieced:
         return
     tile = f"a {cfg.block_m}x{cfg.block_n} tile"
     if arch != "sm_90a":
@@ -289,7 +289,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     tickets, rows = ticket_slots(workspace, cfg, scalars[-1], sm_count(device))
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
-    pieced = (cfg.tile_m, cfg.tile_n) if TilePieces(cfg.tile_m, cfg.tile_n).pieced else None  # matmul_kernel's TILE
+    pieced = (cfg.tile_m, cfg.tile_n) if cfg.pieced else None  # matmul_kernel's TILE
     args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
             *cluster, cfg.swap_ab, None, 0, partials, tickets) + ((pieced, ) if arch == "sm_90a" else ())

@@ -49,6 +49,11 @@ class MatmulConfig:
         """Columns of the tile one program (a cluster) computes."""
         return self.block_n * self.cluster_n
 
+    @property
+    def pieced(self) -> bool:
+        """Whether a CTA's tile has a side of 192, held as power-of-two pieces (pipeline/pieces.py)."""
+        return TilePieces(self.block_m, self.block_n).pieced
+
 
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
@@ -127,7 +132,7 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     takes the schedule of least predicted time instead (schedule_by_time), split-K included. A cluster config's
     programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs. A pieced tile
     (PIECED_16BIT) runs static: stream-K is not built for it."""
-    if TilePieces(cfg.block_m, cfg.block_n).pieced:
+    if cfg.pieced:
         return "static"
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)
@@ -318,7 +323,7 @@ def k_splits(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> int:
 def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> tuple[str, ...]:
     """The schedules schedule_by_time compares for `cfg`: SCHEDULES_BY_TIME, split-K only where it splits (tiles
     at most half the SMs: else it is stream-K under another name); static alone for a pieced tile."""
-    if TilePieces(cfg.block_m, cfg.block_n).pieced:
+    if cfg.pieced:
         return ("static", )
     return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
 

@@ -8,7 +8,7 @@ from triton.experimental.gluon import language as gl
 
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
-from tilepipe.pipeline.pieces import pieced, piece_zeros, tile_boxes
+from tilepipe.pipeline.pieces import piece_zeros, tile_boxes
 from tilepipe.pipeline.tiles import InputTilePipeline
 
 WORKER_WARPS = gl.constexpr(1)
@@ -108,12 +108,11 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
 @gluon.jit
 def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr,
                        SWAP_AB: gl.constexpr = False, HAS_C: gl.constexpr = True):
-    """C of each finished BM x BN tile of D, a stage at a time (sm_90a: the whole tile, a pieced one box by box;
-    sm_100a: the epilogue's sub-tiles, one source stage each, in c_desc's boxes); under stream-K first the partial
-    sums a finisher adds (an empty fill for each stage use without a load: pipeline/partials.py)."""
-    PIECED: gl.constexpr = pieced(sources.tiles.shape[1], sources.tiles.shape[2])
-    BM: gl.constexpr = sources.tiles.shape[1] if PIECED else c_desc.block_type.shape[0]
-    SUB_N: gl.constexpr = sources.tiles.shape[2] if PIECED else c_desc.block_type.shape[1]
+    """C of each finished BM x BN tile of D, a source stage at a time (sm_90a: the whole tile, a pieced one box by
+    box; sm_100a: the epilogue's sub-tiles, one stage each); under stream-K first the partial sums a finisher adds
+    (an empty fill for each stage use without a load: pipeline/partials.py)."""
+    BM: gl.constexpr = sources.tiles.shape[1]  # a stage's tile: c_desc's block, or its boxes' where it is pieced
+    SUB_N: gl.constexpr = sources.tiles.shape[2]
     work = sched.work()
     while work.valid:
         if work.finishes:

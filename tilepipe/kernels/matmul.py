@@ -195,6 +195,6 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
     cfg = cfg if swap_ab is None else replace(cfg, swap_ab=swap_ab)
     spec = gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
                      "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)
-    tile = [cfg.tile_m, cfg.tile_n] if TilePieces(cfg.tile_m, cfg.tile_n).pieced else None
+    tile = [cfg.tile_m, cfg.tile_n] if cfg.pieced else None
     return replace(spec, signature={**spec.signature, "TILE": "constexpr"},
                    constexprs={**spec.constexprs, "TILE": tile})

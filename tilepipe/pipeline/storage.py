@@ -213,20 +213,23 @@ class StandardTileStorage(Storage):
     b_cga: Bases = field(default=(), kw_only=True)
     device: ClassVar[type] = StandardTiles
 
+    def operand_parts(self) -> tuple[list[Part], list[Part]]:
+        """A's and B's parts: one each, or one per piece of a tile with a side of 192."""
+        return (tile_parts("a", self.a_dtype, self.a_tile, self.stages, self.a_cga),
+                tile_parts("b", self.b_dtype, self.b_tile, self.stages, self.b_cga))
+
     def parts(self) -> list[Part]:
-        return (tile_parts("a", self.a_dtype, self.a_tile, self.stages, self.a_cga)
-                + tile_parts("b", self.b_dtype, self.b_tile, self.stages, self.b_cga))
+        a, b = self.operand_parts()
+        return a + b
 
     @builtin
     def allocate(self, _semantic=None):
-        """The tile arrays, in the order of parts() (A and B each one array or a PiecedTile), as this storage's
-        device aggregate."""
-        parts = self.parts()
-        a_count = len(tile_parts("a", self.a_dtype, self.a_tile, self.stages, self.a_cga))
-        b_count = len(tile_parts("b", self.b_dtype, self.b_tile, self.stages, self.b_cga))
-        a = allocate_tile(parts[:a_count], self.a_tile, _semantic)
-        b = allocate_tile(parts[a_count:a_count + b_count], self.b_tile, _semantic)
-        return self.device(a, b, *(part.allocate(_semantic) for part in parts[a_count + b_count:]))
+        """The tile arrays, in the order of parts() (A and B each one array or a PiecedTile, then a subclass's
+        arrays), as this storage's device aggregate."""
+        a, b = self.operand_parts()
+        rest = self.parts()[len(a) + len(b):]
+        return self.device(allocate_tile(a, self.a_tile, _semantic), allocate_tile(b, self.b_tile, _semantic),
+                           *(part.allocate(_semantic) for part in rest))
 
 
 SCALE_BLOCK_ROWS = 128

@@ -128,7 +128,7 @@ def other_candidates(chosen: MatmulConfig) -> list[tuple[MatmulConfig, str]]:
     others = [(tile, name) for tile in default_configs(torch.bfloat16) if tile != chosen
               for name in ("static", "streamk")]
     others += [(tile, "static") for tile in PIECED_16BIT if tile != chosen]
-    return others + ([] if chosen in PIECED_16BIT else [(replace(chosen, cluster_m=2), "static")])
+    return others + ([] if chosen.pieced else [(replace(chosen, cluster_m=2), "static")])
 
 
 def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig, str]]:

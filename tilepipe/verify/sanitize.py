@@ -98,8 +98,12 @@ def run_matmul(options: dict, config=None) -> bool:
         from tilepipe.host.configs import swap_config
 
         config = swap_config(32, out_dtype)
-    if options.get("tile"):  # a pieced tile (pipeline/pieces.py)
-        config = tilepipe.MatmulConfig(*options["tile"], 64, stages=4)
+    if options.get("tile"):  # a pieced tile (pipeline/pieces.py), in the pieced configs' stages
+        from dataclasses import replace
+
+        from tilepipe.host.configs import PIECED_16BIT
+
+        config = replace(PIECED_16BIT[0], block_m=options["tile"][0], block_n=options["tile"][1])
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
     return close(got, reference)
