@@ -7,6 +7,7 @@ restaged to sector-aligned rows before the GEMM. `... splitk bf16 fp32 kmajor`: 
 split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB tiles forced on ragged shapes.
 `... narrow bf16 bf16 kmajor`: the 64x64 tile of M = 65-128, as chosen and forced.
 `... pieced bf16 bf16 kmajor static`: tiles with a side of 192 (power-of-two pieces), as chosen and forced.
+`... subtiled bf16 bf16 kmajor static`: the 128x256 tile with D written in sub-tiles, as chosen and forced.
 `... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
@@ -237,6 +238,29 @@ def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
             "failures": [f for r in results for f in r["failures"]][:8]}
 
 
+SUBTILED_SHAPES = [(2560, 2560, 2560), (333, 517, 200), (1000, 3000, 555), (129, 200, 63), (4096, 264, 520),
+                   (257, 4096, 128), (1, 256, 64), (2304, 2304, 1152)]
+"""Ragged and whole 128x256 tiles (a last column tile of one to three 64-column sub-tiles: N = 200, 264, 517, 3000),
+and 2560^3, where matmul's own choice writes D in sub-tiles."""
+
+
+def run_subtiled(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
+    """LARGE_SUBTILED_16BIT (D written in 128x64 sub-tiles, four operand stages) forced under `scheduler` on
+    SUBTILED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row); matmul's own choice
+    at 2560^3, which must be it."""
+    from tilepipe.host.configs import LARGE_SUBTILED_16BIT, config_for
+
+    results = [run(dtype, out_dtype, layout, SUBTILED_SHAPES, scheduler=scheduler, config=LARGE_SUBTILED_16BIT),
+               run_residual(dtype, out_dtype, layout, LARGE_SUBTILED_16BIT, scheduler), run(dtype, out_dtype, layout,
+                                                                                        SUBTILED_SHAPES[:1])]
+    chosen = config_for(2560, 2560, 2560, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
+                        torch.cuda.current_device())
+    ok = all(r["ok"] for r in results) and chosen == LARGE_SUBTILED_16BIT
+    return {"case": f"subtiled {dtype}->{out_dtype} b={layout} scheduler={scheduler}", "ok": ok, "chosen": str(chosen),
+            "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]][:8]}
+
+
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
     """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIGS: a 2x1 cluster, cta_group::2 MMAs) forced
     on every shape, ragged ones included."""
@@ -249,7 +273,8 @@ def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
-               "swap": run_swap, "pair": run_pair, "narrow": run_narrow, "pieced": run_pieced}
+               "swap": run_swap, "pair": run_pair, "narrow": run_narrow, "pieced": run_pieced,
+               "subtiled": run_subtiled}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -110,6 +110,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
     check_swap_ab(cfg, b_kmajor, arch)
     check_pieced(cfg, schedule, arch, own_source, out_dtype)
+    check_subtiles(cfg, arch)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -209,6 +210,22 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
                          "power-of-two config")
 
 
+def check_subtiles(cfg: MatmulConfig, arch: str) -> None:
+    """D in sub-tiles (`epilogue_n`) is built for the sm_90a GEMM's power-of-two tiles without a cluster or swap-AB,
+    in a power-of-two width of at least 16 columns that divides block_n; anything else raises ValueError."""
+    if cfg.epilogue_n is None:
+        return
+    width = cfg.epilogue_n
+    if not isinstance(width, int) or width < 16 or not is_power_of_two(width) or cfg.block_n % width:
+        raise ValueError(f"config.epilogue_n must be a power of two of at least 16 that divides block_n = "
+                         f"{cfg.block_n}, got {width!r}")
+    if arch != "sm_90a":
+        raise ValueError(f"config.epilogue_n: D in sub-tiles is built for sm_90a (Hopper) only; {arch}'s GEMM "
+                         "takes configs with epilogue_n=None (its epilogue sub-tiles are its own)")
+    if cfg.pieced or cfg.swap_ab or cfg.cluster.num_ctas > 1:
+        raise ValueError("config.epilogue_n: D in sub-tiles is built without a pieced tile, swap-AB or a cluster")
+
+
 def check_schedule(scheduler: str | None, arch: str) -> None:
     """The schedulers each GEMM has: sm_90a the SCHEDULES (split-K included), sm_100a the SM100_SCHEDULERS (cluster
     launch control exists on sm_100 only; dynamic, stream-K and split-K are not built for it yet)."""
@@ -289,10 +306,10 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     tickets, rows = ticket_slots(workspace, cfg, scalars[-1], sm_count(device))
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
-    pieced = (cfg.tile_m, cfg.tile_n) if cfg.pieced else None  # matmul_kernel's TILE
+    tiling = cfg.tiling() if arch == "sm_90a" else {}  # matmul_kernel's TILE and EPILOGUE_N
     args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
-            *cluster, cfg.swap_ab, None, 0, partials, tickets) + ((pieced, ) if arch == "sm_90a" else ())
+            *cluster, cfg.swap_ab, None, 0, partials, tickets, *tiling.values())
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
            device, arch)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
@@ -309,7 +326,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
                 *cluster, cfg.swap_ab)  # unused pointers: any tensor types them
     options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     descs = dict(partial_desc=partial_descriptor(area, cfg, out.dtype), ticket_desc=ticket_descriptor(rows),
-                 **({"TILE": pieced} if arch == "sm_90a" else {}))
+                 **tiling)
     if probe is not None:
         launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **descs, **options),
                       grid[0], probe, a.device, cfg.cluster.num_ctas)

@@ -23,7 +23,8 @@ class MatmulConfig:
     of `cluster_m` x `cluster_n` CTAs (2x1 or 1x2) works on a (cluster_m * block_m) x (cluster_n * block_n) tile,
     each CTA on its own block_m x block_n; the operand the CTAs share is loaded once and multicast. With `swap_ab`
     the kernel computes D^T = B^T A^T (B K-major): its block_m rows run along N, so a small M becomes the wgmma's
-    narrow N side, and block_n columns along M."""
+    narrow N side, and block_n columns along M. With `epilogue_n` the epilogue writes D's tile in block_m x
+    epilogue_n sub-tiles through `c_stages` output stages of that size, which leaves room for more operand stages."""
     block_m: int
     block_n: int
     block_k: int
@@ -34,6 +35,7 @@ class MatmulConfig:
     cluster_m: int = 1
     cluster_n: int = 1
     swap_ab: bool = False
+    epilogue_n: int | None = None
 
     @property
     def cluster(self) -> Cluster:
@@ -54,8 +56,20 @@ class MatmulConfig:
         """Whether a CTA's tile has a side of 192, held as power-of-two pieces (pipeline/pieces.py)."""
         return TilePieces(self.block_m, self.block_n).pieced
 
+    def tiling(self) -> dict[str, tuple[int, int] | int | None]:
+        """matmul_kernel's TILE and EPILOGUE_N: the tile where its descriptors' blocks do not give it (a pieced tile,
+        or D in sub-tiles), and D's sub-tile columns."""
+        tiled = self.pieced or self.epilogue_n is not None
+        return {"TILE": (self.tile_m, self.tile_n) if tiled else None, "EPILOGUE_N": self.epilogue_n}
+
 
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
+LARGE_SUBTILED_16BIT = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=64)
+"""LARGE_16BIT's tile with D written in 128x64 sub-tiles through two 16 KiB stages instead of one 64 KiB stage, which
+makes room for a fourth operand stage (as cuBLAS's 4-stage 256x128 kernel keeps a ~16 KiB epilogue buffer). Static
+and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal at 4096^3; under stream-K within
+-2%..+3% (its partial sums travel in eight 16 KiB sub-tiles), so stream-K keeps LARGE_16BIT
+(bench/results/subtile-ab-h100.json; docs/perf-log.md row 62)."""
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
@@ -152,8 +166,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted
-    PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D and rows on 32-byte sectors. An
-    fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles."""
+    PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D and rows on 32-byte sectors; the
+    largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT) where it runs static. An fp32 C with a 16-bit D
+    (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
@@ -168,8 +183,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
     if cfg == LARGE_16BIT and aligned:
-        return pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms)) or cfg
-    return cfg
+        cfg = pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms)) or cfg
+    return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
 
 
 def pieced_config(M: int, N: int, K: int, sms: int, large_us: float) -> MatmulConfig | None:
@@ -375,7 +390,8 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
 
     def fits(stages: int) -> bool:
         tile = (cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.c_stages)
-        plan = (matmul_plan.fn(*tile, "bf16", c_dtype, True, True, swap_ab=cfg.swap_ab) if kernel == "matmul" else
+        plan = (matmul_plan.fn(*tile, "bf16", c_dtype, True, True, swap_ab=cfg.swap_ab, epilogue_n=cfg.epilogue_n)
+                if kernel == "matmul" else
                 fp8_plan.fn(*tile, "fp8e4nv", "fp8e4nv", c_dtype, kernel == "blockwise", swap_ab=cfg.swap_ab))
         return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
 

@@ -86,20 +86,23 @@ def output_origin(pid_m, pid_n, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB:
 
 @gluon.jit
 def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, SOURCES: gl.constexpr,
-               SWAP_AB: gl.constexpr = False):
-    """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees."""
+               SWAP_AB: gl.constexpr = False, D_BN: gl.constexpr = None):
+    """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees. D_BN: the
+    columns of D's tile where a stage holds a sub-tile of it (a stage each), else None."""
     BM: gl.constexpr = outputs.tiles.shape[1]  # D's tile (d_desc's block, or its boxes' where the tile is pieced)
-    BN: gl.constexpr = outputs.tiles.shape[2]
+    SUB_N: gl.constexpr = outputs.tiles.shape[2]
+    BN: gl.constexpr = SUB_N if D_BN is None else D_BN
     work = sched.work()
     while work.valid:
         if work.finishes:
             outputs, sources = work.pass_partials(outputs, sources)  # stream-K: stages the partial sums came in
             pid_m, pid_n = work.coords()
-            with outputs.consume() as out:
-                row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
-                out.store(d_desc, [row, col])
-                if SOURCES:
-                    sources = sources.release()  # C was used and D stored: the stage may receive the next C
+            row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
+            for j in gl.static_range(BN // SUB_N):
+                with outputs.consume() as out:
+                    out.store(d_desc, [row, col + j * SUB_N])
+                    if SOURCES:
+                        sources = sources.release()  # C was used and D stored: the stage may receive the next C
         else:
             outputs, sources = work.store_partial(outputs, sources)  # stream-K contributor
         work = work.next()
@@ -124,7 +127,8 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.load(c_desc, [row, col + j * SUB_N])
             else:
-                sources = sources.skip()
+                for j in gl.static_range(BN // SUB_N):
+                    sources = sources.skip()
         else:
             sources = work.skip_partial(sources)
         work = work.next()

@@ -34,7 +34,7 @@ from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines,
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
-from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.output import OutputTilePipeline, column_part
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.pieces import TilePieces, pieced
 from tilepipe.pipeline.probe import Probe
@@ -51,7 +51,7 @@ SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one
 
 @gluon.constexpr_function
 def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
-                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False, streamk=False):
+                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False, streamk=False, epilogue_n=None):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
     ring: every other role consumes it). In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's
@@ -59,12 +59,14 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
     scheduler's tile ids reach both CTAs by multicast too (its ring a multicast ring). With `swap_ab`
     the kernel computes D^T = B^T A^T: its block_m x block_n tile is D's block_n x block_m one, which the output
     and source stages hold. Under `streamk` the epilogue-load role also brings partial sums into the output stages
-    (pipeline/partials.py), so the C pipeline exists without C."""
+    (pipeline/partials.py), so the C pipeline exists without C. With `epilogue_n` an output (and source) stage holds
+    a block_m x epilogue_n sub-tile of D: the epilogue writes the tile a sub-tile at a time, which leaves room for
+    one more operand stage."""
     cluster = Cluster(cluster_m, cluster_n)
     if swap_ab and cluster.num_ctas > 1:
         raise ValueError("swap-AB is built without clusters")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
-    d_tile = (block_n, block_m) if swap_ab else (block_m, block_n)
+    d_tile = (block_n, block_m) if swap_ab else (block_m, epilogue_n or block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c or streamk else None
     clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()),
                              multicast=cluster.num_ctas > 1)
@@ -85,13 +87,14 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
-             beta, bias_ptr, D_COLS, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
-             SWAP_AB: gl.constexpr, STREAMK: gl.constexpr = False):
-    """The output stages hold D's tiles: with SWAP_AB the transpose of the accumulator (D^T = B^T A^T), which the
-    epilogue turns into D's tile first. D_COLS: D's columns (the bias's length). STREAMK: partial sums pass
-    through the output stages too, every stage use in lockstep with an epi_load one (pipeline/partials.py)."""
+             beta, bias_ptr, D_COLS, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+             HAS_BIAS: gl.constexpr, SWAP_AB: gl.constexpr, STREAMK: gl.constexpr = False):
+    """The output stages hold D's tiles (D_BN columns), or its sub-tiles where a stage is narrower: with SWAP_AB the
+    transpose of the accumulator (D^T = B^T A^T), which the epilogue turns into D's tile first. D_COLS: D's columns
+    (the bias's length). STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
+    an epi_load one (pipeline/partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
-    D_BN: gl.constexpr = outputs.tiles.shape[2]
+    SUB_N: gl.constexpr = outputs.tiles.shape[2]  # a stage's columns: D_BN, or a sub-tile's
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
@@ -108,18 +111,20 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
             d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
-            with outputs.produce() as out:
-                if HAS_C:
-                    source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
-                    d = alpha * d + beta * source.load(d.type.layout).to(gl.float32)
-                else:
-                    if STREAMK:
-                        _, sources = sources.wait()  # this use's empty fill
-                    pid_m, pid_n = work.coords()
-                    _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
-                    d = scaled(d, alpha, beta, bias_ptr, D_COLS, first_col, HAS_BIAS)
-                out.tile().store(d.to(outputs.tiles.dtype))
-                out.arrive()
+            pid_m, pid_n = work.coords()
+            _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
+            for j in gl.static_range(D_BN // SUB_N):  # a stage per sub-tile
+                part = column_part(d, j, D_BN // SUB_N)
+                with outputs.produce() as out:
+                    if HAS_C:
+                        source, sources = sources.wait()  # C was loaded into this output stage, or its own stage
+                        part = alpha * part + beta * source.load(part.type.layout).to(gl.float32)
+                    else:
+                        if STREAMK:
+                            _, sources = sources.wait()  # this use's empty fill
+                        part = scaled(part, alpha, beta, bias_ptr, D_COLS, first_col + j * SUB_N, HAS_BIAS)
+                    out.tile().store(part.to(outputs.tiles.dtype))
+                    out.arrive()
         else:
             outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
@@ -131,7 +136,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
                   CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0,
-                  partial_desc=None, ticket_desc=None, TILE: gl.constexpr = None):
+                  partial_desc=None, ticket_desc=None, TILE: gl.constexpr = None, EPILOGUE_N: gl.constexpr = None):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
     partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
@@ -139,18 +144,25 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
     the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
     (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic,
-    in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) of a pieced tile, else None."""
+    in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) where the descriptors' blocks do
+    not give it (a pieced tile, or D in sub-tiles), else None. EPILOGUE_N: with TILE, the epilogue writes D's tile in
+    BM x EPILOGUE_N sub-tiles (d_desc's and c_desc's block), a stage each (no cluster or swap-AB); None: whole (or
+    in a pieced tile's pieces)."""
     BM: gl.constexpr = a_desc.block_type.shape[0] if TILE is None else TILE[0]
     BN: gl.constexpr = TILE[1] if TILE is not None else d_desc.block_type.shape[0 if SWAP_AB else 1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else BN  # the columns of D's tile
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
-    gl.static_assert(TILE is None or not (OWN_SOURCE or SWAP_AB or SCHEDULE == "streamk" or CLUSTER_M * CLUSTER_N > 1),
-                     "a pieced tile runs without an fp32 C, swap-AB, stream-K or a cluster")
+    gl.static_assert(TILE is None or not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1),
+                     "a pieced tile or D in sub-tiles runs without swap-AB or a cluster")
+    gl.static_assert(EPILOGUE_N is None or TILE is not None, "D in sub-tiles takes TILE")
+    gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
+                     "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     SOURCES: gl.constexpr = HAS_C or STREAMK  # an epilogue-load role and its ring
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
-                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK)
+                                     c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK,
+                                     EPILOGUE_N)
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
@@ -163,10 +175,10 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
     sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C, STREAMK)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
-                                 B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
+                                 D_BN, B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
-                     (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB), WORKER_WARPS,
+                     (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB, D_BN), WORKER_WARPS,
                       store_regs(STREAMK, CLUSTER_M * CLUSTER_N)),
                      (epilogue_load_role, (sources, load_order, c_desc, sched, D_BN, SWAP_AB, HAS_C),
                       WORKER_WARPS, WORKER_REGS) if SOURCES else None,
@@ -175,10 +187,10 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
 
 def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
     """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's; a pieced tile's smallest
-    pieces, TilePieces.box), each with how the cluster's CTAs split or share it (pipeline/cluster.py). With swap_ab
+    pieces, TilePieces.box; C/D's sub-tiles where the epilogue writes them), each with how the cluster's CTAs split or share it (pipeline/cluster.py). With swap_ab
     "a" and "b" are the kernel's operands (the problem's B^T and A, K-major) and D's block is the transposed tile."""
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
-    d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.tile_n)
+    d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.epilogue_n or cfg.tile_n)
     blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),
               "c": (d_block, cfg.cluster.c)}
     return {name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}
@@ -186,15 +198,15 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static", cluster: tuple | None = None,
-                swap_ab: bool | None = None, tile: tuple | None = None):
+                swap_ab: bool | None = None, tile: tuple | None = None, epilogue_n: int | None = None):
     """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with C of
     `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe` is PROBE, `schedule` SCHEDULE;
-    `cluster` (m, n), `swap_ab` and `tile` (block_m, block_n) replace the configuration's."""
+    `cluster` (m, n), `swap_ab`, `tile` (block_m, block_n) and `epilogue_n` replace the configuration's."""
     cfg = cfg if tile is None else replace(cfg, block_m=tile[0], block_n=tile[1])
+    cfg = cfg if epilogue_n is None else replace(cfg, epilogue_n=epilogue_n)
     cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
     cfg = cfg if swap_ab is None else replace(cfg, swap_ab=swap_ab)
     spec = gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
                      "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)
-    tile = [cfg.tile_m, cfg.tile_n] if cfg.pieced else None
-    return replace(spec, signature={**spec.signature, "TILE": "constexpr"},
-                   constexprs={**spec.constexprs, "TILE": tile})
+    return replace(spec, signature={**spec.signature, "TILE": "constexpr", "EPILOGUE_N": "constexpr"},
+                   constexprs={**spec.constexprs, **cfg.tiling()})

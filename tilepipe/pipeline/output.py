@@ -39,6 +39,47 @@ Stages = gl.shared_memory_descriptor | PiecedTile | tensor_memory_descriptor
 (sm_100a)."""
 
 
+@gluon.constexpr_function
+def halvings(parts):
+    """How many times a tile is halved into `parts` column parts (a power of two)."""
+    if parts < 1 or parts & (parts - 1):
+        raise ValueError(f"a tile splits into a power-of-two count of column parts, got {parts}")
+    return parts.bit_length() - 1
+
+
+@gluon.jit
+def column_part(d, j: gl.constexpr, PARTS: gl.constexpr):
+    """Column part j of d's PARTS equal parts, split off in registers (each halving a reshape and a split, which
+    move no data: an accumulator holds its columns in registers); d itself when PARTS is 1."""
+    part = d
+    for level in gl.static_range(halvings(PARTS)):
+        half = gl.split(part.reshape([part.shape[0], 2, part.shape[1] // 2]).permute((0, 2, 1)))
+        part = half[(j >> (halvings(PARTS) - 1 - level)) & 1]
+    return part
+
+
+@gluon.jit
+def column_parts(d, PARTS: gl.constexpr):
+    """All PARTS column parts of d, in order (column_part)."""
+    parts = ()
+    for j in gl.static_range(PARTS):
+        parts = parts + (column_part(d, j, PARTS), )
+    return parts
+
+
+@gluon.jit
+def column_join(parts):
+    """The tile whose column parts (column_parts) are `parts`: adjacent parts joined pairwise until one is left."""
+    level = parts
+    for _ in gl.static_range(halvings(len(parts))):
+        joined = ()
+        for i in gl.static_range(len(level) // 2):
+            pair = gl.join(level[2 * i], level[2 * i + 1]).permute((0, 2, 1))
+            joined = joined + (pair.reshape([pair.shape[0], pair.shape[1] * pair.shape[2]]), )
+        level = joined
+    return level[0]
+
+
 @aggregate
 class OutputStage:
     """An output stage a role holds: its tile, its signal, and release() returning the advanced pipeline."""

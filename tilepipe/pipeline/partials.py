@@ -28,6 +28,8 @@ from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
+from tilepipe.pipeline.output import column_join, column_parts
+
 FLAG_WORDS = gl.constexpr(1024)
 """int32 flags ahead of the partial tiles in the workspace (one per CTA: at most this many CTAs)."""
 
@@ -102,28 +104,28 @@ def _cta_rank():
 
 @gluon.jit
 def _split(acc, COUNT: gl.constexpr):
-    """A register tile as COUNT (1 or 2) sub-tiles without moving data: its even and its odd columns, since column
-    bit 0 of the wgmma layout is a register bit at every tile width (the slot keeps them as two planes; only the
-    finisher reads it, through the same split)."""
-    gl.static_assert(COUNT == 1 or COUNT == 2, "a partial sub-tile is a whole or a half stage of 16- or 32-bit D")
+    """A register tile as COUNT sub-tiles without moving data: its even and its odd columns where COUNT is 2, since
+    column bit 0 of the wgmma layout is a register bit at every tile width (even at 8 columns); COUNT contiguous
+    column parts where it is more, which a wide tile (64 columns a part or more) also holds in registers. The slot
+    keeps them as COUNT planes; only the finisher reads it, through the same split."""
     BM: gl.constexpr = acc.shape[0]
     BN: gl.constexpr = acc.shape[1]
-    if COUNT == 1:
-        parts = (acc, )
-    else:
+    if COUNT == 2:
         parts = gl.split(acc.reshape([BM, BN // 2, 2]))
+    else:
+        parts = column_parts(acc, COUNT)
     return parts
 
 
 @gluon.jit
 def _join(parts, layout: gl.constexpr):
     """The register tile (in `layout`) whose sub-tiles _split gave."""
-    if len(parts) == 1:
-        acc = parts[0]
-    else:
+    if len(parts) == 2:
         joined = gl.join(parts[0], parts[1])
-        acc = gl.convert_layout(joined.reshape([joined.shape[0], joined.shape[1] * 2]), layout)  # the same layout
-    return acc
+        acc = joined.reshape([joined.shape[0], joined.shape[1] * 2])
+    else:
+        acc = column_join(parts)
+    return gl.convert_layout(acc, layout)  # the same layout: no data moves
 
 
 @gluon.jit
@@ -179,16 +181,13 @@ class PartialTiles:
     def receive(self, parts, outputs, sources):
         """Finisher's mma role: the column sub-tiles `parts` (split()) plus a contributor's, one stage each as
         the epilogue-load role brings them; returns (parts, outputs, sources), advanced."""
+        summed = ()
         for j in gl.static_range(self.COUNT):
             with outputs.produce() as out:
                 _, sources = sources.wait()
-                part = _settled(parts[j] + self.stages.index(out.index()).load(parts[j].type.layout))
-                if j == 0:
-                    parts = (part, ) + parts[1:]
-                else:
-                    parts = (parts[0], part)
+                summed = summed + (_settled(parts[j] + self.stages.index(out.index()).load(parts[j].type.layout)), )
                 out.arrive()  # nothing to store: the store role passes the stage on
-        return parts, outputs, sources
+        return summed, outputs, sources
 
     @gluon.jit
     def store(self, slot, outputs, sources):

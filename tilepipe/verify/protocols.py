@@ -31,24 +31,32 @@ def plan_storages(plan: SmemPlan) -> tuple[Storage, ...]:
     return tuple(storage for _, storage in plan.storages)
 
 
-def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role") -> tuple[Role, ...]:
-    """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each. The FP8 kernels
-    have the same protocol with their own mma (and, blockwise, load) role functions."""
+def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role",
+                 subtiles: int = 1) -> tuple[Role, ...]:
+    """tilepipe/kernels/matmul.py: mma, load, store (and epilogue_load with C), one tile loop each; with `subtiles`
+    the epilogue's stage uses repeat for each of D's sub-tiles. The FP8 kernels have the same protocol with their
+    own mma (and, blockwise, load) role functions."""
     with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    each = subtile_uses(subtiles)
     mma = Role("mma", mma_fn, (
         loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"),
-             *produce("output", *with_c(*wait_filled("epi_load")))),
+             *each(*produce("output", *with_c(*wait_filled("epi_load"))))),
         Drain("output")), release_lag=(("input", 1), ))
     load = Role("load", load_fn, (
         loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
         Drain("input"), *with_c(Drain("load_order"))))
-    store = Role("store", "store_role", (loop("tile", "tiles", *consume("output", *with_c(*consume("epi_load")))), ))
+    store = Role("store", "store_role", (loop("tile", "tiles", *each(*consume("output", *with_c(*consume("epi_load"))))), ))
     epilogue_load = Role("epilogue_load", "epilogue_load_role", (
-        loop("tile", "tiles", *consume("load_order"), *produce("epi_load")), Drain("epi_load")))
+        loop("tile", "tiles", *consume("load_order"), *each(*produce("epi_load"))), Drain("epi_load")))
     return (mma, load, store) + ((epilogue_load, ) if has_c else ())
 
 
-def dynamic_roles(has_c: bool, cluster: bool = False) -> tuple[Role, ...]:
+def subtile_uses(subtiles: int):
+    """A tile epilogue's stage uses, as a body maker: once, or once for each of D's `subtiles` sub-tiles."""
+    return (lambda *body: body) if subtiles == 1 else (lambda *body: (loop("sub", subtiles, *body), ))
+
+
+def dynamic_roles(has_c: bool, cluster: bool = False, subtiles: int = 1) -> tuple[Role, ...]:
     """matmul_roles under the dynamic scheduler (tilepipe/schedulers/dynamic.py): every role takes each tile id from
     the scheduler's ring ('clc') before its tile, and once more for the sentinel that ends its loop; the load role,
     which paces the scheduler, hands it one throttle item ('clc_throttle') per tile it starts. The scheduler role
@@ -57,7 +65,7 @@ def dynamic_roles(has_c: bool, cluster: bool = False) -> tuple[Role, ...]:
     both CTAs' slots) and each scheduler, after arming its slot, waits for the fill, reads it back and frees the slot
     as one of its consumers (its wait is the direct API: no consumer stage handle)."""
     roles = []
-    for role in matmul_roles(has_c):
+    for role in matmul_roles(has_c, subtiles=subtiles):
         tiles, *tail = role.program
         pace = produce("clc_throttle") if role.name == "load" else ()
         program = (*consume("clc"), loop(tiles.var, tiles.count, *pace, *tiles.body, *consume("clc")), *tail)
@@ -71,7 +79,8 @@ def dynamic_roles(has_c: bool, cluster: bool = False) -> tuple[Role, ...]:
     return (*roles, scheduler)
 
 
-def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role") -> tuple[Role, ...]:
+def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role",
+                  subtiles: int = 1) -> tuple[Role, ...]:
     """matmul_roles under stream-K, within one program (tilepipe/schedulers/streamk.py): whole tiles (`tiles`), then
     at most one unit that ends inside a tile (`partial`, over `k_part` k-steps), then units that end their tiles
     (`after`). Partial sums travel through the output stages (pipeline/partials.py): the contributing unit's mma
@@ -79,16 +88,18 @@ def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_ro
     epilogue the epilogue-load role fills `sums` stages with the contributors' sub-tiles, which the mma role adds
     and the store role passes on. Every stage use passes epilogue_load (a fill or an empty arrival), mma and store,
     so the epi_load ring exists with or without C. The slots' flags are global memory (not modelled); the load role
-    signals no load order for the contributing unit."""
+    signals no load order for the contributing unit. With `subtiles` a tile's epilogue uses a stage for each of D's
+    sub-tiles."""
     with_c = (lambda *body: body) if has_c else (lambda *body: ())
+    each = subtile_uses(subtiles)
     mma_use = produce("output", *wait_filled("epi_load"))
     store_use = consume("output", *consume("epi_load"))
     fill = produce("epi_load")
     mma = Role("mma", mma_fn, (
-        loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"), *mma_use),
+        loop("tile", "tiles", loop("k", "k", *consume("input")), Flush("input"), *each(*mma_use)),
         loop("part", "partial", loop("k", "k_part", *consume("input")), Flush("input"), loop("sub", "subs", *mma_use)),
         loop("after", "after", loop("k", "k", *consume("input")), Flush("input"), loop("sum", "sums", *mma_use),
-             *mma_use),
+             *each(*mma_use)),
         Drain("output")), release_lag=(("input", 1), ))
     load = Role("load", load_fn, (
         loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
@@ -96,12 +107,12 @@ def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_ro
         loop("after", "after", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
         Drain("input"), *with_c(Drain("load_order"))))
     store = Role("store", "store_role", (
-        loop("tile", "tiles", *store_use), loop("part", "partial", loop("sub", "subs", *store_use)),
-        loop("after", "after", loop("sum", "sums", *store_use), *store_use)))
+        loop("tile", "tiles", *each(*store_use)), loop("part", "partial", loop("sub", "subs", *store_use)),
+        loop("after", "after", loop("sum", "sums", *store_use), *each(*store_use))))
     epilogue_load = Role("epilogue_load", "epilogue_load_role", (
-        loop("tile", "tiles", *with_c(*consume("load_order")), *fill),
+        loop("tile", "tiles", *with_c(*consume("load_order")), *each(*fill)),
         loop("part", "partial", loop("sub", "subs", *fill)),
-        loop("after", "after", loop("sum", "sums", *fill), *with_c(*consume("load_order")), *fill),
+        loop("after", "after", loop("sum", "sums", *fill), *with_c(*consume("load_order")), *each(*fill)),
         Drain("epi_load")))
     return (mma, load, store, epilogue_load)
 
@@ -126,11 +137,12 @@ def cluster_streamk_cases(stages: int, subs: int) -> tuple[tuple[tuple[str, int]
                   ("subs", subs), ("sums", sums * subs)) for tiles, partial, after, k, k_part, sums in units)
 
 
-def partial_subtiles(c_dtype: str) -> int:
-    """Output stages one partial sum takes: an fp32 tile in stages of `c_dtype` D (pipeline/partials.py)."""
+def partial_subtiles(c_dtype: str, subtiles: int = 1) -> int:
+    """Output stages one partial sum takes: an fp32 tile in stages of `c_dtype` D, each D's tile or one of its
+    `subtiles` sub-tiles (pipeline/partials.py)."""
     from tilepipe.pipeline.storage import dtype_of
 
-    return 32 // dtype_of(c_dtype).primitive_bitwidth
+    return subtiles * 32 // dtype_of(c_dtype).primitive_bitwidth
 
 
 def matmul_configs() -> dict[str, MatmulConfig]:
@@ -154,13 +166,15 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     cfg = replace(cfg, block_m=args["tile"][0], block_n=args["tile"][1]) if "tile" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
+    subtiles = cfg.block_n // (cfg.epilogue_n or cfg.block_n)
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
-                          cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk")
-    roles, cases = {"static": (matmul_roles(has_c), tile_cases(cfg.stages)),
-                    "dynamic": (dynamic_roles(has_c, cm * cn > 1), tile_cases(cfg.stages)),
-                    "streamk": (streamk_roles(has_c), streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])))
-                    }[schedule]
+                          cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk",
+                          epilogue_n=cfg.epilogue_n)
+    roles, cases = {"static": (matmul_roles(has_c, subtiles=subtiles), tile_cases(cfg.stages)),
+                    "dynamic": (dynamic_roles(has_c, cm * cn > 1, subtiles), tile_cases(cfg.stages)),
+                    "streamk": (streamk_roles(has_c, subtiles=subtiles),
+                                streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"], subtiles)))}[schedule]
     if cm * cn > 1:
         cases = (cluster_streamk_cases(cfg.stages, partial_subtiles(args["c_dtype"])) if schedule == "streamk" else
                  trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)))
@@ -172,7 +186,7 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
 def cluster_protocols() -> list[Protocol]:
     """The two-CTA GEMMs in every configuration of up to 4 stages (more would take minutes to explore); with C
     (four roles per CTA) in the largest tile only."""
-    configs = {name: cfg for name, cfg in matmul_configs().items() if cfg.stages <= 4}
+    configs = {name: cfg for name, cfg in matmul_configs().items() if cfg.stages <= 4 and cfg.epilogue_n is None}
     largest = max(configs.values(), key=lambda cfg: cfg.block_m * cfg.block_n)
     return [matmul_protocol(name, cfg, variant) for variant, options in MATMUL_CLUSTERS.items()
             for name, cfg in configs.items() if not options.get("has_c") or cfg == largest]
@@ -490,6 +504,9 @@ def unchecked_reason(variant: Variant) -> str | None:
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
     schedule = variant.options.get("schedule", "static")
+    if "epilogue_n" in variant.options:  # D in sub-tiles: its epilogue's protocol in LARGE_SUBTILED_16BIT's config
+        plain = variant.name.replace(" subtiled", "")
+        return plain if schedule != "static" else plain.rsplit(" ", 1)[0]
     if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
         if schedule == "dynamic" and "cluster" in variant.options and variant.options.get("has_c"):
             return variant.name.replace("+C ", "")  # the plain cluster's scheduler ring: cluster_dynamic_protocols

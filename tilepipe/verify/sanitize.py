@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
@@ -75,7 +75,8 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
 
 
 def run_matmul(options: dict, config=None) -> bool:
-    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, swap-AB, or a pieced tile)
+    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, swap-AB, a pieced tile, or D
+    in sub-tiles)
     on SHAPE, B K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
     import torch
 
@@ -99,11 +100,13 @@ def run_matmul(options: dict, config=None) -> bool:
 
         config = swap_config(32, out_dtype)
     if options.get("tile"):  # a pieced tile (pipeline/pieces.py), in the pieced configs' stages
-        from dataclasses import replace
-
         from tilepipe.host.configs import PIECED_16BIT
 
         config = replace(PIECED_16BIT[0], block_m=options["tile"][0], block_n=options["tile"][1])
+    if options.get("epilogue_n"):  # D in sub-tiles, in its config's stages
+        from tilepipe.host.configs import LARGE_SUBTILED_16BIT
+
+        config = replace(LARGE_SUBTILED_16BIT, epilogue_n=options["epilogue_n"])
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
     return close(got, reference)
@@ -132,8 +135,6 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | No
     reference = (a.cpu().double() * full_a) @ (w.cpu().double().t() * full_b)
     config = None
     if cluster is not None:
-        from dataclasses import replace
-
         from tilepipe.host.configs import fp8_configs
 
         config = replace(fp8_configs(scaling == "blockwise", torch.bfloat16)[0], cluster_m=cluster[0],
