@@ -83,4 +83,4 @@ def test_default_candidates_fit_shared_memory():
         for cfg in small_m:
             assert matmul_plan.fn(cfg.tile_m, cfg.tile_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", c_dtype,
                                   True, True, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n,
-                                  swap_ab=cfg.swap_ab).fits
+                                  swap_ab=cfg.swap_ab, epilogue_n=cfg.epilogue_n).fits

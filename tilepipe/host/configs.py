@@ -69,7 +69,7 @@ LARGE_SUBTILED_16BIT = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue
 makes room for a fourth operand stage (as cuBLAS's 4-stage 256x128 kernel keeps a ~16 KiB epilogue buffer). Static
 and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal at 4096^3; under stream-K within
 -2%..+3% (its partial sums travel in eight 16 KiB sub-tiles), so stream-K keeps LARGE_16BIT
-(bench/results/subtile-ab-h100.json; docs/perf-log.md row 62)."""
+(bench/results/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
