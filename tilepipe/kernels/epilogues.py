@@ -1,12 +1,12 @@
-"""The GEMM epilogues the kernels share: the per-column bias read, the sm_90a epilogue without C, a pieced tile's
-epilogue (its accumulators, with C or a bias: pipeline/pieces.py), and the sm_100a GEMMs' epilogue role (TMEM
-sub-tiles to TMA stores)."""
+"""The GEMM epilogues the kernels share: the per-column bias read, the sm_90a epilogue (whole or in sub-tiles), a
+pieced tile's epilogue (its accumulators, with C or a bias: pipeline/pieces.py), and the sm_100a GEMMs' epilogue role
+(TMEM sub-tiles to TMA stores)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
-from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores
+from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
 from tilepipe.pipeline.pieces import piece_col, piece_count
 
 
@@ -23,6 +23,30 @@ def scaled(d, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr):
     if HAS_BIAS:
         return alpha * d + beta * column_bias(bias_ptr, N, first_col, d.shape[1], d.type.layout)[None, :]
     return alpha * d
+
+
+@gluon.jit
+def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, beta, bias_ptr, N, first_col,
+               HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, STREAMK: gl.constexpr):
+    """The sm_90a epilogue of D's finished tile `d` (first_col: its first column of D): alpha * d plus beta times C
+    (HAS_C: waited for in `sources`, landed in the output stage or its own source stage) or the bias, into the output
+    stages, a stage per sub-tile where a stage is narrower than the tile (each split off in registers); under STREAMK
+    each stage use takes its empty fill. Returns (outputs, sources), advanced."""
+    SUB_N: gl.constexpr = outputs.tiles.shape[2]
+    PARTS: gl.constexpr = d.shape[1] // SUB_N
+    for j in gl.static_range(PARTS):
+        part = column_part(d, j, PARTS)
+        with outputs.produce() as out:
+            if HAS_C:
+                source, sources = sources.wait()
+                part = alpha * part + beta * source.load(part.type.layout).to(gl.float32)
+            else:
+                if STREAMK:
+                    _, sources = sources.wait()  # this use's empty fill
+                part = scaled(part, alpha, beta, bias_ptr, N, first_col + j * SUB_N, HAS_BIAS)
+            out.tile().store(part.to(outputs.tiles.dtype))
+            out.arrive()
+    return outputs, sources
 
 
 @gluon.jit

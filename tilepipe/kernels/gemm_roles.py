@@ -97,9 +97,9 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
         if work.finishes:
             outputs, sources = work.pass_partials(outputs, sources)  # stream-K: stages the partial sums came in
             pid_m, pid_n = work.coords()
-            row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
             for j in gl.static_range(BN // SUB_N):
                 with outputs.consume() as out:
+                    row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
                     out.store(d_desc, [row, col + j * SUB_N])
                     if SOURCES:
                         sources = sources.release()  # C was used and D stored: the stage may receive the next C

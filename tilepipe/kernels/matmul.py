@@ -21,6 +21,8 @@ Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped ope
 end is unchanged, the mma role transposing each finished tile into D's output stage.
 A tile with a side of 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as power-of-two
 pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
+With EPILOGUE_N the output stages hold BM x EPILOGUE_N sub-tiles of D, a stage use each, which leaves room for more
+operand stages (no cluster or swap-AB).
 """
 
 from dataclasses import replace
@@ -28,13 +30,13 @@ from dataclasses import replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import scaled, store_pieces
+from tilepipe.kernels.epilogues import store_pieces, store_tile
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
-from tilepipe.pipeline.output import OutputTilePipeline, column_part
+from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.pieces import TilePieces, pieced
 from tilepipe.pipeline.probe import Probe
@@ -94,7 +96,6 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     (the bias's length). STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
     an epi_load one (pipeline/partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
-    SUB_N: gl.constexpr = outputs.tiles.shape[2]  # a stage's columns: D_BN, or a sub-tile's
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
@@ -110,21 +111,10 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                 out.arrive()
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
-            d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
             pid_m, pid_n = work.coords()
             _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
-            for j in gl.static_range(D_BN // SUB_N):  # a stage per sub-tile
-                part = column_part(d, j, D_BN // SUB_N)
-                with outputs.produce() as out:
-                    if HAS_C:
-                        source, sources = sources.wait()  # C was loaded into this output stage, or its own stage
-                        part = alpha * part + beta * source.load(part.type.layout).to(gl.float32)
-                    else:
-                        if STREAMK:
-                            _, sources = sources.wait()  # this use's empty fill
-                        part = scaled(part, alpha, beta, bias_ptr, D_COLS, first_col + j * SUB_N, HAS_BIAS)
-                    out.tile().store(part.to(outputs.tiles.dtype))
-                    out.arrive()
+            outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
+                                          bias_ptr, D_COLS, first_col, HAS_C, HAS_BIAS, STREAMK)  # D's tile
         else:
             outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
@@ -145,9 +135,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
     (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic,
     in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) where the descriptors' blocks do
-    not give it (a pieced tile, or D in sub-tiles), else None. EPILOGUE_N: with TILE, the epilogue writes D's tile in
-    BM x EPILOGUE_N sub-tiles (d_desc's and c_desc's block), a stage each (no cluster or swap-AB); None: whole (or
-    in a pieced tile's pieces)."""
+    not give it (a pieced tile, or D in sub-tiles: EPILOGUE_N, d_desc's and c_desc's block width), else None."""
     BM: gl.constexpr = a_desc.block_type.shape[0] if TILE is None else TILE[0]
     BN: gl.constexpr = TILE[1] if TILE is not None else d_desc.block_type.shape[0 if SWAP_AB else 1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
