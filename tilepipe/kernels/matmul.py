@@ -21,8 +21,7 @@ Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped ope
 end is unchanged, the mma role transposing each finished tile into D's output stage.
 A tile with a side of 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as power-of-two
 pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
-With EPILOGUE_N the output stages hold BM x EPILOGUE_N sub-tiles of D, a stage use each, which leaves room for more
-operand stages (no cluster or swap-AB).
+With EPILOGUE_N an output stage holds a BM x EPILOGUE_N sub-tile of D, which leaves room for more operand stages.
 """
 
 from dataclasses import replace
@@ -175,8 +174,9 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
 
 def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tuple]]:
     """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's; a pieced tile's smallest
-    pieces, TilePieces.box; C/D's sub-tiles where the epilogue writes them), each with how the cluster's CTAs split or share it (pipeline/cluster.py). With swap_ab
-    "a" and "b" are the kernel's operands (the problem's B^T and A, K-major) and D's block is the transposed tile."""
+    pieces, TilePieces.box; D's sub-tiles where the epilogue writes them), each with how the cluster's CTAs split or
+    share it (pipeline/cluster.py). With swap_ab "a" and "b" are the kernel's operands (the problem's B^T and A,
+    K-major) and D's block is the transposed tile."""
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
     d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.epilogue_n or cfg.tile_n)
     blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),

@@ -45,7 +45,8 @@ def matmul_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_rol
     load = Role("load", load_fn, (
         loop("tile", "tiles", loop("k", "k", *produce("input")), *with_c(*produce("load_order"))),
         Drain("input"), *with_c(Drain("load_order"))))
-    store = Role("store", "store_role", (loop("tile", "tiles", *each(*consume("output", *with_c(*consume("epi_load"))))), ))
+    store = Role("store", "store_role", (
+        loop("tile", "tiles", *each(*consume("output", *with_c(*consume("epi_load"))))), ))
     epilogue_load = Role("epilogue_load", "epilogue_load_role", (
         loop("tile", "tiles", *consume("load_order"), *each(*produce("epi_load"))), Drain("epi_load")))
     return (mma, load, store) + ((epilogue_load, ) if has_c else ())
