@@ -82,7 +82,12 @@ quarters of LARGE_16BIT, so they fill waves that its tiles leave short. 192x128 
 for 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
 (bench/results/pieced-tiles-h100.json)."""
 PIECED_MIN_GAIN = 1.05
-"""config_for takes a pieced tile where LARGE_16BIT (static or stream-K) is predicted at least this much slower."""
+"""config_for takes a pieced tile where LARGE_16BIT's static waves are predicted at least this much slower."""
+PIECED_OVER_STREAMK_GAIN = 1.0
+"""... and where LARGE_16BIT under stream-K is predicted no faster: stream-K's prediction is the less reliable one (it
+ran up to 1.26x its predicted time, the pieced tiles within 0.96-1.04: bench/results/streamk-choice-h100.json,
+small-m-survey-h100.json). It moves 9 of 128 shapes of an LLM-like grid, which measured 0.98-1.24x stream-K there
+(median 1.04; 512x11008x4096 1.24, 1536x4096x11008 1.22; pieced-vs-streamk-h100.json; docs/perf-log.md row 66)."""
 MIN_WAVE_EFFICIENCY = 0.75
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
@@ -165,8 +170,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
-    every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted
-    PIECED_MIN_GAIN faster than the largest tile under its schedule, for a 16-bit D and rows on 32-byte sectors; the
+    every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
+    the largest tile under its schedule (pieced_config), for a 16-bit D and rows on 32-byte sectors; the
     largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT) where it runs static. An fp32 C with a 16-bit D
     (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
@@ -183,16 +188,17 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
     if cfg == LARGE_16BIT and aligned:
-        cfg = pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms)) or cfg
+        cfg = pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms), schedule) or cfg
     return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
 
 
-def pieced_config(M: int, N: int, K: int, sms: int, large_us: float) -> MatmulConfig | None:
-    """The PIECED_16BIT tile (static: its only schedule) predicted PIECED_MIN_GAIN faster than LARGE_16BIT's
-    `large_us` under its own schedule, if any (the first of the fastest). Rows off 32-byte sectors are left to the
-    cluster that measured faster there."""
+def pieced_config(M: int, N: int, K: int, sms: int, large_us: float, schedule: str = "static") -> MatmulConfig | None:
+    """The PIECED_16BIT tile (static: its only schedule) predicted faster than LARGE_16BIT's `large_us` under its
+    `schedule` by PIECED_MIN_GAIN (static) or PIECED_OVER_STREAMK_GAIN (stream-K), if any (the first of the fastest).
+    Rows off 32-byte sectors are left to the cluster that measured faster there."""
     best = min(PIECED_16BIT, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms))
-    return best if large_us >= PIECED_MIN_GAIN * predict_us(M, N, K, best, "static", sms) else None
+    gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
+    return best if large_us >= gain * predict_us(M, N, K, best, "static", sms) else None
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
