@@ -49,8 +49,9 @@ def halvings(parts):
 
 @gluon.jit
 def column_part(d, j: gl.constexpr, PARTS: gl.constexpr):
-    """Column part j of d's PARTS equal parts, split off in registers (each halving a reshape and a split, which
-    move no data: an accumulator holds its columns in registers); d itself when PARTS is 1."""
+    """Column part j of d's PARTS equal parts (d itself when PARTS is 1), each halving a reshape and a split. They move
+    no data where the halved column bits are register bits: in a wgmma accumulator whose warps split its rows, every
+    column bit from 3 up (parts of 8 columns or more)."""
     part = d
     for level in gl.static_range(halvings(PARTS)):
         half = gl.split(part.reshape([part.shape[0], 2, part.shape[1] // 2]).permute((0, 2, 1)))

@@ -106,8 +106,9 @@ def _cta_rank():
 def _split(acc, COUNT: gl.constexpr):
     """A register tile as COUNT sub-tiles without moving data: its even and its odd columns where COUNT is 2, since
     column bit 0 of the wgmma layout is a register bit at every tile width (even at 8 columns); COUNT contiguous
-    column parts where it is more, which a wide tile (64 columns a part or more) also holds in registers. The slot
-    keeps them as COUNT planes; only the finisher reads it, through the same split."""
+    column parts where it is more (D in sub-tiles: parts of 32 columns of a 256-wide tile, whose column bits from 3
+    up are register bits too). The slot keeps them as COUNT planes; only the finisher reads it, through the same
+    split."""
     BM: gl.constexpr = acc.shape[0]
     BN: gl.constexpr = acc.shape[1]
     if COUNT == 2:
