@@ -92,6 +92,16 @@ MIN_WAVE_EFFICIENCY = 0.75
 STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
 
+STREAMK_FEW_ROWS = 4
+STREAMK_FEW_ROWS_COST = 1.17
+"""Where a large-M grid has at most STREAMK_FEW_ROWS rows of tiles, predict_us counts a stream-K split k-step as this
+many: at M = 512 in 128-row tiles stream-K ran 1.26, 1.19 and 1.05x its predicted time (mean 1.17) on all three shapes
+measured, while static waves ran 0.90-0.94x theirs (bench/results/streamk-choice-h100.json, small-m-survey-h100.json).
+Few rows of tiles share each B panel among few tiles, which the static order reads once a wave and split units out
+of step (the likely cause; not measured apart). It moves config_for's choice to a pieced tile at M = 320 and 384 with
+N = 14336 and 13824 (pieced_config), 1.18-1.24x faster (streamk-few-rows-h100.json; docs/perf-log.md row 68);
+schedule_for keeps its own arithmetic (moving it sent some grids to the wave heuristic's 128x128 or 64x128 tiles)."""
+
 STREAMK_FIXUP_US = 10.0
 """What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
 (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
@@ -162,6 +172,13 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     whole = -(-tiles // sms) * tile_us(cfg, K)
     split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US + 2 * UNIT_FILL_US
     return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
+
+
+def streamk_step_cost(M: int, N: int, cfg: MatmulConfig) -> float:
+    """What predict_us counts a stream-K k-step against a static one on a large-M grid (STREAMK_FEW_ROWS_COST where it
+    has few rows of tiles, else 1); small M keeps its own calibration (SWAP_FLOOR_US, split-K's fixup)."""
+    rows = -(-(N if cfg.swap_ab else M) // cfg.tile_m)
+    return STREAMK_FEW_ROWS_COST if M > DECODE_M and rows <= STREAMK_FEW_ROWS else 1.0
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
@@ -266,7 +283,10 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sm
     programs = schedule_programs(M, N, K, cfg, sms, schedule)
     if KERNEL_SCHEDULE.get(schedule, schedule) == "streamk":
         dp_tiles, ragged = streamk_split(tiles, programs)
-        steps = dp_tiles // programs * k_tiles + -(-(tiles - dp_tiles) * k_tiles // programs)
+        split = -(-(tiles - dp_tiles) * k_tiles // programs)
+        if schedule == "streamk":  # split-K (small M) keeps its own calibration
+            split *= streamk_step_cost(M, N, cfg)
+        steps = dp_tiles // programs * k_tiles + split
         fixup = streamk_fixup_us(cfg, tiles - dp_tiles, programs) if ragged else 0.0
     else:
         steps, fixup = -(-tiles // programs) * k_tiles, 0.0
