@@ -108,13 +108,16 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
         assert configs.schedule_for(*shape, LARGE_16BIT, 132) == "streamk", shape
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0], shape
     large_us = configs.predict_us(1536, 4096, 11008, LARGE_16BIT, "streamk", 132)
-    assert configs.pieced_config(1536, 4096, 11008, 132, large_us) is None  # not 5% faster, as against static waves
+    assert configs.static_alternative(1536, 4096, 11008, 132, large_us) is None  # not 5% faster than static waves
     # a grid of at most 4 rows of 128-row tiles counts stream-K's split k-steps at STREAMK_FEW_ROWS_COST (1.18-1.24x
     # measured for the pieced tile that this picks at M = 384: bench/results/streamk-few-rows-h100.json)
     assert configs.streamk_step_cost(384, 14336, LARGE_16BIT) == configs.STREAMK_FEW_ROWS_COST > 1
     assert configs.streamk_step_cost(640, 14336, LARGE_16BIT) == configs.streamk_step_cost(96, 4096, LARGE_16BIT) == 1
     assert configs.config_for(384, 14336, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
     assert configs.config_for(384, 12288, 4096, torch.bfloat16, torch.bfloat16, True, 0) == LARGE_16BIT  # stream-K
+    # against stream-K the largest tile's own static waves (D in sub-tiles) count too: 1.23x at 256x28672x8192
+    assert configs.config_for(256, 28672, 8192, torch.bfloat16, torch.bfloat16, True, 0) == configs.LARGE_SUBTILED_16BIT
+    assert configs.schedule_for(256, 28672, 8192, configs.LARGE_SUBTILED_16BIT, 132) == "static"
     for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560), (5120, 5120, 2560)):
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0))).pieced, shape

@@ -99,7 +99,7 @@ many: at M = 512 in 128-row tiles stream-K ran 1.26, 1.19 and 1.05x its predicte
 measured, while static waves ran 0.90-0.94x theirs (bench/results/streamk-choice-h100.json, small-m-survey-h100.json).
 Few rows of tiles share each B panel among few tiles, which the static order reads once a wave and split units out
 of step (the likely cause; not measured apart). It moves config_for's choice to a pieced tile at M = 320 and 384 with
-N = 14336 and 13824 (pieced_config), 1.18-1.24x faster (streamk-few-rows-h100.json; docs/perf-log.md row 68);
+N = 14336 and 13824 (static_alternative), 1.18-1.24x faster (streamk-few-rows-h100.json; docs/perf-log.md row 68);
 schedule_for keeps its own arithmetic (moving it sent some grids to the wave heuristic's 128x128 or 64x128 tiles)."""
 
 STREAMK_FIXUP_US = 10.0
@@ -160,8 +160,9 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     is never picked: with equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M)
     takes the schedule of least predicted time instead (schedule_by_time), split-K included. A cluster config's
     programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs. A pieced tile
-    (PIECED_16BIT) runs static: stream-K is not built for it."""
-    if cfg.pieced:
+    (PIECED_16BIT) runs static: stream-K is not built for it; so does D in sub-tiles (LARGE_SUBTILED_16BIT): under
+    stream-K it gains nothing over the whole output stage (docs/perf-log.md rows 62, 67)."""
+    if cfg.pieced or cfg.epilogue_n is not None:
         return "static"
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)
@@ -188,8 +189,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
-    the largest tile under its schedule (pieced_config), for a 16-bit D and rows on 32-byte sectors; the
-    largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT) where it runs static. An fp32 C with a 16-bit D
+    the largest tile under its schedule (static_alternative: under stream-K also its own static waves with D in
+    sub-tiles), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles
+    (LARGE_SUBTILED_16BIT) wherever it runs static. An fp32 C with a 16-bit D
     (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
@@ -205,15 +207,19 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
     if cfg == LARGE_16BIT and aligned:
-        cfg = pieced_config(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms), schedule) or cfg
+        cfg = static_alternative(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms), schedule) or cfg
     return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
 
 
-def pieced_config(M: int, N: int, K: int, sms: int, large_us: float, schedule: str = "static") -> MatmulConfig | None:
-    """The PIECED_16BIT tile (static: its only schedule) predicted faster than LARGE_16BIT's `large_us` under its
-    `schedule` by PIECED_MIN_GAIN (static) or PIECED_OVER_STREAMK_GAIN (stream-K), if any (the first of the fastest).
-    Rows off 32-byte sectors are left to the cluster that measured faster there."""
-    best = min(PIECED_16BIT, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms))
+def static_alternative(M: int, N: int, K: int, sms: int, large_us: float, schedule: str = "static"
+                       ) -> MatmulConfig | None:
+    """The static tile config_for takes instead of LARGE_16BIT under `schedule` (its predicted time `large_us`), if
+    any: a PIECED_16BIT tile predicted PIECED_MIN_GAIN faster than static waves, or, against stream-K, the fastest
+    predicted of the pieced tiles and LARGE_SUBTILED_16BIT's own static waves where predicted no slower
+    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (192x128). Rows off 32-byte sectors are left to the cluster that
+    measured faster there."""
+    options = PIECED_16BIT + ((LARGE_SUBTILED_16BIT, ) if schedule == "streamk" else ())
+    best = min(options, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
     return best if large_us >= gain * predict_us(M, N, K, best, "static", sms) else None
 
