@@ -189,8 +189,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
-    the largest tile under its schedule (static_alternative: under stream-K also its own static waves with D in
-    sub-tiles), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles
+    the chosen tile under its schedule (static_alternative: against 128x256 under stream-K also its own static waves
+    with D in sub-tiles; against 128x128 and 64x128 1.13-1.73x faster on all 23 grid shapes it moved, perf-log row
+    70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles
     (LARGE_SUBTILED_16BIT) wherever it runs static. An fp32 C with a 16-bit D
     (`own_source`) needs its own smaller tiles."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
@@ -206,22 +207,22 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     pair = replace(cfg, cluster_m=2)
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
-    if cfg == LARGE_16BIT and aligned:
-        cfg = static_alternative(M, N, K, sms, predict_us(M, N, K, cfg, schedule, sms), schedule) or cfg
+    if aligned and LARGE_16BIT in candidates:  # 16-bit D without an fp32 C: the pieced tiles may take over
+        cfg = static_alternative(M, N, K, sms, cfg, schedule if cfg == candidates[0] else
+                                 schedule_for(M, N, K, cfg, sms)) or cfg
     return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
 
 
-def static_alternative(M: int, N: int, K: int, sms: int, large_us: float, schedule: str = "static"
-                       ) -> MatmulConfig | None:
-    """The static tile config_for takes instead of LARGE_16BIT under `schedule` (its predicted time `large_us`), if
-    any: a PIECED_16BIT tile predicted PIECED_MIN_GAIN faster than static waves, or, against stream-K, the fastest
-    predicted of the pieced tiles and LARGE_SUBTILED_16BIT's own static waves where predicted no slower
+def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
+    """The static tile config_for takes instead of its choice `cfg` under `schedule`, if any: a PIECED_16BIT tile
+    predicted PIECED_MIN_GAIN faster than static waves of cfg, or, against stream-K, the fastest predicted of the
+    pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
     (PIECED_OVER_STREAMK_GAIN). Ties go to the first (192x128). Rows off 32-byte sectors are left to the cluster that
     measured faster there."""
-    options = PIECED_16BIT + ((LARGE_SUBTILED_16BIT, ) if schedule == "streamk" else ())
-    best = min(options, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms))
+    options = PIECED_16BIT + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
+    best = min(options, key=lambda option: predict_us(M, N, K, option, "static", sms))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
-    return best if large_us >= gain * predict_us(M, N, K, best, "static", sms) else None
+    return best if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms) else None
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
