@@ -104,7 +104,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         source_dtype = None if source is None else source.dtype
         cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype, schedule)
     else:
-        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source)
+        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, scheduler)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
     check_cluster(cfg, schedule, arch, source is not None)
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major

@@ -183,7 +183,7 @@ def streamk_step_cost(M: int, N: int, cfg: MatmulConfig) -> float:
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False) -> MatmulConfig:
+               device: int, own_source: bool = False, scheduler: str | None = None) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
@@ -191,9 +191,10 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
     the chosen tile under its schedule (static_alternative: against 128x256 under stream-K also its own static waves
     with D in sub-tiles; against 128x128 and 64x128 1.13-1.73x faster on all 23 grid shapes it moved, perf-log row
-    70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles
-    (LARGE_SUBTILED_16BIT) wherever it runs static. An fp32 C with a 16-bit D
-    (`own_source`) needs its own smaller tiles."""
+    70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
+    wherever it runs static. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the
+    caller asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for
+    them)."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None:
         return cached
@@ -207,7 +208,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     pair = replace(cfg, cluster_m=2)
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
-    if aligned and LARGE_16BIT in candidates:  # 16-bit D without an fp32 C: the pieced tiles may take over
+    if aligned and LARGE_16BIT in candidates and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
         cfg = static_alternative(M, N, K, sms, cfg, schedule if cfg == candidates[0] else
                                  schedule_for(M, N, K, cfg, sms)) or cfg
     return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
