@@ -128,7 +128,8 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     assert configs.config_for(320, 4096, 4096, torch.bfloat16, torch.bfloat16, True, 0) == configs.MEDIUM
     assert not configs.config_for(640, 4096, 11008, torch.bfloat16, torch.float32, True, 0).pieced
     for scheduler in ("streamk", "splitk"):  # asked for by the caller: not built for a pieced tile
-        assert not configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0, False, scheduler).pieced
+        chosen = configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0, False, scheduler)
+        assert not chosen.pieced, scheduler
     assert configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0, scheduler="dynamic").pieced
     for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560), (5120, 5120, 2560)):
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
