@@ -56,6 +56,11 @@ class MatmulConfig:
         """Whether a CTA's tile has a side of 192, held as power-of-two pieces (pipeline/pieces.py)."""
         return TilePieces(self.block_m, self.block_n).pieced
 
+    @property
+    def epilogue_cols(self) -> int:
+        """Columns the epilogue writes at a time, an output stage's: epilogue_n, or the whole tile's."""
+        return self.epilogue_n or self.tile_n
+
     def tiling(self) -> dict[str, tuple[int, int] | int | None]:
         """matmul_kernel's TILE and EPILOGUE_N: the tile where its descriptors' blocks do not give it (a pieced tile,
         or D in sub-tiles), and D's sub-tile columns."""
@@ -209,8 +214,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
     if aligned and LARGE_16BIT in candidates and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
-        cfg = static_alternative(M, N, K, sms, cfg, schedule if cfg == candidates[0] else
-                                 schedule_for(M, N, K, cfg, sms)) or cfg
+        cfg = static_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
     return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
 
 

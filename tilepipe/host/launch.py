@@ -250,8 +250,7 @@ def partial_descriptor(area: torch.Tensor | None, cfg: MatmulConfig, out_dtype: 
         return None
     from tilepipe.pipeline.partials import partial_box
 
-    box = partial_box(cfg.tile_m, cfg.epilogue_n or cfg.tile_n, out_dtype.itemsize * 8)  # an output stage's bytes
-    return tensor_descriptor(area, box, cfg.cluster.c)
+    return tensor_descriptor(area, partial_box(cfg.tile_m, cfg.epilogue_cols, out_dtype.itemsize * 8), cfg.cluster.c)
 
 
 _TICKETS: dict[tuple[int, int], tuple[TmaOperand, torch.Tensor]] = {}

@@ -91,8 +91,8 @@ def partial_signature(cfg, c_dtype: str, schedule: str) -> str:
 
     if schedule != "streamk":
         return "constexpr"
-    box = partial_box(cfg.tile_m, cfg.epilogue_n or cfg.tile_n, dtype_of(c_dtype).primitive_bitwidth)
-    return tile_desc("fp32", box, cfg.cluster.c)
+    return tile_desc("fp32", partial_box(cfg.tile_m, cfg.epilogue_cols, dtype_of(c_dtype).primitive_bitwidth),
+                     cfg.cluster.c)
 
 
 def ticket_signature(cfg, schedule: str) -> str:

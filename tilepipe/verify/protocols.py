@@ -167,7 +167,7 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     cfg = replace(cfg, block_m=args["tile"][0], block_n=args["tile"][1]) if "tile" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
-    subtiles = cfg.block_n // (cfg.epilogue_n or cfg.block_n)
+    subtiles = cfg.tile_n // cfg.epilogue_cols
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk",
@@ -505,11 +505,9 @@ def unchecked_reason(variant: Variant) -> str | None:
 def covering_kernel(variant: Variant) -> str:
     """The Protocol.kernel name that covers a checked catalogue variant."""
     schedule = variant.options.get("schedule", "static")
-    if "epilogue_n" in variant.options:  # D in sub-tiles: its epilogue's protocol in LARGE_SUBTILED_16BIT's config
-        plain = variant.name.replace(" subtiled", "")
-        return plain if schedule != "static" else plain.rsplit(" ", 1)[0]
     if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
         if schedule == "dynamic" and "cluster" in variant.options and variant.options.get("has_c"):
             return variant.name.replace("+C ", "")  # the plain cluster's scheduler ring: cluster_dynamic_protocols
-        return variant.name if schedule != "static" else variant.name.rsplit(" ", 1)[0]  # variant's own
+        name = variant.name.replace(" subtiled", "")  # D in sub-tiles: its epilogue's protocols in their config's
+        return name if schedule != "static" else name.rsplit(" ", 1)[0]  # variant's own
     return f"{variant.kernel} streamk" if schedule == "streamk" else variant.kernel  # FP8: stream-K adds a role
