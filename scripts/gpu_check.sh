@@ -8,8 +8,8 @@
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
 # names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
 # `shapes` (issue 20, about 5 minutes): `python -m tilepipe bench --shapes`
-# (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled and FP8
-# stream-K GPU cases, one process each.
+# (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled,
+# ping-pong and FP8 stream-K GPU cases, one process each.
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
@@ -50,7 +50,7 @@ if [ "$part" = shapes ]; then
                 "fp8_cases tensor e4m3 e4m3 bf16" "matmul_cases swap 64 static bf16" "matmul_cases swap 64 splitk fp32" \
                 "fp8_cases tensor e4m3 e4m3 bf16 swap-static" "fp8_cases row e4m3 e5m2 fp32 swap-splitk" \
                 "matmul_cases narrow bf16 bf16 kmajor" "matmul_cases pieced bf16 bf16 kmajor static" \
-                "matmul_cases subtiled bf16 bf16 kmajor static"; do
+                "matmul_cases subtiled bf16 bf16 kmajor static" "matmul_cases pingpong bf16 bf16 kmajor"; do
         set -- $case
         # printf's leading newline: triton 3.9's exit notes end without one
         (timeout 100 python3 -m "tests.gpu.$1" "${@:2}" > "$out/${case// /_}.log" 2>&1; printf '\nexit=%s\n' $? >> "$out/${case// /_}.log") &

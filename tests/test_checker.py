@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from tilepipe.host.configs import LARGE_16BIT, MEDIUM, MatmulConfig
-from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_SWAP,
+from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SWAP,
                                        shipped_variants)
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait, check,
@@ -67,7 +67,7 @@ def test_every_shipped_kernel_passes(shipped):
     assert all(r.traced and r.cases >= 2 and r.states > 0 for r in shipped)
     kernels = {r.kernel for r in shipped}
     assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *MATMUL_SWAP, *(f"{c} streamk" for c in MATMUL_CLUSTERS),
-                       *MATMUL_PIECED, *(f"{p} dynamic" for p in MATMUL_PIECED),
+                       *MATMUL_PIECED, *(f"{p} dynamic" for p in MATMUL_PIECED), *MATMUL_PINGPONG,
                        *(f"{c} dynamic" for c, options in MATMUL_CLUSTERS.items() if not options.get("has_c")),
                        *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
                          for schedule in ("dynamic", "streamk")),

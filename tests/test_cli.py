@@ -39,9 +39,11 @@ def test_report_lists_every_kernel_with_its_resources(report):
     rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel",
                                                        "scaled_matmul_kernel", "blockwise_matmul_kernel",
                                                        "sm100_matmul_kernel"))]
-    matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel"]  # each at one tile, + 3 tiles
+    matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel" and "pingpong" not in v.options]
+    pingpong = [line for line in lines if line.startswith("matmul_pingpong_kernel")]  # its own kernel: plain, +bias
+    assert len(pingpong) == 2 and all("TILE=(128, 128)" in row and "EPILOGUE_N=64" in row for row in pingpong)
     assert sum("sm_100a" in row for row in rows) >= 3
-    assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 3
+    assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 3  # each at one tile, + 3
     assert sum("TILE=" in row for row in rows) == sum(  # pieced tiles and D in sub-tiles
         "tile" in v.options or "epilogue_n" in v.options for v in matmul_variants) > 0
     assert sum("EPILOGUE_N=64" in row for row in rows) == sum("epilogue_n" in v.options for v in matmul_variants) > 0

@@ -93,11 +93,12 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     (3.75 against 4.0); 2304x2816x8192: 216 tiles of 192x128 in two waves against 128x256 under stream-K (both
     measured faster: bench/results/pieced-tiles-h100.json); and where 128x256 runs stream-K predicted no faster. Not
     with an fp32 C, not off 32-byte sectors (the 2x1 cluster's), and not where the largest tile's waves are full or its
-    stream-K is predicted faster (5120x5120x2560)."""
+    stream-K is predicted faster (5120x5120x2560). With C (the ping-pong tile, which takes 1536x8960x1536 without C,
+    takes none)."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((1536, 8960, 1536), (2304, 2816, 8192)):
-        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0], shape
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_16BIT[0], shape
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, own_source=True))).pieced
         assert configs.schedule_for(*shape, PIECED_16BIT[0], 132) == "static"
@@ -125,7 +126,7 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     # measured best) nor for an fp32 D
     assert configs.choose_config(640, 4096, torch.bfloat16, 132) == configs.SMALL
     assert configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
-    assert configs.config_for(320, 4096, 4096, torch.bfloat16, torch.bfloat16, True, 0) == configs.MEDIUM
+    assert configs.config_for(320, 4096, 4096, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == configs.MEDIUM
     assert not configs.config_for(640, 4096, 11008, torch.bfloat16, torch.float32, True, 0).pieced
     for scheduler in ("streamk", "splitk"):  # asked for by the caller: not built for a pieced tile
         chosen = configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0, False, scheduler)

@@ -85,7 +85,7 @@ def test_wgmma_consumer_with_release_lag():
 def _marked_line(bug: str) -> str:
     path = Path(misuse_kernels.__file__)
     for number, line in enumerate(path.read_text().splitlines(), 1):
-        if line.rstrip().endswith(f"# BUG:{bug}"):
+        if re.search(rf"#.*\bBUG:{bug}\b", line):
             return f"{path}:{number}"
     raise AssertionError(f"no marker for {bug}")
 
@@ -103,6 +103,11 @@ MISUSE_MESSAGES = {
                      r"\(partition 2\)' \({line}\)",
     "lag_too_deep": r"pipeline 'misuse': a release lag of 1 needs at least 2 stages \(has 1\)",
     "with_on_expression": r"needs the pipeline in a plain local variable",
+    "turn_alone": r"pipeline 'misuse' declares 1 consumer arrival\(s\) per stage, but 3/2 role\(s\) signal its "
+                  r"'empty' barriers: 'misuse_consumer \(partition 0\)' \({line}\), 'misuse_consumer "
+                  r"\(partition 2\)' \({line}\) taking 2 turns",
+    "pass_over_untaken": r"pipeline 'misuse': pass_over\(\) skips other roles' turns; declare them with "
+                         r"taking_turns\(\)",
 }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_16BIT, MEDIUM_FP32_SOURCE, PIECED_16BIT,
+                                   PINGPONG_16BIT,
                                    SM100_BLOCK_SCALED_CONFIGS, SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS,
                                    SMALL, fp8_configs, sm100_block_scaled_fitted, sm100_blockwise_config,
                                    sm100_fitted, small_m_configs, swap_config)
@@ -40,6 +41,7 @@ def report() -> int:
     specs += [matmul_spec(swap_config(32, torch.bfloat16) if "swap_ab" in v.options else
                           PIECED_16BIT[0] if "tile" in v.options else  # its stages; the variant's own tile
                           LARGE_SUBTILED_16BIT if "epilogue_n" in v.options else
+                          PINGPONG_16BIT if "pingpong" in v.options else
                           MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
                           **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]

@@ -8,6 +8,7 @@ split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB t
 `... narrow bf16 bf16 kmajor`: the 64x64 tile of M = 65-128, as chosen and forced.
 `... pieced bf16 bf16 kmajor static`: tiles with a side of 192 (power-of-two pieces), as chosen and forced.
 `... subtiled bf16 bf16 kmajor static`: the 128x256 tile with D written in sub-tiles, as chosen and forced.
+`... pingpong bf16 bf16 kmajor`: two MMA warpgroups taking turns at 128x128 tiles, as chosen and forced.
 `... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
@@ -79,19 +80,21 @@ def run_splitk(dtype: str, out_dtype: str, layout: str) -> dict:
 
 RESIDUAL_SHAPES = [(1, 256, 64), (129, 200, 63), (300, 513, 1000), (1000, 1, 64), (2048, 2048, 256), (133, 131, 7)]
 SCALARS = [(1.0, 1.0), (0.5, -2.0), (0.0, 1.5), (1.25, 0.0)]
+RESIDUAL_MODES = ("separate", "fp32_c", "in_place", "addmm_bias", "bias_row", "addmm_column")
 
 
 def run_residual(dtype: str, out_dtype: str, layout: str, config: tilepipe.MatmulConfig | None = None,
-                 scheduler: str | None = None) -> dict:
+                 scheduler: str | None = None, modes: tuple[str, ...] = RESIDUAL_MODES,
+                 shapes: list[tuple[int, int, int]] = RESIDUAL_SHAPES) -> dict:
     """D = alpha * a @ b + beta * C: C of D's dtype, fp32 C with a 16-bit D, C aliasing D (in place), a bias row
-    through addmm and through matmul (C = bias.expand), and addmm with a bias column (staged copy); `config` and
-    `scheduler` forced where the call takes them (not addmm's, not fp32 C's)."""
+    through addmm and through matmul (C = bias.expand), and addmm with a bias column (staged copy), or the `modes`
+    given; `config` and `scheduler` forced where the call takes them (not addmm's, not fp32 C's)."""
     torch.manual_seed(1)
     failures, worst = [], 0.0
     tol = TOLERANCE[DTYPES[out_dtype]]
-    for M, N, K in RESIDUAL_SHAPES:
+    for M, N, K in shapes:
         for alpha, beta in SCALARS:
-            for mode in ("separate", "fp32_c", "in_place", "addmm_bias", "bias_row", "addmm_column"):
+            for mode in modes:
                 if mode == "fp32_c" and out_dtype == "fp32" or mode.startswith("addmm") and out_dtype != dtype:
                     continue  # fp32 C is the separate case for an fp32 D; addmm keeps mat1's dtype
                 a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
@@ -224,8 +227,8 @@ def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
     results = [run(dtype, out_dtype, layout, PIECED_SHAPES, scheduler=scheduler, config=cfg) for cfg in configs]
     results += [run_residual(dtype, out_dtype, layout, cfg, scheduler) for cfg in configs]
     chosen = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
-                        torch.cuda.current_device())
-    results.append(run(dtype, out_dtype, layout, PIECED_SHAPES[:1]))
+                        torch.cuda.current_device(), has_c=True)  # without C the ping-pong tile takes this shape
+    results.append(run_residual(dtype, out_dtype, layout, modes=("separate", ), shapes=PIECED_SHAPES[:1]))
     a = torch.randn(256, 256, device="cuda", dtype=DTYPES[dtype])
     try:
         tilepipe.matmul(a, a, c=a.float(), beta=1.0, config=configs[0])
@@ -261,6 +264,40 @@ def run_subtiled(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dic
             "failures": [f for r in results for f in r["failures"]][:8]}
 
 
+PINGPONG_SHAPES = [(1536, 8960, 1536), (333, 517, 200), (129, 200, 63), (1, 256, 64), (4096, 264, 520),
+                   (257, 4096, 128), (2048, 2048, 256), (128, 128, 4096), (7, 8, 8), (1000, 3000, 555)]
+"""Ragged and whole 128x128 tiles: programs with one tile (turn 1 idle), with odd and even tile counts (the turns
+end one tile apart), a long K; 1536x8960x1536 is where matmul's own choice is the ping-pong tile."""
+
+
+def run_pingpong(dtype: str, out_dtype: str, layout: str) -> dict:
+    """PINGPONG_16BIT (D in 128x64 sub-tiles) and its whole-stage form forced on PINGPONG_SHAPES, plain and with a bias
+    row under every alpha/beta pair; matmul's own choice at 1536x8960x1536, which must be it, and there with a C tile,
+    which must not (and is checked); a forced ping-pong config with C must raise ValueError naming `c`."""
+    from tilepipe.host.configs import PINGPONG_16BIT, config_for
+
+    configs = (PINGPONG_16BIT, tilepipe.MatmulConfig(128, 128, 64, stages=5, num_warps=4, pingpong=True))
+    results = [run(dtype, out_dtype, layout, PINGPONG_SHAPES, scheduler="static", config=cfg) for cfg in configs]
+    results += [run_residual(dtype, out_dtype, layout, cfg, "static", ("bias_row", ), PINGPONG_SHAPES[1:3])
+                for cfg in configs]
+    device = torch.cuda.current_device()
+    chosen = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor", device)
+    with_c = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor", device, has_c=True)
+    results += [run(dtype, out_dtype, layout, PINGPONG_SHAPES[:1]),
+                run_residual(dtype, out_dtype, layout, modes=("separate", ), shapes=PINGPONG_SHAPES[:1])]
+    a = torch.randn(256, 256, device="cuda", dtype=DTYPES[dtype])
+    try:
+        tilepipe.matmul(a, a, c=a, beta=1.0, config=PINGPONG_16BIT)
+        refused = False
+    except ValueError as exc:
+        refused = str(exc).startswith("c:")
+    ok = all(r["ok"] for r in results) and chosen == PINGPONG_16BIT and not with_c.pingpong and refused
+    return {"case": f"pingpong {dtype}->{out_dtype} b={layout}", "ok": ok, "chosen": str(chosen),
+            "chosen_with_c": str(with_c), "refused_c": refused,
+            "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]][:8]}
+
+
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
     """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIGS: a 2x1 cluster, cta_group::2 MMAs) forced
     on every shape, ragged ones included."""
@@ -274,7 +311,7 @@ if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
                "swap": run_swap, "pair": run_pair, "narrow": run_narrow, "pieced": run_pieced,
-               "subtiled": run_subtiled}
+               "subtiled": run_subtiled, "pingpong": run_pingpong}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

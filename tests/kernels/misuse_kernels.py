@@ -7,7 +7,7 @@ from tilepipe.pipeline.ring import ProducerConsumerPipeline
 from tilepipe.pipeline.roles import warp_specialize
 
 BUGS = ["never_released", "released_twice", "released_in_branch", "no_signal", "dropped_release",
-        "arrival_count", "lag_too_deep", "with_on_expression"]
+        "arrival_count", "lag_too_deep", "with_on_expression", "turn_alone", "pass_over_untaken"]
 
 
 @gluon.jit
@@ -40,15 +40,19 @@ def misuse_producer(pipe: ProducerConsumerPipeline, n, BUG: gl.constexpr):
 
 
 @gluon.jit
-def misuse_consumer(pipe: ProducerConsumerPipeline, n, BUG: gl.constexpr):
+def misuse_consumer(pipe: ProducerConsumerPipeline, n, BUG: gl.constexpr, TAKES_TURNS: gl.constexpr = False):
     if BUG == "lag_too_deep":
         pipe = pipe.with_release_lag(1)  # BUG:lag_too_deep
+    if BUG == "turn_alone" and TAKES_TURNS:  # the other consumer role does not say it takes turns
+        pipe = pipe.taking_turns(2)
+    if BUG == "pass_over_untaken":
+        pipe = pipe.pass_over(n)  # BUG:pass_over_untaken
     for i in range(n):
         if BUG == "with_on_expression":
             with pipe.with_release_lag(0).consume() as stage:  # BUG:with_on_expression
                 pass
         else:
-            with pipe.consume() as stage:  # BUG:arrival_count
+            with pipe.consume() as stage:  # BUG:arrival_count BUG:turn_alone
                 pass
 
 
@@ -57,9 +61,9 @@ def misuse_kernel(n, BUG: gl.constexpr):
     """One producer and two consumer roles over a 1-stage pipeline that declares one consumer arrival."""
     pipe = ProducerConsumerPipeline.create(1, consumer_arrivals=1, name="misuse", producer_proxy="generic",
                                            consumer_proxy="generic")
-    consumers: gl.constexpr = 2 if BUG == "arrival_count" else 1
+    consumers: gl.constexpr = 2 if BUG == "arrival_count" or BUG == "turn_alone" else 1
     if consumers == 2:
         warp_specialize([(misuse_consumer, (pipe, n, BUG)), (misuse_producer, (pipe, n, BUG)),
-                         (misuse_consumer, (pipe, n, BUG))], [1, 4], [48, 48])
+                         (misuse_consumer, (pipe, n, BUG, True))], [1, 4], [48, 48])
     else:
         warp_specialize([(misuse_consumer, (pipe, n, BUG)), (misuse_producer, (pipe, n, BUG))], [1], [48])

@@ -104,13 +104,15 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         source_dtype = None if source is None else source.dtype
         cfg = config or sm100_config(M, N, a.dtype, out_dtype, sm_count(device), source_dtype, schedule)
     else:
-        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, scheduler)
+        cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, scheduler,
+                                   source is not None)
         schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
     check_cluster(cfg, schedule, arch, source is not None)
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
     check_swap_ab(cfg, b_kmajor, arch)
     check_pieced(cfg, schedule, arch, own_source, out_dtype)
     check_subtiles(cfg, arch)
+    check_pingpong(cfg, schedule, arch, source is not None)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
                                    probe, arch)
@@ -226,6 +228,25 @@ def check_subtiles(cfg: MatmulConfig, arch: str) -> None:
         raise ValueError("config.epilogue_n: D in sub-tiles is built without a pieced tile, swap-AB or a cluster")
 
 
+def check_pingpong(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool) -> None:
+    """Two MMA warpgroups taking turns (`pingpong`, kernels/matmul_pingpong.py) are built for the sm_90a GEMM's
+    power-of-two tiles, one warpgroup each (num_warps=4), under the static schedule, without C (a bias row is
+    fine), a cluster or swap-AB; anything else raises ValueError."""
+    if not cfg.pingpong:
+        return
+    if arch != "sm_90a":
+        raise ValueError(f"config.pingpong: two MMA warpgroups taking turns are built for sm_90a (Hopper) only, not "
+                         f"{arch}")
+    if cfg.num_warps != 4 or cfg.pieced or cfg.swap_ab or cfg.cluster.num_ctas > 1:
+        raise ValueError("config.pingpong is built with num_warps=4 (a warpgroup a turn), power-of-two sides, without "
+                         "swap-AB or a cluster")
+    if schedule != "static":
+        raise ValueError(f"scheduler {schedule!r}: config.pingpong runs under the static scheduler")
+    if has_c:
+        raise ValueError("c: config.pingpong takes no C tile (a bias row, c=bias.expand(M, N), is fine); pass a "
+                         "config without pingpong")
+
+
 def check_schedule(scheduler: str | None, arch: str) -> None:
     """The schedulers each GEMM has: sm_90a the SCHEDULES (split-K included), sm_100a the SM100_SCHEDULERS (cluster
     launch control exists on sm_100 only; dynamic, stream-K and split-K are not built for it yet)."""
@@ -316,10 +337,11 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     if launcher is not None:
         return launcher, grid, args
     from tilepipe.kernels.matmul import matmul_kernel, operand_blocks
+    from tilepipe.kernels.matmul_pingpong import matmul_pingpong_kernel
     from tilepipe.kernels.sm100_matmul import sm100_matmul_kernel, sm100_operand_blocks
 
     kernel, blocks = ((sm100_matmul_kernel, sm100_operand_blocks(cfg, b_kmajor)) if arch == "sm_100a"
-                      else (matmul_kernel, operand_blocks(cfg, b_kmajor)))
+                      else (matmul_pingpong_kernel if cfg.pingpong else matmul_kernel, operand_blocks(cfg, b_kmajor)))
     jit_args = (tensor_descriptor(first, *blocks["a"]), tensor_descriptor(second, *blocks["b"]),
                 tensor_descriptor(out, *blocks["c"]), tensor_descriptor(source, *blocks["c"]),
                 bias if has_bias else out, workspace if workspace is not None else out, *scalars,

@@ -24,7 +24,9 @@ class MatmulConfig:
     each CTA on its own block_m x block_n; the operand the CTAs share is loaded once and multicast. With `swap_ab`
     the kernel computes D^T = B^T A^T (B K-major): its block_m rows run along N, so a small M becomes the wgmma's
     narrow N side, and block_n columns along M. With `epilogue_n` the epilogue writes D's tile in block_m x
-    epilogue_n sub-tiles through `c_stages` output stages of that size, which leaves room for more operand stages."""
+    epilogue_n sub-tiles through `c_stages` output stages of that size, which leaves room for more operand stages.
+    With `pingpong` two MMA warpgroups of num_warps take turns, each a whole tile with `c_stages` output stages of its
+    own (kernels/matmul_pingpong.py): one's epilogue runs while the other's main loop does."""
     block_m: int
     block_n: int
     block_k: int
@@ -36,6 +38,7 @@ class MatmulConfig:
     cluster_n: int = 1
     swap_ab: bool = False
     epilogue_n: int | None = None
+    pingpong: bool = False
 
     @property
     def cluster(self) -> Cluster:
@@ -76,6 +79,11 @@ and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal 
 -2%..+3% (its partial sums travel in eight 16 KiB sub-tiles), so stream-K keeps LARGE_16BIT
 (bench/results/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
+PINGPONG_16BIT = MatmulConfig(128, 128, 64, stages=6, c_stages=1, num_warps=4, epilogue_n=64, pingpong=True)
+"""Two MMA warpgroups taking turns at 128x128 tiles (kernels/matmul_pingpong.py), D in 128x64 sub-tiles through one
+16 KiB stage a turn beside six operand stages; static, 16-bit D, no C. It hides each tile's epilogue under the other
+turn's main loop, at PINGPONG_STEP_COST a k-step: 1.06x the pieced 192x128 tile at 1536x8960x1536 and 1.01-1.15x
+matmul's earlier choice on the 19 of 40 grid shapes pingpong_alternative takes it for (perf-log row 72)."""
 LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
@@ -153,6 +161,51 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
     return (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
 
 
+EPILOGUE_STEPS = 1.64
+"""How long a cooperative tile's epilogue holds its SM's tensor core, in the tile's own k-steps (about 1.3 us at
+128x256): fitted with PINGPONG_STEP_COST to the ping-pong tile's time over matmul's choice on 40 grid shapes of equal
+waves (bench/results/pingpong-survey-h100.json: 1.03x at K = 1024, 0.98x at 2048, 0.96x at 4096). predict_us leaves it
+out (every cooperative tile pays it), so only the ping-pong comparison counts it."""
+PINGPONG_STEP_COST = 1.072
+"""A k-step of a 128x128 tile against half of one of 128x256 (the same fit): a 128-row wgmma pair reads B once per
+64 rows and lands 33% more TMA bytes per flop, which shared memory's bandwidth feels; the cooperative 128x128's too."""
+PINGPONG_MIN_GAIN = 1.02
+"""How much faster pingpong_alternative must predict the ping-pong tile (the fit's residuals are 1-3%)."""
+LARGE_FEW_ROWS_RATE = 0.86
+"""What 128x256 (D in sub-tiles) ran against its predict_us time on grids of at most STREAMK_FEW_ROWS rows of tiles
+(M <= 512): the median of bench/results/tile-rates-h100.json (perf-log row 71). Without it pingpong_alternative took
+the ping-pong tile over 128x256 at M = 320-512 and lost 3-5% there (pingpong-moves-h100.json)."""
+
+
+def mma_step_cost(cfg: MatmulConfig) -> float:
+    """What predict_us counts a k-step of `cfg` at against its full-rate flops: PINGPONG_STEP_COST for the ping-pong
+    tile, else the reciprocal of its MMA warps' MMA_EFFICIENCY."""
+    return PINGPONG_STEP_COST if cfg.pingpong else 1 / MMA_EFFICIENCY[cfg.num_warps]
+
+
+def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
+    """PINGPONG_16BIT where predicted PINGPONG_MIN_GAIN faster than `cfg` under `schedule`, whose prediction then adds
+    what predict_us leaves out of a cooperative tile: its exposed epilogues (EPILOGUE_STEPS a tile) and, for the
+    cooperative 128x128, PINGPONG_STEP_COST; on few rows of 128-row tiles it also takes row 71's measured rate of
+    128x256 there (LARGE_FEW_ROWS_RATE), and on two rows or fewer it weighs only the cooperative 128x128 (the same
+    tile: the other tiles' errors there exceed the gain). The rule moves 66 of 400 grid shapes, each measured
+    1.00-1.19x faster (bench/results/pingpong-moves-h100.json; perf-log row 72)."""
+    rows = -(-M // PINGPONG_16BIT.block_m)
+    same_tile = (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8)
+    if rows <= 2 and not same_tile:
+        return None
+    parts = predicted_parts(M, N, K, cfg, schedule, sms)
+    tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, sms, schedule))
+    step = 2.0 * cfg.block_m * cfg.block_n * cfg.block_k * mma_step_cost(cfg) / SM_FLOPS * 1e6
+    cooperative = sum(parts.values()) + tiles * EPILOGUE_STEPS * step
+    if same_tile:
+        cooperative += parts.get("mma", 0.0) * (PINGPONG_STEP_COST - 1)
+    elif rows <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
+        cooperative *= LARGE_FEW_ROWS_RATE
+    pingpong = predict_us(M, N, K, PINGPONG_16BIT, "static", sms)
+    return PINGPONG_16BIT if cooperative >= PINGPONG_MIN_GAIN * pingpong else None
+
+
 def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     """The tile scheduler matmul uses when not told (tilepipe/schedulers/): stream-K with `cfg`'s tiles where an even
     split of the k-steps plus its fixup (STREAMK_FIXUP_US) and two more pipeline fills (UNIT_FILL_US) is predicted
@@ -167,7 +220,7 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs. A pieced tile
     (PIECED_16BIT) runs static: stream-K is not built for it; so does D in sub-tiles (LARGE_SUBTILED_16BIT): under
     stream-K it gains nothing over the whole output stage (docs/perf-log.md rows 62, 67)."""
-    if cfg.pieced or cfg.epilogue_n is not None:
+    if cfg.pieced or cfg.epilogue_n is not None or cfg.pingpong:
         return "static"
     if M <= DECODE_M:
         return schedule_by_time(M, N, K, cfg, sms)
@@ -188,7 +241,8 @@ def streamk_step_cost(M: int, N: int, cfg: MatmulConfig) -> float:
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
-               device: int, own_source: bool = False, scheduler: str | None = None) -> MatmulConfig:
+               device: int, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
+               ) -> MatmulConfig:
     """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
@@ -199,9 +253,11 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
     wherever it runs static. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the
     caller asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for
-    them)."""
+    them). Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
+    that choice: a 16-bit D without C (`has_c`: a C tile of any dtype), rows on 32-byte sectors, static or no
+    scheduler asked for."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
-    if cached is not None:
+    if cached is not None and not (cached.pingpong and has_c):  # the ping-pong kernel takes no C
         return cached
     sms = sm_count(device)
     if M <= DECODE_M and not own_source:
@@ -215,7 +271,10 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
         return pair
     if aligned and LARGE_16BIT in candidates and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
         cfg = static_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
-    return LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
+    cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
+    if aligned and LARGE_16BIT in candidates and not has_c and scheduler in (None, "static"):
+        cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
+    return cfg
 
 
 def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
@@ -306,7 +365,7 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sm
     sm_bytes = SM_DRAM_BYTES_PER_US if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else SM_BYTES_PER_US
     stream = min(sm_bytes, cfg.stages * stage_bytes / LOAD_LATENCY_US)
     reads = (M + N) * K * in_bytes
-    loops = {"mma": steps * 2.0 * bm * bn * bk / (sm_flops * MMA_EFFICIENCY[cfg.num_warps]) * 1e6,
+    loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg) / sm_flops * 1e6,
              "stream": steps * stage_bytes / stream,
              "dram": (reads + M * N * out_bytes + min(reads, L2_DIRTY_BYTES)) / DRAM_BYTES_PER_US}
     bound = max(loops, key=loops.__getitem__)

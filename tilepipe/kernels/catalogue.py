@@ -48,6 +48,12 @@ MATMUL_SUBTILED = {
 }
 """matmul_kernel writing D in sub-tiles of epilogue_n columns (host/configs.py LARGE_SUBTILED_16BIT), as matmul_spec
 arguments, under every scheduler."""
+MATMUL_PINGPONG = {
+    "matmul pingpong": dict(dtype="bf16", c_dtype="bf16", pingpong=True),
+    "matmul +bias pingpong": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", pingpong=True),
+}
+"""matmul_pingpong_kernel (two MMA warpgroups taking turns, host/configs.py PINGPONG_16BIT; static, no C), as
+matmul_spec arguments."""
 PIECED_SCHEDULES = ("static", "dynamic")
 """The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
 SM100_EPILOGUES = {
@@ -81,7 +87,7 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs (static, dynamic and stream-K), swap-AB (plain and +C under
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
-    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), the sm_100a GEMM's epilogues under its
+    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain and +bias, static), the sm_100a GEMM's epilogues under its
     schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a
     FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging copy, and the pipeline examples the
     demo runs."""
@@ -95,6 +101,8 @@ def shipped_variants() -> list[Variant]:
                  for schedule in PIECED_SCHEDULES for name, options in MATMUL_PIECED.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SCHEDULERS for name, options in MATMUL_SUBTILED.items()]
+    variants += [Variant("matmul_kernel", f"{name} static", {**options, "schedule": "static"})
+                 for name, options in MATMUL_PINGPONG.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant("sm100_matmul_kernel 2-CTA", f"{name} static", options)

@@ -138,9 +138,18 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
 @gluon.jit
 def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
                B_KMAJOR: gl.constexpr):
-    """An sm_90a MMA role's main loop for one scheduler unit: a fresh accumulator, one wgmma per k-step of the unit
-    on the input stages (B transposed when K-major), the last ones retired. Returns (acc, the consumer). A pieced
-    tile (acc_layout None, pipeline/pieces.py) has a tuple of accumulators and a wgmma per piece."""
+    """An sm_90a MMA role's main loop for one scheduler unit (wgmma_steps), the last wgmmas retired. Returns (acc, the
+    consumer)."""
+    acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
+    return consumer.retire(acc)
+
+
+@gluon.jit
+def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
+                B_KMAJOR: gl.constexpr):
+    """A fresh accumulator, one wgmma per k-step of the unit on the input stages (B transposed when K-major), the last
+    ones still in flight. Returns (acc, the consumer). A pieced tile (acc_layout None, pipeline/pieces.py) has a tuple
+    of accumulators and a wgmma per piece."""
     if acc_layout is None:
         acc = piece_zeros(BM, BN, gl.num_warps())
     else:
@@ -152,4 +161,4 @@ def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_
         if B_KMAJOR:
             b = b.permute((1, 0))
         acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
-    return consumer.retire(acc)
+    return acc, consumer

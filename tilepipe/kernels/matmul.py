@@ -1,5 +1,5 @@
-"""Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's
-roles and pipelines.
+"""Warp-specialized persistent GEMM for sm_90a: D = alpha * A @ B (+ beta * C), written only with tilepipe's roles
+and pipelines; its two MMA warpgroups work on one tile together (ping-pong, one a tile each: matmul_pingpong.py).
 
 Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or stream-K scheduler, tilepipe/schedulers/):
   load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
@@ -15,8 +15,7 @@ before its epilogue (pipeline/partials.py).
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype, and then lands in the
 output stage it will be stored from, or is fp32 with a 16-bit D, and then lands in its own source stages
 (`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
-A per-column bias (HAS_BIAS: D = alpha * A @ B + beta * bias[col]) needs no C pipeline: the mma role reads the
-tile's BN bias values straight from global memory in its epilogue.
+A per-column bias (HAS_BIAS: + beta * bias[col]) needs no C pipeline: the epilogue reads it from global memory.
 Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands; every role but the epilogue's
 end is unchanged, the mma role transposing each finished tile into D's output stage.
 A tile with a side of 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as power-of-two
@@ -186,15 +185,16 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static", cluster: tuple | None = None,
-                swap_ab: bool | None = None, tile: tuple | None = None, epilogue_n: int | None = None):
-    """matmul_kernel for one configuration and scheduler as a KernelSpec (sm_90a): D of `c_dtype`, with C of
-    `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe` is PROBE, `schedule` SCHEDULE;
-    `cluster` (m, n), `swap_ab`, `tile` (block_m, block_n) and `epilogue_n` replace the configuration's."""
-    cfg = cfg if tile is None else replace(cfg, block_m=tile[0], block_n=tile[1])
-    cfg = cfg if epilogue_n is None else replace(cfg, epilogue_n=epilogue_n)
-    cfg = cfg if cluster is None else replace(cfg, cluster_m=cluster[0], cluster_n=cluster[1])
-    cfg = cfg if swap_ab is None else replace(cfg, swap_ab=swap_ab)
-    spec = gemm_spec(f"{__name__}:matmul_kernel", cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor),
-                     "sm_90a", has_c, source_dtype, bias_dtype, probe, schedule)
+                swap_ab: bool | None = None, tile: tuple | None = None, epilogue_n: int | None = None,
+                pingpong: bool | None = None):
+    """matmul_kernel (matmul_pingpong_kernel for a ping-pong config) for one configuration and scheduler as a KernelSpec
+    (sm_90a): D of `c_dtype`, with C of `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe`
+    is PROBE, `schedule` SCHEDULE; `cluster`, `swap_ab`, `tile`, `epilogue_n` and `pingpong` replace the config's."""
+    fields = dict(zip(("block_m", "block_n"), tile or ()), **dict(zip(("cluster_m", "cluster_n"), cluster or ())),
+                  epilogue_n=epilogue_n, swap_ab=swap_ab, pingpong=pingpong)
+    cfg = replace(cfg, **{name: value for name, value in fields.items() if value is not None})
+    kernel = "tilepipe.kernels.matmul_pingpong:matmul_pingpong_kernel" if cfg.pingpong else f"{__name__}:matmul_kernel"
+    spec = gemm_spec(kernel, cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor), "sm_90a", has_c,
+                     source_dtype, bias_dtype, probe, schedule)
     return replace(spec, signature={**spec.signature, "TILE": "constexpr", "EPILOGUE_N": "constexpr"},
                    constexprs={**spec.constexprs, **cfg.tiling()})

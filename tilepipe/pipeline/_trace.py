@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from triton.language.core import _unwrap_if_constexpr
 
@@ -72,6 +73,8 @@ class Session:
     stages: dict[int, StageRecord] = field(default_factory=dict)
     # (pipeline name, "full" | "empty") -> {role: first line that signalled}
     signals: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # (pipeline name, "full" | "empty") -> {role: how many roles take turns at that side (1: none)}
+    turns: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     declared: dict[str, tuple[int, int]] = field(default_factory=dict)
     pipelines: dict[str, int] = field(default_factory=dict)  # pipeline name -> number in probe trace buffers
 
@@ -120,13 +123,16 @@ def set_role(name: str | None) -> None:
         session.role = name
 
 
-def record_signal(pipeline: str, barrier: str, producer_arrivals: int, consumer_arrivals: int, semantic) -> None:
-    """Note that the current role signals `barrier` ("full" or "empty") of `pipeline`, and its declared counts."""
+def record_signal(pipeline: str, barrier: str, producer_arrivals: int, consumer_arrivals: int, semantic,
+                  turns: int = 1) -> None:
+    """Note that the current role signals `barrier` ("full" or "empty") of `pipeline`, and its declared counts;
+    `turns` roles taking turns at that side (each stage use signalled by one of them) count as one arrival."""
     session = _session()
     if session is not None and session.role is not None:
         pipeline = _unwrap_if_constexpr(pipeline)
         session.declared[pipeline] = (_unwrap_if_constexpr(producer_arrivals), _unwrap_if_constexpr(consumer_arrivals))
         session.signals.setdefault((pipeline, barrier), {}).setdefault(session.role, source_line(semantic))
+        session.turns.setdefault((pipeline, barrier), {})[session.role] = _unwrap_if_constexpr(turns)
 
 
 def pipeline_number(name: str) -> int:
@@ -196,10 +202,13 @@ def check_session(session: Session) -> None:
     for name, (producers, consumers) in session.declared.items():
         for barrier, declared, side in (("full", producers, "producer"), ("empty", consumers, "consumer")):
             roles = session.signals.get((name, barrier), {})
-            if roles and len(roles) != declared:
-                listing = ", ".join(f"'{r}' ({line})" for r, line in roles.items())
+            turns = session.turns.get((name, barrier), {})
+            arrivals = sum(Fraction(1, turns.get(role, 1)) for role in roles)  # roles taking turns share one
+            if roles and arrivals != declared:
+                listing = ", ".join(f"'{r}' ({line})" + (f" taking {turns[r]} turns" if turns.get(r, 1) > 1 else "")
+                                    for r, line in roles.items())
                 raise ProtocolError(
-                    f"pipeline '{name}' declares {declared} {side} arrival(s) per stage, but {len(roles)} role(s) "
+                    f"pipeline '{name}' declares {declared} {side} arrival(s) per stage, but {arrivals} role(s) "
                     f"signal its '{barrier}' barriers: {listing}")
 
 

@@ -90,6 +90,7 @@ class ProducerConsumerPipeline:
     name: gl.constexpr
     multicast: gl.constexpr
     pair_side: gl.constexpr
+    turns: gl.constexpr
     probe: Probe
 
     # ---- declaration --------------------------------------------------------------------------
@@ -131,7 +132,7 @@ class ProducerConsumerPipeline:
             barriers, barriers if pair is None else pair, index, phase, pending, num_stages,
             producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
             consumer_proxy == "generic" and producer_proxy == "async", name, pair is not None and not pair_side,
-            pair_side, _probe.started(_probe.off() if probe is None else probe, _semantic))
+            pair_side, 1, _probe.started(_probe.off() if probe is None else probe, _semantic))
 
     @builtin
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
@@ -167,6 +168,32 @@ class ProducerConsumerPipeline:
                 f"pipeline '{self.name.value}': a release lag of {lag} needs at least {lag + 1} stages (has "
                 f"{self.num_stages.value}); the producer could never refill the slots the consumer holds")
         return gl.aggregate_replace(self, release_lag=lag)
+
+    @builtin
+    def taking_turns(self, turns, _semantic=None):
+        """This role's side of the ring is shared by `turns` roles taking turns (each stage use is one role's, which
+        signals it alone), so the side's one declared arrival is theirs together. A role skips the others' uses
+        with pass_over(), once they acquired them (an ordering such as pipeline/turns.py keeps that true: a cursor
+        that ran ahead of the ring's phases by two would pass a parity wait on an old phase)."""
+        turns = _unwrap_if_constexpr(turns)
+        if not (isinstance(turns, int) and turns >= 1):
+            raise _trace.ProtocolError(f"pipeline '{self.name.value}': turns must be a positive int, got {turns!r}")
+        return gl.aggregate_replace(self, turns=turns)
+
+    @gluon.must_use_result("Rebind it: `pipe = pipe.pass_over(n)`.")
+    @builtin
+    def pass_over(self, count, _semantic=None):
+        """The cursor `count` stages on without using them: the uses of the other roles taking turns (taking_turns).
+        A lagged consumer passes over only with no release pending (after flush_releases)."""
+        if _unwrap_if_constexpr(self.turns) == 1:
+            raise _trace.ProtocolError(f"pipeline '{self.name.value}': pass_over() skips other roles' turns; declare "
+                                       "them with taking_turns()")
+        stages = _unwrap_if_constexpr(self.num_stages)
+        ahead = self.index.__add__(count, _semantic=_semantic)
+        laps = ahead.__floordiv__(stages, _semantic=_semantic)
+        phase = self.phase.__xor__(laps.__and__(1, _semantic=_semantic), _semantic=_semantic)
+        index = ahead.__mod__(stages, _semantic=_semantic)
+        return gl.aggregate_replace(self, index=index, phase=phase)
 
     # ---- direct API (the seed's names; no trace-time checks) -----------------------------------
 
@@ -389,7 +416,7 @@ def _signal(stage, barrier, semantic):
     """Trace-time record that this role signals `barrier` ("full" or "empty") through `stage`."""
     _trace.mark_signalled(stage.token)
     pipe = stage.pipe
-    _trace.record_signal(pipe.name, barrier, pipe.producer_arrivals, pipe.consumer_arrivals, semantic)
+    _trace.record_signal(pipe.name, barrier, pipe.producer_arrivals, pipe.consumer_arrivals, semantic, pipe.turns)
 
 
 def _check_unlagged(pipe, what):

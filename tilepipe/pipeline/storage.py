@@ -626,6 +626,18 @@ class LoadOrderBarrierStorage(BarrierPair):
 
 
 @dataclass(frozen=True)
+class TurnOrderStorage(BarrierPair):
+    """Two roles taking turns (pipeline/turns.py): a one-stage ring, turn 0's role its producer, turn 1's its
+    consumer; no data, so no proxy fences."""
+    stages: int = 1
+    name: str = "turns"
+    producer: str = "mma (turn 0)"
+    consumer: str = "mma (turn 1)"
+    producer_proxy: str = "generic"
+    consumer_proxy: str = "generic"
+
+
+@dataclass(frozen=True)
 class RawBarrierStorage(_SingleArrayStorage):
     """Escape hatch: `count` mbarriers the kernel initialises and drives itself."""
     count: int

@@ -319,6 +319,17 @@ class TileConsumer:
         return TileConsumer(self.pipeline.with_release_lag(lag, _semantic=_semantic), self.payload,
                             self.k_group_size)
 
+    @builtin
+    def taking_turns(self, turns, _semantic=None):
+        """This MMA role is one of `turns` taking turns at the ring, a tile each (pipeline/turns.py)."""
+        return TileConsumer(self.pipeline.taking_turns(turns, _semantic=_semantic), self.payload, self.k_group_size)
+
+    @gluon.must_use_result("Rebind the consumer: `consumer = consumer.pass_over(k_groups)`.")
+    @builtin
+    def pass_over(self, k_groups, _semantic=None):
+        """Skip `k_groups` k-groups: another role's tile, taken in its turn (after retire: no release pending)."""
+        return TileConsumer(self.pipeline.pass_over(k_groups, _semantic=_semantic), self.payload, self.k_group_size)
+
     @gluon.must_use_result("Rebind the consumer: `consumer = consumer.flush_releases()`.")
     @builtin
     def flush_releases(self, _semantic=None):

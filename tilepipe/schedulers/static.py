@@ -1,4 +1,5 @@
-"""`StaticTileScheduler`: program p takes tiles p, p + P, p + 2P, ... (P = grid size). No shared state."""
+"""`StaticTileScheduler`: program p takes tiles p, p + P, p + 2P, ... (P = grid size). No shared state. Roles that
+take turns (pipeline/turns.py) each walk every other one of the program's tiles."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
@@ -9,37 +10,57 @@ from tilepipe.schedulers.grid import TileGrid, TileWork
 
 @aggregate
 class StaticWork(TileWork):
-    """One role's current tile under the static schedule."""
+    """One role's current tile under the static schedule (`turns` > 1: every turns-th of the program's tiles)."""
     tile_id: gl.tensor
     valid: gl.tensor
     grid: TileGrid
+    turns: gl.constexpr
     finishes: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, tile_id, valid, grid):
+    def __init__(self, tile_id, valid, grid, turns=1):
         self.tile_id = tile_id
         self.valid = valid
         self.grid = grid
+        self.turns = gl.constexpr(turns)
         self.finishes = gl.constexpr(True)
 
     @gluon.jit
-    def at(tile_id, grid: TileGrid):
-        return StaticWork(tile_id, tile_id < grid.num_tiles, grid)
+    def at(tile_id, grid: TileGrid, turns: gl.constexpr = 1):
+        return StaticWork(tile_id, tile_id < grid.num_tiles, grid, turns)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
     def next(self):
-        return StaticWork.at(self.tile_id + gl.num_programs(0), self.grid)
+        return StaticWork.at(self.tile_id + self.turns * gl.num_programs(0), self.grid, self.turns)
+
+    @gluon.jit
+    def followed(self):
+        """Whether the program has a tile after this one (where roles take turns, the next role's)."""
+        return self.tile_id + gl.num_programs(0) < self.grid.num_tiles
 
 
 @aggregate
 class StaticTileScheduler:
-    """Persistent grid over the output tiles: program p takes tiles p, p + P, p + 2P, ... in grouped order."""
+    """Persistent grid over the output tiles: program p takes tiles p, p + P, p + 2P, ... in grouped order. A view
+    `taking_turns(turn, turns)` walks the tiles a role of `turns` taking turns gets: the turn-th, then every turns-th."""
     grid: TileGrid
+    turn: gl.constexpr
+    turns: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, grid, turn=0, turns=1):
+        self.grid = grid
+        self.turn = gl.constexpr(turn)
+        self.turns = gl.constexpr(turns)
 
     @gluon.jit
     def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
         return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M))
+
+    @gluon.jit
+    def taking_turns(self, turn: gl.constexpr, turns: gl.constexpr):
+        return StaticTileScheduler(self.grid, turn, turns)
 
     @gluon.jit
     def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
@@ -51,4 +72,4 @@ class StaticTileScheduler:
     @gluon.jit
     def work(self, paces: gl.constexpr = False):
         """This program's first tile (`paces` matters only to the dynamic scheduler)."""
-        return StaticWork.at(gl.program_id(0), self.grid)
+        return StaticWork.at(gl.program_id(0) + self.turn * gl.num_programs(0), self.grid, self.turns)

@@ -17,7 +17,7 @@ from typing import TextIO
 import torch
 
 from tilepipe.api.matmul import forget_plans, matmul
-from tilepipe.host.configs import (DECODE_M, LARGE_SUBTILED_16BIT, NARROW, PIECED_16BIT, MatmulConfig,
+from tilepipe.host.configs import (DECODE_M, LARGE_SUBTILED_16BIT, NARROW, PIECED_16BIT, PINGPONG_16BIT, MatmulConfig,
                                    autotune_entries, default_configs, problem_key, small_m_configs, store_config,
                                    swap_config)
 
@@ -74,7 +74,8 @@ def tune(key: str, candidates: Sequence[MatmulConfig], time_ms: Callable[[Matmul
 def default_candidates(out_dtype: torch.dtype, M: int | None = None, b_kmajor: bool = True) -> list[MatmulConfig]:
     """The heuristic's tiles, each with the default and a wider grouped raster, and in a 2x1 cluster (B multicast:
     bench/results/cluster-h100-v1.json measured it 0.99-1.05x of the same tile alone, by shape); for a 16-bit D the
-    largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT) and the tiles with a side of 192 (PIECED_16BIT); for small M
+    largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT), the tiles with a side of 192 (PIECED_16BIT) and the
+    ping-pong tile (PINGPONG_16BIT: a cached one is not taken by a call with C); for small M
     (M <= DECODE_M) also its 64-row tiles (64x128 with all the stages that fit, and the narrow 64x64) and, with B
     K-major, swap-AB's tiles of 64 and 128 rows of N."""
     tiles = default_configs(out_dtype)
@@ -82,7 +83,7 @@ def default_candidates(out_dtype: torch.dtype, M: int | None = None, b_kmajor: b
     candidates = [replace(cfg, group_m=group) for cfg in tiles + (LARGE_SUBTILED_16BIT, ) * sixteen_bit
                   for group in (8, 16)]
     candidates += [replace(cfg, cluster_m=2) for cfg in tiles]
-    candidates += list(PIECED_16BIT) if sixteen_bit else []
+    candidates += list(PIECED_16BIT) + [PINGPONG_16BIT] if sixteen_bit else []
     if M is not None and M <= DECODE_M:
         candidates += [small_m_configs(out_dtype)[0], NARROW]
         candidates += [swap_config(M, out_dtype, rows) for rows in (64, 128)] if b_kmajor else []
@@ -92,7 +93,8 @@ def default_candidates(out_dtype: torch.dtype, M: int | None = None, b_kmajor: b
 def describe(cfg: MatmulConfig) -> str:
     cluster = f" cluster {cfg.cluster_m}x{cfg.cluster_n}" if cfg.cluster.num_ctas > 1 else ""
     return (f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} c{cfg.c_stages} g{cfg.group_m} "
-            f"w{cfg.num_warps}{cluster}" + " swap-AB" * cfg.swap_ab + (f" d{cfg.epilogue_n}" if cfg.epilogue_n else ""))
+            f"w{cfg.num_warps}{cluster}" + " swap-AB" * cfg.swap_ab + (f" d{cfg.epilogue_n}" if cfg.epilogue_n else "")
+            + " ping-pong" * cfg.pingpong)
 
 
 class ProgressBar:

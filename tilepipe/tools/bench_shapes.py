@@ -22,7 +22,8 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_16BIT, SM_FLOPS,
+from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_16BIT,
+                                   PINGPONG_16BIT, SM_FLOPS,
                                    MatmulConfig, choose_config, config_for, default_configs, floor_us, fp8_config_for,
                                    fp8_configs, fp8_schedule_for, loop_bound, narrow_configs, predict_us,
                                    predicted_parts, schedule_candidates, schedule_for, schedule_programs,
@@ -60,12 +61,13 @@ class ShapeRow(Row):
 
 
 def describe(cfg: MatmulConfig) -> str:
-    """A configuration in one short word: BMxBNxBK, stages, MMA warps (and "swap-AB", the cluster shape, or "dN" for
-    D in N-column sub-tiles)."""
+    """A configuration in one short word: BMxBNxBK, stages, MMA warps (and "swap-AB", the cluster shape, "dN" for
+    D in N-column sub-tiles, "ping-pong" for two MMA warpgroups taking turns)."""
     cluster = f" {cfg.cluster_m}x{cfg.cluster_n}" if cfg.cluster.num_ctas > 1 else ""
     swap = " swap-AB" * cfg.swap_ab
     sub = f" d{cfg.epilogue_n}" if cfg.epilogue_n else ""
-    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}{swap}{cluster}{sub}"
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} s{cfg.stages} w{cfg.num_warps}{swap}{cluster}{sub}" + (
+        " ping-pong" * cfg.pingpong)
 
 
 def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
@@ -126,13 +128,14 @@ def measured(run, ours: torch.Tensor, theirs: torch.Tensor, predicted: float, re
 
 def other_candidates(chosen: MatmulConfig) -> list[tuple[MatmulConfig, str]]:
     """(tile, schedule) pairs beside the chosen tile for a large-M bf16 row: each of matmul's other tiles under
-    static and stream-K, the largest tile with D in sub-tiles and the pieced tiles (static), and the chosen tile
-    (with a whole output stage) in a 2x1 cluster (static: the only schedule clusters take; not for a pieced tile)."""
+    static and stream-K, the largest tile with D in sub-tiles, the pieced tiles and the ping-pong tile (static), and
+    the chosen tile (with a whole output stage) in a 2x1 cluster (static: the only schedule clusters take; not for a
+    pieced or ping-pong tile)."""
     others = [(tile, name) for tile in default_configs(torch.bfloat16) if tile != chosen
               for name in ("static", "streamk")]
-    others += [(tile, "static") for tile in (LARGE_SUBTILED_16BIT, *PIECED_16BIT) if tile != chosen]
+    others += [(tile, "static") for tile in (LARGE_SUBTILED_16BIT, *PIECED_16BIT, PINGPONG_16BIT) if tile != chosen]
     whole = LARGE_16BIT if chosen == LARGE_SUBTILED_16BIT else chosen
-    return others + ([] if chosen.pieced else [(replace(whole, cluster_m=2), "static")])
+    return others + ([] if chosen.pieced or chosen.pingpong else [(replace(whole, cluster_m=2), "static")])
 
 
 def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig, str]]:

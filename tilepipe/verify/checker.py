@@ -127,6 +127,13 @@ class Step:
 
 
 @dataclass(frozen=True)
+class PassOver:
+    """A consumer taking turns steps past a stage another role uses in its turn (ring.py `pass_over`): it means that
+    stage's next fill as seen, so its own next wait there means the one after."""
+    pipeline: str
+
+
+@dataclass(frozen=True)
 class Flush:
     """A lagged consumer's tail: release the stages it still holds."""
     pipeline: str
@@ -146,7 +153,7 @@ class Loop:
     body: tuple
 
 
-Op = Wait | Signal | Step | Flush | Drain | Loop
+Op = Wait | Signal | Step | PassOver | Flush | Drain | Loop
 
 
 def produce(pipeline: str, *body: Op) -> tuple[Op, ...]:
@@ -399,6 +406,7 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
     lead = {name for name, model in barriers.pipelines.items() if role.name in model.lead_roles}
     everywhere = range(barriers.ctas)
     steps: list[_WaitStep | _ArriveStep] = []
+    passed: dict[int, int] = {}  # full barrier -> the phases this role has seen by passing over other roles' uses
 
     def wait(op: Wait, cur: _Cursor, where: str, drain: bool = False) -> None:
         if cta > 0 and op.pipeline in lead:
@@ -434,6 +442,10 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
             wait(op, cur, where)
         elif isinstance(op, Step):
             cur.step()
+        elif isinstance(op, PassOver):
+            cur.seen[cur.index] += 1
+            passed[barriers.full(op.pipeline, cur.index, cta)] = cur.seen[cur.index]
+            cur.step()
         elif isinstance(op, Flush):
             arrive(op.pipeline, cur.flush_slots(), cur, where)
         elif isinstance(op, Drain):
@@ -456,12 +468,12 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
                     cur.filling.remove(s)
         else:
             arrive(op.pipeline, cur.release_slots(), cur, where, not op.own_cta_only)
-    return steps, [(name, stage, lap) for name, cur in cursors.items() for stage, lap in cur.held]
+    return steps, [(name, stage, lap) for name, cur in cursors.items() for stage, lap in cur.held], passed
 
 
-def _consumed(steps: list[_WaitStep | _ArriveStep], barriers: _Barriers) -> dict[int, int]:
-    """Full barrier -> how many of its phases a role's steps wait for (consuming roles only)."""
-    seen: dict[int, int] = {}
+def _consumed(steps: list[_WaitStep | _ArriveStep], barriers: _Barriers, passed: dict[int, int]) -> dict[int, int]:
+    """Full barrier -> how many of its phases a role's steps wait for or pass over (consuming roles only)."""
+    seen = dict(passed)
     for step in steps:
         if isinstance(step, _WaitStep) and barriers.describe(step.barrier)[1] == "full":
             seen[step.barrier] = max(seen.get(step.barrier, 0), step.target)
@@ -491,9 +503,9 @@ class _Explorer:
         self.barriers = _Barriers(protocol.pipelines, protocol.ctas)
         ctas = range(protocol.ctas)
         self.roles = [role.name + (f"@cta{cta}" if protocol.ctas > 1 else "") for cta in ctas for role in protocol.roles]
-        self.programs, self.unreleased = zip(*(_concrete_steps(role, self.barriers, params, cta) for cta in ctas
-                                               for role in protocol.roles))
-        self.consumed = [_consumed(steps, self.barriers) for steps in self.programs]
+        self.programs, self.unreleased, passed = zip(*(_concrete_steps(role, self.barriers, params, cta)
+                                                       for cta in ctas for role in protocol.roles))
+        self.consumed = [_consumed(steps, self.barriers, p) for steps, p in zip(self.programs, passed)]
         self.counts = self.barriers.counts()
         self.case = ", ".join(f"{k}={v}" for k, v in params.items())
         self.parent: dict[tuple, tuple | None] = {}

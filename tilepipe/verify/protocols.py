@@ -13,13 +13,14 @@ from itertools import product
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_SWAP,
+from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SWAP,
                                        PIECED_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
+from tilepipe.kernels.matmul_pingpong import pingpong_plan
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
-from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait,
-                                     check, consume, loop, produce, trip_cases, wait_filled)
+from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Loop, PassOver, Protocol, Role, Signal, Step,
+                                     Wait, check, consume, loop, produce, trip_cases, wait_filled)
 
 
 def tile_cases(stages: int):
@@ -147,10 +148,11 @@ def partial_subtiles(c_dtype: str, subtiles: int = 1) -> int:
 
 
 def matmul_configs() -> dict[str, MatmulConfig]:
-    """Every configuration tilepipe.host.configs declares, once each (aliases joined in the name)."""
+    """Every configuration of matmul_kernel tilepipe.host.configs declares, once each (aliases joined in the name; the
+    ping-pong kernel's are pingpong_protocols')."""
     names: dict[MatmulConfig, list[str]] = {}
     for name, value in vars(configs).items():
-        if isinstance(value, MatmulConfig) and value not in FP8_TILES:
+        if isinstance(value, MatmulConfig) and value not in FP8_TILES and not value.pingpong:
             names.setdefault(value, []).append(name)
     return {"/".join(found): cfg for cfg, found in names.items()}
 
@@ -244,6 +246,60 @@ def pieced_protocols() -> list[Protocol]:
     """The pieced tiles (host/configs.py PIECED_16BIT's stages; each variant's own tile) under PIECED_SCHEDULES."""
     return [matmul_protocol("PIECED_16BIT", configs.PIECED_16BIT[0], variant, schedule) for variant in MATMUL_PIECED
             for schedule in PIECED_SCHEDULES]
+
+
+def pingpong_roles(subtiles: int) -> tuple[Role, ...]:
+    """tilepipe/kernels/matmul_pingpong.py: the two MMA roles take the program's tiles in turns (`tiles0`, `tiles1`):
+    each runs a tile's k-steps in its turn (the turn order a one-stage ring, turn 0 its producer), passing the turn on
+    where the other role has a tile to come (`passes0`, `passes1` tiles first, then `last0`, `last1` without a pass),
+    retires them, passes over the other turn's k-steps of the input ring, then writes its own output stages; the load
+    role fills every tile's k-steps; a store role per turn."""
+    each = subtile_uses(subtiles)
+
+    def mma(turn: int) -> Role:
+        side = "producer" if turn == 0 else "consumer"
+
+        def tile(passes: bool) -> tuple:
+            signal = (Signal("turns", side), ) if passes else ()
+            return (Wait("turns", side, hold=passes), loop("k", "k", *consume("input")), *signal, Step("turns"),
+                    Flush("input"), loop("pass", "k", PassOver("input")), *each(*produce(f"output{turn}")))
+
+        first = (loop("pass", "k", PassOver("input")), ) if turn == 1 else ()  # the program's first tile is turn 0's
+        return Role(f"mma (turn {turn})", "mma_turn_role", (
+            *first, loop("tile", f"passes{turn}", *tile(True)), loop("tile", f"last{turn}", *tile(False)),
+            Drain(f"output{turn}")), release_lag=(("input", 1), ))
+
+    load = Role("load", "load_role", (loop("tile", "tiles", loop("k", "k", *produce("input"))), Drain("input")))
+    stores = tuple(Role(f"store (turn {turn})", "store_role", (
+        loop("tile", f"tiles{turn}", *each(*consume(f"output{turn}"))), )) for turn in (0, 1))
+    return (mma(0), mma(1), load) + stores
+
+
+def pingpong_cases(tiles: tuple[int, ...], ks: tuple[int, ...]) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """A program's `tiles` dealt to the turns (turn 0 the odd one out), each turn passing on all but its last tile
+    where the other has none to come."""
+    cases = []
+    for t, k in product(tiles, ks):
+        t0, t1 = -(-t // 2), t // 2
+        cases.append((("tiles", t), ("tiles0", t0), ("tiles1", t1), ("passes0", t1), ("last0", t0 - t1),
+                      ("passes1", t0 - 1 if t0 == t1 else t1), ("last1", 1 if t0 == t1 else 0), ("k", k)))
+    return tuple(cases)
+
+
+def pingpong_protocols() -> list[Protocol]:
+    """The ping-pong GEMM (host/configs.py PINGPONG_16BIT and its whole-stage form, 5 stages) in each epilogue, on 1
+    to 4 tiles of a program (the turns' counts one apart) of 1 and stages + 1 k-steps."""
+    protocols = []
+    for cfg in (configs.PINGPONG_16BIT, replace(configs.PINGPONG_16BIT, stages=5, epilogue_n=None)):
+        plan = pingpong_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", True,
+                                cfg.epilogue_n)
+        roles = pingpong_roles(cfg.tile_n // cfg.epilogue_cols)
+        config = f"PINGPONG_16BIT stages={cfg.stages} epilogue_n={cfg.epilogue_n}"
+        protocols += [Protocol(variant, config, plan_storages(plan), roles, pingpong_cases((1, 2, 3, 4),
+                                                                                          (1, cfg.stages + 1)),
+                               lambda cfg=cfg, args=args: matmul_spec(cfg, b_kmajor=True, **args))
+                      for variant, args in MATMUL_PINGPONG.items()]
+    return protocols
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -475,11 +531,12 @@ def wgmma_protocol(stages: int) -> Protocol:
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
     program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), swap-AB, the pieced
-    tiles, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the wgmma kernel."""
+    tiles, the ping-pong GEMM, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the
+    wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
-    protocols += pieced_protocols()
+    protocols += pieced_protocols() + pingpong_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]

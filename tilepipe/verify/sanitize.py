@@ -75,9 +75,8 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
 
 
 def run_matmul(options: dict, config=None) -> bool:
-    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, swap-AB, a pieced tile, or D
-    in sub-tiles)
-    on SHAPE, B K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
+    """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, swap-AB, a pieced tile, D in
+    sub-tiles, or the ping-pong kernel) on SHAPE, B K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
     import torch
 
     import tilepipe
@@ -107,6 +106,10 @@ def run_matmul(options: dict, config=None) -> bool:
         from tilepipe.host.configs import LARGE_SUBTILED_16BIT
 
         config = replace(LARGE_SUBTILED_16BIT, epilogue_n=options["epilogue_n"])
+    if options.get("pingpong"):  # two MMA warpgroups taking turns
+        from tilepipe.host.configs import PINGPONG_16BIT
+
+        config = PINGPONG_16BIT
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
     return close(got, reference)

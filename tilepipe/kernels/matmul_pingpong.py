@@ -1,0 +1,112 @@
+"""Ping-pong GEMM for sm_90a: D = alpha * A @ B (+ beta * bias[col]), two MMA warpgroups taking turns at the tensor
+core, each a whole tile, so one's epilogue runs while the other's main loop does (CUTLASS's ping-pong kernel; the
+cooperative matmul_kernel's tensor core waits for each tile's epilogue).
+
+Roles (one CTA per SM; static schedule, the program's tiles dealt alternately to the two turns):
+  mma    (4 warps, turn 0 and turn 1)  a tile's wgmmas in its turn (`TurnOrder`), then, while the other turn's main
+         loop runs, its epilogue into its own output stages; each passes over the other's stages of the shared input
+         ring
+  load   (1 warp)  TMA A and B tiles of every tile of the program, in order, into the one input ring
+  store  (1 warp, turn 0 and turn 1)  TMA-stores its turn's output stages
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). D is 16-bit; with EPILOGUE_N an output stage
+holds a BM x EPILOGUE_N sub-tile of D. Takes matmul_kernel's arguments; C, clusters, swap-AB, pieced tiles and the
+other schedules are matmul_kernel's.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilepipe.kernels.epilogues import store_tile
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, output_origin, store_role, wgmma_steps
+from tilepipe.pipeline.cluster import wgmma_accumulator
+from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
+from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.probe import Probe
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.storage import (InputPipelineStorage, OutputPipelineStorage, OutputTileStorage, SmemPlan,
+                                       StandardTileStorage, TurnOrderStorage)
+from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.pipeline.turns import TURNS, TurnOrder
+from tilepipe.schedulers.static import StaticTileScheduler
+
+MMA_REGS = gl.constexpr(232)
+"""Registers of the second MMA warpgroup (a worker partition): a 128x128 fp32 accumulator is 128 a thread."""
+
+
+@gluon.constexpr_function
+def pingpong_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, epilogue_n=None):
+    """Shared memory: one ring of operand stages both turns read, and each turn's own output stages (a tile of D, or
+    a block_m x epilogue_n sub-tile) with their pipelines to its store role; the turn order between the MMA roles."""
+    b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
+    d_tile = (block_m, epilogue_n or block_n)
+    outputs = {f"output{turn}": OutputPipelineStorage(c_stages, name=f"output{turn}", producer=f"mma (turn {turn})",
+                                                      consumer=f"store (turn {turn})", producer_proxy="generic",
+                                                      consumer_proxy="async") for turn in range(TURNS.value)}
+    return SmemPlan("sm_90a", operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
+                    c_tiles0=OutputTileStorage(c_dtype, d_tile, c_stages),
+                    c_tiles1=OutputTileStorage(c_dtype, d_tile, c_stages),
+                    input=InputPipelineStorage(stages, consumer="mma (turn 0)+mma (turn 1)"), **outputs,
+                    turns=TurnOrderStorage())
+
+
+@gluon.jit
+def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, order: TurnOrder, sched, k_tiles, alpha,
+                  beta, bias_ptr, N, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_BIAS: gl.constexpr):
+    """One turn's tiles: the main loop in its turn (the last wgmmas retired after the turn passed), then the epilogue
+    into this turn's output stages while the other turn's main loop runs. Every stage of the other turn's tiles is
+    passed over (all tiles have k_tiles)."""
+    BM: gl.constexpr = outputs.tiles.shape[1]
+    acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), D_BN)
+    sources = EpiLoadPipeline(outputs.pipeline, outputs.tiles)  # a stand-in: no C
+    consumer = inputs.consumer().with_release_lag(1).taking_turns(TURNS)
+    if order.turn == 1:
+        consumer = consumer.pass_over(k_tiles)  # the program's first tile is turn 0's
+    work = sched.work()
+    while work.valid:
+        with order.take(work.followed()):  # the turn passes where the other turn has a tile to come
+            acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, D_BN, acc_layout, B_KMAJOR)
+        acc, consumer = consumer.retire(acc)
+        consumer = consumer.pass_over(k_tiles)  # the other turn's next tile
+        pid_m, pid_n = work.coords()
+        outputs, sources = store_tile(outputs, sources, acc, alpha, beta, bias_ptr, N, pid_n * D_BN, False, HAS_BIAS,
+                                      False)
+        work = work.next()
+    outputs.drain()
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "alpha", "beta", "bias_ptr"])  # one binary per configuration
+def matmul_pingpong_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, alpha, beta,
+                           STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                           B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
+                           SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1,
+                           SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0, partial_desc=None,
+                           ticket_desc=None, TILE: gl.constexpr = None, EPILOGUE_N: gl.constexpr = None):
+    """matmul_kernel's arguments; c_desc, workspace, partial_desc and ticket_desc are never read. Launched with
+    num_warps=4 (the turn-0 MMA warpgroup)."""
+    gl.static_assert(SCHEDULE == "static", "the ping-pong GEMM runs static")
+    gl.static_assert(not HAS_C, "the ping-pong GEMM runs without C")
+    gl.static_assert(not SWAP_AB, "the ping-pong GEMM runs without swap-AB")
+    gl.static_assert(CLUSTER_M * CLUSTER_N == 1, "the ping-pong GEMM runs without a cluster")
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else TILE[1]
+    PLAN: gl.constexpr = pingpong_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, EPILOGUE_N)
+    k_tiles = gl.cdiv(K, BK)
+    probe = Probe.create(probe_buf, PROBE)
+    smem = PLAN.allocate(probe)
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    inputs = InputTilePipeline(smem.input, smem.operands, 1)
+    out0 = OutputTilePipeline(smem.output0, smem.c_tiles0)
+    out1 = OutputTilePipeline(smem.output1, smem.c_tiles1)
+    no_c = EpiLoadPipeline(smem.output0, smem.c_tiles0)  # the load and store roles' C arguments, never used
+    no_order = LoadOrderBarrier(smem.output0)
+    warp_specialize([(mma_turn_role, (inputs, out0, TurnOrder(smem.turns, 0), sched.taking_turns(0, TURNS), k_tiles,
+                                      alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS)),
+                     (mma_turn_role, (inputs, out1, TurnOrder(smem.turns, 1), sched.taking_turns(1, TURNS), k_tiles,
+                                      alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS), 4, MMA_REGS),
+                     (load_role, (inputs, no_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
+                      WORKER_REGS),
+                     (store_role, (out0, no_c, d_desc, sched.taking_turns(0, TURNS), False, False, BN), WORKER_WARPS,
+                      WORKER_REGS),
+                     (store_role, (out1, no_c, d_desc, sched.taking_turns(1, TURNS), False, False, BN), WORKER_WARPS,
+                      WORKER_REGS)])
