@@ -117,3 +117,8 @@ def test_the_checker_proves_the_turn_order_and_finds_its_absence():
     unordered = replaced(protocol, roles=scoped_roles(protocol.roles, ("input", "output0", "output1")), trace=None)
     kinds = {finding.kind for finding in check(unordered).findings}
     assert "phase-aliasing" in kinds, kinds
+
+
+def test_the_ping_pong_tile_is_timed_static_only():
+    """bench --shapes times the chosen tile under each schedule schedule_candidates names: static alone here."""
+    assert configs.schedule_candidates(1536, 8960, 1536, PINGPONG_16BIT, 132) == ("static", )

@@ -434,8 +434,8 @@ def k_splits(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> int:
 
 def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> tuple[str, ...]:
     """The schedules schedule_by_time compares for `cfg`: SCHEDULES_BY_TIME, split-K only where it splits (tiles
-    at most half the SMs: else it is stream-K under another name); static alone for a pieced tile."""
-    if cfg.pieced:
+    at most half the SMs: else it is stream-K under another name); static alone for a pieced or ping-pong tile."""
+    if cfg.pieced or cfg.pingpong:
         return ("static", )
     return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
 
