@@ -196,8 +196,7 @@ def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, sc
         return None
     parts = predicted_parts(M, N, K, cfg, schedule, sms)
     tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, sms, schedule))
-    step = 2.0 * cfg.block_m * cfg.block_n * cfg.block_k * mma_step_cost(cfg) / SM_FLOPS * 1e6
-    cooperative = sum(parts.values()) + tiles * EPILOGUE_STEPS * step
+    cooperative = sum(parts.values()) + tiles * EPILOGUE_STEPS * tile_us(cfg, cfg.block_k) * mma_step_cost(cfg)
     if same_tile:
         cooperative += parts.get("mma", 0.0) * (PINGPONG_STEP_COST - 1)
     elif rows <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
@@ -269,10 +268,11 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     pair = replace(cfg, cluster_m=2)
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
         return pair
-    if aligned and LARGE_16BIT in candidates and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
+    others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
+    if others and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
         cfg = static_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
     cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
-    if aligned and LARGE_16BIT in candidates and not has_c and scheduler in (None, "static"):
+    if others and not has_c and scheduler in (None, "static"):
         cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
     return cfg
 

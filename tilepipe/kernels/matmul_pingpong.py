@@ -39,25 +39,25 @@ def pingpong_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b
     a block_m x epilogue_n sub-tile) with their pipelines to its store role; the turn order between the MMA roles."""
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
     d_tile = (block_m, epilogue_n or block_n)
+    turns = range(TURNS.value)
+    tiles = {f"c_tiles{turn}": OutputTileStorage(c_dtype, d_tile, c_stages) for turn in turns}
     outputs = {f"output{turn}": OutputPipelineStorage(c_stages, name=f"output{turn}", producer=f"mma (turn {turn})",
                                                       consumer=f"store (turn {turn})", producer_proxy="generic",
-                                                      consumer_proxy="async") for turn in range(TURNS.value)}
-    return SmemPlan("sm_90a", operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages),
-                    c_tiles0=OutputTileStorage(c_dtype, d_tile, c_stages),
-                    c_tiles1=OutputTileStorage(c_dtype, d_tile, c_stages),
-                    input=InputPipelineStorage(stages, consumer="mma (turn 0)+mma (turn 1)"), **outputs,
-                    turns=TurnOrderStorage())
+                                                      consumer_proxy="async") for turn in turns}
+    return SmemPlan("sm_90a", operands=StandardTileStorage(dtype, dtype, (block_m, block_k), b_tile, stages), **tiles,
+                    input=InputPipelineStorage(stages, consumer="+".join(f"mma (turn {turn})" for turn in turns)),
+                    **outputs, turns=TurnOrderStorage())
 
 
 @gluon.jit
-def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, order: TurnOrder, sched, k_tiles, alpha,
-                  beta, bias_ptr, N, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_BIAS: gl.constexpr):
+def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, order: TurnOrder,
+                  sched, k_tiles, alpha, beta, bias_ptr, N, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr,
+                  HAS_BIAS: gl.constexpr):
     """One turn's tiles: the main loop in its turn (the last wgmmas retired after the turn passed), then the epilogue
     into this turn's output stages while the other turn's main loop runs. Every stage of the other turn's tiles is
-    passed over (all tiles have k_tiles)."""
+    passed over (all tiles have k_tiles). `sources`: the epilogue's C pipeline, a stand-in never used (no C)."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), D_BN)
-    sources = EpiLoadPipeline(outputs.pipeline, outputs.tiles)  # a stand-in: no C
     consumer = inputs.consumer().with_release_lag(1).taking_turns(TURNS)
     if order.turn == 1:
         consumer = consumer.pass_over(k_tiles)  # the program's first tile is turn 0's
@@ -98,12 +98,12 @@ def matmul_pingpong_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, 
     inputs = InputTilePipeline(smem.input, smem.operands, 1)
     out0 = OutputTilePipeline(smem.output0, smem.c_tiles0)
     out1 = OutputTilePipeline(smem.output1, smem.c_tiles1)
-    no_c = EpiLoadPipeline(smem.output0, smem.c_tiles0)  # the load and store roles' C arguments, never used
+    no_c = EpiLoadPipeline(smem.output0, smem.c_tiles0)  # the roles' C arguments, never used
     no_order = LoadOrderBarrier(smem.output0)
-    warp_specialize([(mma_turn_role, (inputs, out0, TurnOrder(smem.turns, 0), sched.taking_turns(0, TURNS), k_tiles,
-                                      alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS)),
-                     (mma_turn_role, (inputs, out1, TurnOrder(smem.turns, 1), sched.taking_turns(1, TURNS), k_tiles,
-                                      alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS), 4, MMA_REGS),
+    warp_specialize([(mma_turn_role, (inputs, out0, no_c, TurnOrder(smem.turns, 0), sched.taking_turns(0, TURNS),
+                                      k_tiles, alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS)),
+                     (mma_turn_role, (inputs, out1, no_c, TurnOrder(smem.turns, 1), sched.taking_turns(1, TURNS),
+                                      k_tiles, alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS), 4, MMA_REGS),
                      (load_role, (inputs, no_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
                       WORKER_REGS),
                      (store_role, (out0, no_c, d_desc, sched.taking_turns(0, TURNS), False, False, BN), WORKER_WARPS,
