@@ -7,7 +7,7 @@
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
 # names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
-# `shapes` (issue 20, about 5 minutes): `python -m tilepipe bench --shapes`
+# `shapes` (issue 20, about 6 minutes): `python -m tilepipe bench --shapes`
 # (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled,
 # ping-pong and FP8 stream-K GPU cases, one process each.
 set -uo pipefail
@@ -38,7 +38,7 @@ if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_cluste
 fi
 if [ "$part" = shapes ]; then
     name="${BENCH_NAME:-shapes-h100}"
-    timeout 330 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
+    timeout 450 python3 -m tilepipe bench --shapes --pairs 3 --name "$name" > "$out/bench.log" 2>&1
     bench=$?
     cp "bench/results/$name.json" "$out/" 2>/dev/null
     pids=()

@@ -25,11 +25,11 @@ ISSUE_ROWS = {
 
 
 def test_the_table_holds_every_row_of_the_issue():
-    assert set(SHAPE_TABLE) == set(ISSUE_ROWS)
+    assert set(ISSUE_ROWS) <= set(SHAPE_TABLE)  # families may be added too (mid-M bf16)
     for group, rows in ISSUE_ROWS.items():
         assert rows <= set(SHAPE_TABLE[group]), (group, rows - set(SHAPE_TABLE[group]))
         assert len(SHAPE_TABLE[group]) == len(set(SHAPE_TABLE[group]))
-    assert sum(map(len, SHAPE_TABLE.values())) >= 41
+    assert sum(map(len, SHAPE_TABLE.values())) >= 50
 
 
 @pytest.fixture

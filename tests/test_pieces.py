@@ -1,6 +1,6 @@
-"""CPU tests of tiles with a side of 192 (tilepipe/pipeline/pieces.py): their pieces and TMA boxes, their
-shared-memory plan, the sm_90a GEMM compiled with them (a wgmma per pair of pieces, one commit group each, the
-descriptors' boxes, with C too), the host's refusals and matmul's choice."""
+"""CPU tests of tiles with a side held as pieces (tilepipe/pipeline/pieces.py: 96, 160, 192): their pieces and TMA
+boxes, their shared-memory plan and swizzles, the sm_90a GEMM compiled with them (a wgmma per pair of pieces, one
+commit group each, the descriptors' boxes, with C too), the host's refusals and matmul's choice."""
 
 import re
 
@@ -11,16 +11,20 @@ from tilepipe.api.matmul import check_pieced
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, PIECED_16BIT, MatmulConfig
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec, operand_blocks
-from tilepipe.pipeline.pieces import TilePieces, side_pieces
+from tilepipe.pipeline.pieces import TilePieces, row_side_ok, side_pieces
 from tilepipe.verify.compile import CompileError, compile_kernels
 
 SQUARE = MatmulConfig(192, 192, 64, stages=3)
 
 
-def test_a_192_side_is_a_128_and_a_64_piece():
+def test_each_side_has_its_power_of_two_pieces():
     assert side_pieces(256) == (256, ) and side_pieces(192) == (128, 64)
-    with pytest.raises(ValueError, match="power of two or 192"):
-        side_pieces(96)
+    assert side_pieces(160) == (128, 32) and side_pieces(96) == (64, 32)
+    with pytest.raises(ValueError, match=re.escape("power of two or one of [96, 160, 192]")):
+        side_pieces(224)
+    assert row_side_ok(192) and row_side_ok(64) and not row_side_ok(160) and not row_side_ok(96)  # 32-row pieces
+    assert TilePieces(128, 160).box == (128, 32) and TilePieces(160, 64).box == (32, 64)
+    assert TilePieces(128, 96).shapes == [((0, 0), (128, 64)), ((0, 64), (128, 32))]
     assert TilePieces(192, 192).shapes == [((0, 0), (128, 128)), ((0, 128), (128, 64)), ((128, 0), (64, 128)),
                                            ((128, 128), (64, 64))]
     assert TilePieces(192, 192).box == (64, 64) and TilePieces(128, 192).box == (128, 64)
@@ -66,7 +70,9 @@ def test_pieces_move_in_their_descriptors_boxes(compiled):
     """A's, B's and D's TMA boxes per tile (and C's, in D's boxes): the boxes of operand_blocks covering each piece
     (a 128-column bf16 box is two hardware boxes: wider than the 128-byte swizzle)."""
     expected = {(192, 128, True): 3 + 1 + 3 * 2, (192, 128, False): 3 + 2 + 3 * 2, (128, 192, True): 1 + 3 + 3,
-                (128, 192, False): 1 + 3 + 3, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9}
+                (128, 192, False): 1 + 3 + 3, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9,
+                (128, 160, True): 1 + 5 + 5, (128, 160, False): 1 + 5 + 5, (128, 96, True): 1 + 3 + 3,
+                (128, 96, False): 1 + 3 + 3}  # a 32-wide piece: B and D in 32-wide boxes
     for (cfg, kmajor), report in compiled[:-2]:
         assert report.count("cp.async.bulk.tensor") == expected[cfg.block_m, cfg.block_n, kmajor], (cfg, kmajor)
         assert report.spill_stores == report.spill_loads == 0, cfg
@@ -82,7 +88,9 @@ def test_pieced_tiles_are_refused_where_they_are_not_built():
                 ((PIECED_16BIT[0], "static", "sm_100a", False, torch.bfloat16), "sm_90a"),
                 ((PIECED_16BIT[0], "static", "sm_90a", False, torch.float32), "out_dtype"),
                 ((MatmulConfig(192, 128, 64, 4, cluster_m=2), "static", "sm_90a", False, torch.bfloat16), "cluster"),
-                ((MatmulConfig(96, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m")]
+                ((MatmulConfig(96, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
+                ((MatmulConfig(160, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
+                ((MatmulConfig(128, 224, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_n")]
     for args, message in refusals:
         with pytest.raises(ValueError, match=re.escape(message)):
             check_pieced(*args)
@@ -117,16 +125,22 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     assert configs.streamk_step_cost(384, 14336, LARGE_16BIT) == configs.STREAMK_FEW_ROWS_COST > 1
     assert configs.streamk_step_cost(640, 14336, LARGE_16BIT) == configs.streamk_step_cost(96, 4096, LARGE_16BIT) == 1
     assert configs.config_for(384, 14336, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
-    assert configs.config_for(384, 12288, 4096, torch.bfloat16, torch.bfloat16, True, 0) == LARGE_16BIT  # stream-K
+    # 128x160 over 128x256 under stream-K there: 77.5 -> 72.1 us (bench/results/tile-widths-moves-h100.json)
+    assert configs.config_for(384, 12288, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[2]
     # against stream-K the largest tile's own static waves (D in sub-tiles) count too: 1.23x at 256x28672x8192
-    assert configs.config_for(256, 28672, 8192, torch.bfloat16, torch.bfloat16, True, 0) == configs.LARGE_SUBTILED_16BIT
+    # (where 128x160, predicted 3% faster than both, then measured 3% slower than D in sub-tiles)
+    assert configs.static_alternative(256, 28672, 8192, 132, LARGE_16BIT, "streamk") == PIECED_16BIT[2]
+    with monkeypatch.context() as patched:
+        patched.setattr(configs, "PIECED_16BIT", PIECED_16BIT[:2])
+        assert configs.static_alternative(256, 28672, 8192, 132, LARGE_16BIT, "streamk") == configs.LARGE_SUBTILED_16BIT
     assert configs.schedule_for(256, 28672, 8192, configs.LARGE_SUBTILED_16BIT, 132) == "static"
     # against the wave heuristic's 128x128 and 64x128 tiles as well (1.13-1.73x on the 23 grid shapes this moves:
-    # bench/results/wave-heuristic-moves-h100.json), not where those are predicted no slower (320x4096x4096: 128x128
-    # measured best) nor for an fp32 D
+    # bench/results/wave-heuristic-moves-h100.json), not where those are predicted no slower (320x4096x4096 with C:
+    # not 192 wide, where 128x128 measured best, but 96, one wave of 129 tiles: 33.9 us against 128x128's 37.4 in
+    # wave-heuristic-survey-h100.json and tile-widths-moves-h100.json) nor for an fp32 D
     assert configs.choose_config(640, 4096, torch.bfloat16, 132) == configs.SMALL
-    assert configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
-    assert configs.config_for(320, 4096, 4096, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == configs.MEDIUM
+    assert configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[2]
+    assert configs.config_for(320, 4096, 4096, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_16BIT[3]
     assert not configs.config_for(640, 4096, 11008, torch.bfloat16, torch.float32, True, 0).pieced
     for scheduler in ("streamk", "splitk"):  # asked for by the caller: not built for a pieced tile
         chosen = configs.config_for(640, 4096, 11008, torch.bfloat16, torch.bfloat16, True, 0, False, scheduler)
@@ -135,3 +149,27 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (2560, 2560, 2560), (5120, 5120, 2560)):
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0))).pieced, shape
+
+
+def test_every_piece_is_swizzled_as_the_box_that_moves_it():
+    """A 32-wide piece (64 bytes of bf16) makes every piece of its tile 64-byte swizzled, the TMA box's swizzle; the
+    192 tiles' 64-wide boxes keep 128 bytes."""
+    for tile, swizzle in (((128, 160), 64), ((128, 96), 64), ((128, 192), 128)):
+        plan = matmul_plan.fn(*tile, 64, 3, 1, "bf16", "bf16", False)
+        parts = {placed.part.name: placed.part for placed in plan.placed if placed.part.kind == "tile"}
+        pieces = [part for name, part in parts.items() if name[0] in "bc"]
+        assert len(pieces) == 4 and {part.layout.swizzle_byte_width for part in pieces} == {swizzle}, tile
+
+
+def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
+    """128x160 and 128x96 where predicted PIECED_MIN_GAIN faster than the choice before them (bench/results/
+    tile-widths-moves-h100.json: 50 of the 56 grid shapes this moves ran faster, median 1.116x)."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+    wide, narrow = PIECED_16BIT[2:]
+    assert (wide.block_n, narrow.block_n) == (160, 96)
+    for shape in ((640, 4096, 14336), (1024, 5120, 5120), (1280, 2048, 8192)):  # 1.12x, 1.12x, 1.12x
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == wide, shape
+    for shape in ((384, 4096, 14336), (640, 2048, 7168), (256, 4608, 7168)):  # 1.17x, 1.26x, 1.23x
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == narrow, shape
+    assert configs.mma_step_cost(narrow) > configs.mma_step_cost(wide) > configs.mma_step_cost(PIECED_16BIT[1])

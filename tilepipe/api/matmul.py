@@ -15,7 +15,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
-from tilepipe.pipeline.pieces import PIECED_SIDE, is_power_of_two
+from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
 from tilepipe.schedulers import CLUSTER_SCHEDULES, KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
@@ -189,18 +189,20 @@ def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
 
 
 def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, out_dtype: torch.dtype) -> None:
-    """A tile with a side of 192 (held as power-of-two pieces, pipeline/pieces.py) is built for the sm_90a GEMM's
-    8 MMA warps with a 16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C), under the static or dynamic
-    schedule, without a cluster or swap-AB; any other side that is not a power of two, or any other use, raises
-    ValueError."""
-    for name, side in (("block_m", cfg.block_m), ("block_n", cfg.block_n)):
-        if not (is_power_of_two(side) or side == PIECED_SIDE):
-            raise ValueError(f"config.{name} must be a power of two or {PIECED_SIDE}, got {side}")
+    """A tile with a side held as power-of-two pieces (pipeline/pieces.py: 192 rows or columns, 96 or 160 columns) is
+    built for the sm_90a GEMM's 8 MMA warps with a 16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C),
+    under the static or dynamic schedule, without a cluster or swap-AB; any other side that is not a power of two,
+    or any other use, raises ValueError."""
+    if not row_side_ok(cfg.block_m):
+        raise ValueError(f"config.block_m must be a power of two or one of "
+                         f"{[side for side in sorted(PIECES) if row_side_ok(side)]}, got {cfg.block_m}")
+    if not (is_power_of_two(cfg.block_n) or cfg.block_n in PIECES):
+        raise ValueError(f"config.block_n must be a power of two or one of {sorted(PIECES)}, got {cfg.block_n}")
     if not cfg.pieced:
         return
     tile = f"a {cfg.block_m}x{cfg.block_n} tile"
     if arch != "sm_90a":
-        raise ValueError(f"{tile} (a side of {PIECED_SIDE}) is built for sm_90a (Hopper) only")
+        raise ValueError(f"{tile} (held as power-of-two pieces) is built for sm_90a (Hopper) only")
     if cfg.swap_ab or cfg.cluster.num_ctas > 1 or cfg.num_warps != 8:
         raise ValueError(f"{tile} is built with num_warps=8, without swap-AB or a cluster")
     if schedule not in ("static", "dynamic"):

@@ -56,7 +56,7 @@ class MatmulConfig:
 
     @property
     def pieced(self) -> bool:
-        """Whether a CTA's tile has a side of 192, held as power-of-two pieces (pipeline/pieces.py)."""
+        """Whether a CTA's tile has a side held as power-of-two pieces (pipeline/pieces.py: 96, 160, 192)."""
         return TilePieces(self.block_m, self.block_n).pieced
 
     @property
@@ -88,12 +88,21 @@ LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
-PIECED_16BIT = (MatmulConfig(192, 128, 64, stages=4), MatmulConfig(128, 192, 64, stages=4))
-"""Tiles with a side of 192 (power-of-two pieces, pipeline/pieces.py), 16-bit D and C, static or dynamic: three
-quarters of LARGE_16BIT, so they fill waves that its tiles leave short. 192x128 first: at 1536x8960x1536 it measured
-71.3 us against 72.3 for 128x192, 72.9 for 192x192 (whose 64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5
-for 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
-(bench/results/pieced-tiles-h100.json)."""
+PIECED_16BIT = (MatmulConfig(192, 128, 64, stages=4), MatmulConfig(128, 192, 64, stages=4),
+                MatmulConfig(128, 160, 64, stages=5), MatmulConfig(128, 96, 64, stages=7))
+"""Tiles with a side held as power-of-two pieces (pipeline/pieces.py), 16-bit D and C, static or dynamic, as many
+operand stages as fit beside the whole output tile: widths between the powers of two fill waves that those tiles
+leave short. 192x128 first: at 1536x8960x1536 it measured 71.3 us against 72.3 for 128x192, 72.9 for 192x192 (whose
+64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5 for 128x256 static / stream-K; at 2304x2816x8192 146.0
+against 152.6 for 128x256 stream-K (bench/results/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each)
+as cuBLAS's 128x160 and 128x96 at mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the
+choice before them, 1024x5120x5120 82.3 against 91.4, 384x4096x4096 31.2 against 32.5
+(bench/results/tile-widths-probe-h100.json)."""
+PIECED_STEP_COST = {160: 1.03, 96: 1.15}
+"""What predict_us counts a k-step of a 128-row tile of these widths at, against the 8-warp rate: their measured over
+predicted times beside 128x192's over 15 shapes (tile-widths-probe-h100.json: 128x160 a median 1.03x 128x192's, 128x96
+1.13-1.15x its prediction on the one-wave shapes where it is fastest). A 32-wide piece reads A once more a k-step for
+a quarter (160) or a third (96) of the width."""
 PIECED_MIN_GAIN = 1.05
 """config_for takes a pieced tile where LARGE_16BIT's static waves are predicted at least this much slower."""
 PIECED_OVER_STREAMK_GAIN = 1.0
@@ -179,8 +188,10 @@ the ping-pong tile over 128x256 at M = 320-512 and lost 3-5% there (pingpong-mov
 
 def mma_step_cost(cfg: MatmulConfig) -> float:
     """What predict_us counts a k-step of `cfg` at against its full-rate flops: PINGPONG_STEP_COST for the ping-pong
-    tile, else the reciprocal of its MMA warps' MMA_EFFICIENCY."""
-    return PINGPONG_STEP_COST if cfg.pingpong else 1 / MMA_EFFICIENCY[cfg.num_warps]
+    tile, else the reciprocal of its MMA warps' MMA_EFFICIENCY, times PIECED_STEP_COST for a pieced width."""
+    if cfg.pingpong:
+        return PINGPONG_STEP_COST
+    return PIECED_STEP_COST.get(cfg.block_n, 1.0) * (1 / MMA_EFFICIENCY[cfg.num_warps])
 
 
 def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:

@@ -18,8 +18,8 @@ output stage it will be stored from, or is fp32 with a 16-bit D, and then lands 
 A per-column bias (HAS_BIAS: + beta * bias[col]) needs no C pipeline: the epilogue reads it from global memory.
 Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands; every role but the epilogue's
 end is unchanged, the mma role transposing each finished tile into D's output stage.
-A tile with a side of 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as power-of-two
-pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
+A tile with a side of 96, 160 or 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as
+power-of-two pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
 With EPILOGUE_N an output stage holds a BM x EPILOGUE_N sub-tile of D, which leaves room for more operand stages.
 """
 

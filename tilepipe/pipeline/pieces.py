@@ -1,11 +1,13 @@
-"""Tiles with a side of 192, held as power-of-two pieces.
+"""Tiles with a side that is not a power of two (96, 160, 192), held as power-of-two pieces.
 
 Gluon 3.9 gives register tensors, shared-memory allocations (all but the leading stage dimension) and TMA blocks
-power-of-two shapes only, but a 192-wide tile is what fills the waves of shapes such as 1536x8960x1536 (cuBLAS runs
-192x192 there). So a 192 side is held as a 128 piece and a 64 piece (`side_pieces`): one shared-memory array per
-piece of the tile, one accumulator per piece, one wgmma per pair of A and B pieces. The wgmma rates measured on an
-H100 (bench/results/wgmma-rows-h100.json) put 128 x (128+64) at the full rate and 192 x 192 (a 64-row tail whose
-accumulators the two warpgroups split by columns) at 0.947 of it.
+power-of-two shapes only, but the tile widths that fill a GPU's waves often are not (cuBLAS runs 192x192 at
+1536x8960x1536, 128x160 and 128x96 at mid-size M). So such a side is held as pieces (`side_pieces`): 192 as 128 + 64,
+160 as 128 + 32, 96 as 64 + 32; one shared-memory array per piece of the tile, one accumulator per piece, one wgmma per
+pair of A and B pieces. Row pieces are at least 64 (one wgmma warpgroup's rows), so only 192 splits rows. The wgmma
+rates measured on an H100 (bench/results/wgmma-rows-h100.json) put 128 x (128+64) at the full rate and 192 x 192 (a
+64-row tail whose accumulators the two warpgroups split by columns) at 0.947 of it. Every piece's array is swizzled
+as the TMA box that moves it (the tile's smallest pieces), so a 32-wide piece makes all of them 64-byte swizzled.
 
 `PiecedTile` stands where a stage array stands: `index` picks a stage, `shape` is the whole tile's, TMA moves it in
 its descriptor's boxes (`tile_load`, `tile_store`: a whole array in one box when the tile is not pieced).
@@ -20,9 +22,10 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import tma
 from triton.language.core import _unwrap_if_constexpr
 
-PIECED_SIDE = 192
-PIECES = {PIECED_SIDE: (128, 64)}
+PIECES = {96: (64, 32), 160: (128, 32), 192: (128, 64)}
 """The sides held as pieces, and their pieces (largest first)."""
+MIN_ROW_PIECE = 64
+"""A row piece is a wgmma warpgroup's 64 rows at least: 192 is the one side that may split a tile's rows."""
 
 
 def is_power_of_two(n: int) -> bool:
@@ -35,7 +38,12 @@ def side_pieces(side: int) -> tuple[int, ...]:
         return (side, )
     if side in PIECES:
         return PIECES[side]
-    raise ValueError(f"a tile side must be a power of two or {PIECED_SIDE}, got {side}")
+    raise ValueError(f"a tile side must be a power of two or one of {sorted(PIECES)}, got {side}")
+
+
+def row_side_ok(side: int) -> bool:
+    """Whether a tile may have `side` rows: a power of two, or pieces of at least MIN_ROW_PIECE rows."""
+    return is_power_of_two(side) or (side in PIECES and min(PIECES[side]) >= MIN_ROW_PIECE)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ class Part:
     kind: str = "tile"  # "tile" (NVMMA layout, TMA/MMA-ready), "scales" (unswizzled, for tcgen05_copy),
     #                     "barrier"/"pair_barrier" (mbarriers), "words" (int32)
     cga: Bases = ()
+    box: tuple[int, ...] | None = None  # a piece of a pieced tile: the TMA box whose swizzle every piece shares
 
     def __post_init__(self) -> None:
         dtype = dtype_of(self.dtype)
@@ -108,7 +109,7 @@ class Part:
         if self.kind == "scales":  # tcgen05_copy finds no copy layout for a swizzled scale tile
             return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=dtype_of(self.dtype).primitive_bitwidth,
                                         rank=len(self.tile))
-        return gl.NVMMASharedLayout.get_default_for(list(self.tile), dtype_of(self.dtype),
+        return gl.NVMMASharedLayout.get_default_for(list(self.box or self.tile), dtype_of(self.dtype),
                                                     cga_layout=cga_list(self.cga) if self.cga else None)
 
     @property
@@ -126,13 +127,14 @@ class Part:
 
 
 def tile_parts(name: str, dtype: str, tile: tuple[int, ...], stages: int, cga: Bases = ()) -> list[Part]:
-    """The parts of one stage array: itself, or (a 2-D tile with a side of 192) one per piece, `name` and the piece's
-    number (pipeline/pieces.py)."""
+    """The parts of one stage array: itself, or (a 2-D tile with a side held as pieces) one per piece, `name` and the
+    piece's number, each swizzled as the TMA box that moves it (pipeline/pieces.py)."""
     if len(tile) != 2 or not TilePieces(*tile).pieced:
         return [Part(name, dtype, tile, stages, cga=cga)]
     if cga:
         raise ValueError(f"{name}: a pieced {tile[0]}x{tile[1]} tile is built without clusters")
-    return [Part(f"{name}{k}", dtype, shape, stages) for k, (_, shape) in enumerate(TilePieces(*tile).shapes)]
+    pieces = TilePieces(*tile)
+    return [Part(f"{name}{k}", dtype, shape, stages, box=pieces.box) for k, (_, shape) in enumerate(pieces.shapes)]
 
 
 def allocate_tile(parts: list[Part], tile: tuple[int, ...], semantic):
@@ -173,8 +175,8 @@ class Storage:
 
 @aggregate
 class StandardTiles:
-    """A and B stage arrays in shared memory (device side of StandardTileStorage), each one array or, with a side of
-    192, a PiecedTile."""
+    """A and B stage arrays in shared memory (device side of StandardTileStorage), each one array or, with a side
+    held as pieces (pipeline/pieces.py), a PiecedTile."""
     a_tiles: gl.shared_memory_descriptor | PiecedTile
     b_tiles: gl.shared_memory_descriptor | PiecedTile
 
@@ -214,7 +216,7 @@ class StandardTileStorage(Storage):
     device: ClassVar[type] = StandardTiles
 
     def operand_parts(self) -> tuple[list[Part], list[Part]]:
-        """A's and B's parts: one each, or one per piece of a tile with a side of 192."""
+        """A's and B's parts: one each, or one per piece of a tile with a side held as pieces."""
         return (tile_parts("a", self.a_dtype, self.a_tile, self.stages, self.a_cga),
                 tile_parts("b", self.b_dtype, self.b_tile, self.stages, self.b_cga))
 
