@@ -103,6 +103,19 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
     assert configs.mma_step_cost(MEDIUM) == 1.0 and configs.mma_step_cost(configs.SMALL) > 1
 
 
+def test_the_ping_pong_tile_replaces_the_cooperative_128x128_under_static(monkeypatch):
+    """Where matmul's choice is the cooperative 128x128 tile run static, the ping-pong tile takes its place whatever the
+    prediction: the same tiles in the same waves, six operand stages against four and the epilogues hidden (20 of 22
+    grid shapes 1.08-1.18x faster, bench/results/pingpong-same-tile-moves-h100.json). Not with C."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+    for shape in ((256, 6144, 4096), (129, 8192, 8192), (1024, 2048, 8192)):  # 1.18x, 1.10x, 1.16x
+        assert configs.choose_config(shape[0], shape[1], torch.bfloat16, 132) == MEDIUM
+        assert configs.pingpong_alternative(*shape, 132, MEDIUM, "static") == PINGPONG_16BIT
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PINGPONG_16BIT, shape
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == MEDIUM, shape
+
+
 def test_the_checker_proves_the_turn_order_and_finds_its_absence():
     """Both MMA roles pass over each other's stages of one input ring: with the turn order every case is clean (and
     matches what tracing the kernel records); without it a role's cursor runs ahead of the ring's phases and its

@@ -195,14 +195,19 @@ def mma_step_cost(cfg: MatmulConfig) -> float:
 
 
 def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
-    """PINGPONG_16BIT where predicted PINGPONG_MIN_GAIN faster than `cfg` under `schedule`, whose prediction then adds
-    what predict_us leaves out of a cooperative tile: its exposed epilogues (EPILOGUE_STEPS a tile) and, for the
-    cooperative 128x128, PINGPONG_STEP_COST; on few rows of 128-row tiles it also takes row 71's measured rate of
-    128x256 there (LARGE_FEW_ROWS_RATE), and on two rows or fewer it weighs only the cooperative 128x128 (the same
-    tile: the other tiles' errors there exceed the gain). The rule moves 66 of 400 grid shapes, each measured
-    1.00-1.19x faster (bench/results/pingpong-moves-h100.json; perf-log row 72)."""
+    """PINGPONG_16BIT in place of the cooperative 128x128 tile under the static schedule (the same tiles and waves:
+    20 of the 22 grid shapes this takes ran 1.08-1.18x faster, two at M = 448 0.92-0.95x:
+    bench/results/pingpong-same-tile-moves-h100.json; perf-log row 76), and elsewhere where predicted
+    PINGPONG_MIN_GAIN faster than `cfg` under `schedule`, whose prediction then adds what predict_us leaves out of a
+    cooperative tile: its exposed epilogues (EPILOGUE_STEPS a tile) and, for the cooperative 128x128 (under
+    stream-K), PINGPONG_STEP_COST; on few rows of 128-row tiles it also takes row 71's measured rate of 128x256 there
+    (LARGE_FEW_ROWS_RATE), and on two rows or fewer it weighs only the cooperative 128x128 (the same tile: the other
+    tiles' errors there exceed the gain). The predicted rule moves 66 of 400 grid shapes, each measured 1.00-1.19x
+    faster (bench/results/pingpong-moves-h100.json; perf-log row 72)."""
     rows = -(-M // PINGPONG_16BIT.block_m)
     same_tile = (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8)
+    if same_tile and schedule == "static":  # the same waves: ping-pong's six stages and hidden epilogues
+        return PINGPONG_16BIT
     if rows <= 2 and not same_tile:
         return None
     parts = predicted_parts(M, N, K, cfg, schedule, sms)
