@@ -90,7 +90,9 @@ def test_pieced_tiles_are_refused_where_they_are_not_built():
                 ((MatmulConfig(192, 128, 64, 4, cluster_m=2), "static", "sm_90a", False, torch.bfloat16), "cluster"),
                 ((MatmulConfig(96, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
                 ((MatmulConfig(160, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
-                ((MatmulConfig(128, 224, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_n")]
+                ((MatmulConfig(128, 224, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_n"),
+                ((MatmulConfig(192, 160, 64, 3), "static", "sm_90a", False, torch.bfloat16),
+                 "config.block_m must be 128")]
     for args, message in refusals:
         with pytest.raises(ValueError, match=re.escape(message)):
             check_pieced(*args)
