@@ -192,10 +192,7 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
     """A tile with a side held as power-of-two pieces (pipeline/pieces.py: 192 rows or columns, 96 or 160 columns of
     128 rows) is built for the sm_90a GEMM's 8 MMA warps with a 16-bit D (and C, if any, of D's dtype: `own_source` is
     an fp32 C), under the static or dynamic schedule, without a cluster or swap-AB; any other side that is not a power
-    of two, or any other use, raises ValueError."""A tile with a side held as power-of-two pieces (pipeline/pieces.py: 192 rows or columns, 96 or 160 columns of
-    128 rows) is built for the sm_90a GEMM's 8 MMA warps with a 16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C),
-    under the static or dynamic schedule, without a cluster or swap-AB; any other side that is not a power of two,
-    or any other use, raises ValueError."""
+    of two, or any other use, raises ValueError."""
     if not row_side_ok(cfg.block_m):
         raise ValueError(f"config.block_m must be a power of two or one of "
                          f"{[side for side in sorted(PIECES) if row_side_ok(side)]}, got {cfg.block_m}")
