@@ -8,11 +8,10 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_16BIT, MEDIUM_FP32_SOURCE, PIECED_16BIT,
-                                   PINGPONG_16BIT,
-                                   SM100_BLOCK_SCALED_CONFIGS, SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS,
-                                   SMALL, fp8_configs, sm100_block_scaled_fitted, sm100_blockwise_config,
-                                   sm100_fitted, small_m_configs, swap_config)
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_BLOCK_SCALED_CONFIGS,
+                                   SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS, SMALL, fp8_configs,
+                                   sm100_block_scaled_fitted, sm100_blockwise_config, sm100_fitted, small_m_configs,
+                                   swap_config, variant_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -38,12 +37,9 @@ def report() -> int:
     specs += [pipeline_demo.wgmma_spec(4)]
     # the sm_90a GEMM (wgmma): every epilogue under every scheduler of the catalogue and the cluster GEMMs, at the
     # largest tile that takes it, plus the other tiles
-    specs += [matmul_spec(swap_config(32, torch.bfloat16) if "swap_ab" in v.options else
-                          PIECED_16BIT[0] if "tile" in v.options else  # its stages; the variant's own tile
-                          LARGE_SUBTILED_16BIT if "epilogue_n" in v.options else
-                          PINGPONG_16BIT if "pingpong" in v.options else
-                          MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT, b_kmajor=True,
-                          **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
+    specs += [matmul_spec(variant_config(v.options, torch.bfloat16,
+                                         MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT),
+                          b_kmajor=True, **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
     specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages

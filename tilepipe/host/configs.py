@@ -191,7 +191,7 @@ def mma_step_cost(cfg: MatmulConfig) -> float:
     tile, else the reciprocal of its MMA warps' MMA_EFFICIENCY, times PIECED_STEP_COST for a pieced width."""
     if cfg.pingpong:
         return PINGPONG_STEP_COST
-    return PIECED_STEP_COST.get(cfg.block_n, 1.0) * (1 / MMA_EFFICIENCY[cfg.num_warps])
+    return PIECED_STEP_COST.get(cfg.block_n, 1.0) / MMA_EFFICIENCY[cfg.num_warps]
 
 
 def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
@@ -490,6 +490,21 @@ def swap_config(M: int, out_dtype: torch.dtype, block_m: int = 64, kernel: str =
     block_n = next(n for n in SWAP_BLOCK_N if n >= min(M, DECODE_M))
     cfg = MatmulConfig(block_m, block_n, 128, stages=2, num_warps=block_m // 16, swap_ab=True)
     return replace(cfg, stages=fitted_stages(cfg, out_dtype, 2, SWAP_MAX_STAGES, kernel))
+
+
+def variant_config(options: dict, out_dtype: torch.dtype, default: MatmulConfig | None) -> MatmulConfig | None:
+    """The configuration a catalogue matmul variant (kernels/catalogue.py) runs in where its options name one:
+    swap-AB's tile at M = 32, a pieced tile in PIECED_16BIT[0]'s stages, D in sub-tiles in LARGE_SUBTILED_16BIT's, the
+    ping-pong tile; else `default`. The report compiles it, the sanitizer launches it."""
+    if options.get("swap_ab"):
+        return swap_config(32, out_dtype)
+    if options.get("tile"):
+        return replace(PIECED_16BIT[0], block_m=options["tile"][0], block_n=options["tile"][1])
+    if options.get("epilogue_n"):
+        return replace(LARGE_SUBTILED_16BIT, epilogue_n=options["epilogue_n"])
+    if options.get("pingpong"):
+        return PINGPONG_16BIT
+    return default
 
 
 def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int | None = None,

@@ -89,10 +89,10 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs (static, dynamic and stream-K), swap-AB (plain and +C under
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
-    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain and +bias, static), the sm_100a GEMM's epilogues under its
-    schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in 2x1 and 1x2 clusters), the sm_100a
-    FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging copy, and the pipeline examples the
-    demo runs."""
+    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain and +bias, static), the
+    sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
+    2x1 and 1x2 clusters), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging
+    copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})

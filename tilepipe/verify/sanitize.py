@@ -76,10 +76,12 @@ def close(got: Any, reference: Any, tolerance: float = 2e-2) -> bool:
 
 def run_matmul(options: dict, config=None) -> bool:
     """matmul_kernel in one catalogue variant (epilogue and scheduler, a two-CTA cluster, swap-AB, a pieced tile, D in
-    sub-tiles, or the ping-pong kernel) on SHAPE, B K-major; `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
+    sub-tiles, or the ping-pong kernel) on SHAPE, B K-major, in the configuration its options name (variant_config);
+    `config` (a MatmulConfig) forced where given (the sm_100a two-CTA form)."""
     import torch
 
     import tilepipe
+    from tilepipe.host.configs import variant_config
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
     M, N, K = SHAPE
@@ -94,22 +96,7 @@ def run_matmul(options: dict, config=None) -> bool:
     cluster = options.get("cluster")
     config = config if cluster is None else tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cluster[0],
                                                                 cluster_n=cluster[1])
-    if options.get("swap_ab"):
-        from tilepipe.host.configs import swap_config
-
-        config = swap_config(32, out_dtype)
-    if options.get("tile"):  # a pieced tile (pipeline/pieces.py), in the pieced configs' stages
-        from tilepipe.host.configs import PIECED_16BIT
-
-        config = replace(PIECED_16BIT[0], block_m=options["tile"][0], block_n=options["tile"][1])
-    if options.get("epilogue_n"):  # D in sub-tiles, in its config's stages
-        from tilepipe.host.configs import LARGE_SUBTILED_16BIT
-
-        config = replace(LARGE_SUBTILED_16BIT, epilogue_n=options["epilogue_n"])
-    if options.get("pingpong"):  # two MMA warpgroups taking turns
-        from tilepipe.host.configs import PINGPONG_16BIT
-
-        config = PINGPONG_16BIT
+    config = variant_config(options, out_dtype, config)
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
     return close(got, reference)
