@@ -9,6 +9,7 @@ split-K, forced and as matmul's own choice. `... swap 64 splitk bf16`: swap-AB t
 `... pieced bf16 bf16 kmajor static`: tiles with a side of 192 (power-of-two pieces), as chosen and forced.
 `... subtiled bf16 bf16 kmajor static`: the 128x256 tile with D written in sub-tiles, as chosen and forced.
 `... pingpong bf16 bf16 kmajor`: two MMA warpgroups taking turns at 128x128 tiles, as chosen and forced.
+`... edges bf16 bf16 kmajor`: every static tile forced where its last row and column of tiles are moved inside D.
 `... cluster 2x1 plain bf16 bf16 kmajor [dynamic|streamk|splitk]`: a two-CTA cluster forced, under a scheduler.
 `... pair bf16 bf16 kmajor`: the sm_100a GEMM's two-CTA form forced (sm_100/sm_103 only).
 """
@@ -298,6 +299,29 @@ def run_pingpong(dtype: str, out_dtype: str, layout: str) -> dict:
             "failures": [f for r in results for f in r["failures"]][:8]}
 
 
+EDGE_SHAPES = [(200, 777, 64), (129, 3000, 520), (333, 4000, 1000), (416, 200, 3500), (1000, 3000, 520), (100, 300, 200),
+               (257, 4100, 64), (4000, 1000, 128), (640, 1544, 4096)]
+"""Last rows and columns of tiles mostly or barely out of bounds, N off 16 elements (777, 4100, 1544: a moved column
+rounds up to them), one row or column of tiles shorter than the tile (100 x 300 on 128 rows and 192 columns)."""
+
+
+def run_edges(dtype: str, out_dtype: str, layout: str) -> dict:
+    """Every tile the static schedule runs with its edge tiles moved inside D (schedulers/grid.py TileGrid INWARD: no
+    C, one CTA, no swap-AB) forced on EDGE_SHAPES, plain and with a bias row; and matmul's own choice there."""
+    from tilepipe.host.configs import LARGE_SUBTILED_16BIT, PIECED_16BIT, PINGPONG_16BIT, default_configs
+
+    configs = default_configs(DTYPES[out_dtype])
+    if DTYPES[out_dtype] != torch.float32:
+        configs += (LARGE_SUBTILED_16BIT, PINGPONG_16BIT) + PIECED_16BIT
+    results = [run(dtype, out_dtype, layout, EDGE_SHAPES, scheduler="static", config=cfg) for cfg in configs]
+    results += [run_residual(dtype, out_dtype, layout, cfg, "static", ("bias_row", ), EDGE_SHAPES[:4])
+                for cfg in configs]
+    results.append(run(dtype, out_dtype, layout, EDGE_SHAPES))
+    return {"case": f"edges {dtype}->{out_dtype} b={layout}", "ok": all(r["ok"] for r in results),
+            "configs": len(configs), "worst_rel_err": max(r["worst_rel_err"] for r in results),
+            "failures": [f for r in results for f in r["failures"]][:8]}
+
+
 def run_pair(dtype: str, out_dtype: str, layout: str) -> dict:
     """The sm_100a GEMM's two-CTA form (host/configs.py SM100_PAIR_CONFIGS: a 2x1 cluster, cta_group::2 MMAs) forced
     on every shape, ragged ones included."""
@@ -311,7 +335,7 @@ if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     runners = {"residual": run_residual, "restaged": run_restaged, "splitk": run_splitk, "cluster": run_cluster,
                "swap": run_swap, "pair": run_pair, "narrow": run_narrow, "pieced": run_pieced,
-               "subtiled": run_subtiled, "pingpong": run_pingpong}
+               "subtiled": run_subtiled, "pingpong": run_pingpong, "edges": run_edges}
     result = runners[kind](*args) if kind in runners else run(kind, *args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -54,6 +54,7 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
     work = sched.work(paces=True)
     while work.valid:
         pid_m, pid_n = work.coords()
+        row, col = work.origin(BM, BN)
         k_begin, k_end = work.k_steps(k_tiles)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
@@ -62,11 +63,11 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                 else:
                     tiles.expect_loads(a_desc, b_desc, sfa_desc, sfb_desc)
                     tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
-                tiles.load_a(a_desc, [pid_m * BM, k * BK])
+                tiles.load_a(a_desc, [row, k * BK])
                 if B_KMAJOR:
-                    tiles.load_b(b_desc, [pid_n * BN, k * BK])
+                    tiles.load_b(b_desc, [col, k * BK])
                 else:
-                    tiles.load_b(b_desc, [k * BK, pid_n * BN])
+                    tiles.load_b(b_desc, [k * BK, col])
         if HAS_C:
             if work.finishes:
                 load_order = load_order.signal()  # this tile's main-loop loads are on their way
@@ -77,11 +78,14 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
 
 
 @gluon.jit
-def output_origin(pid_m, pid_n, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.constexpr = False):
-    """Where the ROWS x COLS tile of D of the scheduler's tile (pid_m, pid_n) starts: there, or at its transpose where
-    the kernel computes D^T = B^T A^T (SWAP_AB: the scheduler walks D^T's tiles)."""
-    row_tile, col_tile = (pid_n, pid_m) if SWAP_AB else (pid_m, pid_n)
-    return row_tile * ROWS, col_tile * COLS
+def output_origin(work, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.constexpr = False):
+    """Where the ROWS x COLS tile of D of the scheduler's current tile starts: its origin (moved inside the problem's
+    edges where the grid says so: TileGrid), or its transpose's where the kernel computes D^T = B^T A^T (SWAP_AB: the
+    scheduler walks D^T's tiles)."""
+    if SWAP_AB:
+        pid_m, pid_n = work.coords()
+        return pid_n * ROWS, pid_m * COLS
+    return work.origin(ROWS, COLS)
 
 
 @gluon.jit
@@ -96,10 +100,9 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
     while work.valid:
         if work.finishes:
             outputs, sources = work.pass_partials(outputs, sources)  # stream-K: stages the partial sums came in
-            pid_m, pid_n = work.coords()
             for j in gl.static_range(BN // SUB_N):
                 with outputs.consume() as out:
-                    row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
+                    row, col = output_origin(work, BM, BN, SWAP_AB)
                     out.store(d_desc, [row, col + j * SUB_N])
                     if SOURCES:
                         sources = sources.release()  # C was used and D stored: the stage may receive the next C
@@ -121,9 +124,8 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
         if work.finishes:
             sources = work.fetch_partials(sources)
             if HAS_C:
-                pid_m, pid_n = work.coords()
                 load_order = load_order.wait()  # this tile's main-loop loads were issued first
-                row, col = output_origin(pid_m, pid_n, BM, BN, SWAP_AB)
+                row, col = output_origin(work, BM, BN, SWAP_AB)
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.load(c_desc, [row, col + j * SUB_N])
             else:

@@ -5,19 +5,17 @@ Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or strea
   load           (1 warp)   TMA A and B tiles into the input tile pipeline; paces the dynamic scheduler
   mma            (8 warps)  two wgmma warpgroups, one wgmma kept in flight; the epilogue writes D to an output stage
   store          (1 warp)   TMA-stores each output stage while the mma role runs the next tile's main loop
-  epilogue_load  (1 warp, with C or stream-K)  TMA-loads the C tile into the output stage the tile will use, once the
-                 tile's main-loop loads were issued (load-order pipeline) and the store role freed the stage
+  epilogue_load  (1 warp, with C or stream-K)  TMA-loads C into the tile's output stage once the tile's main-loop
+                 loads were issued (load-order pipeline) and the store role freed the stage
   scheduler      (1 warp, dynamic)  draws tile ids from a global counter and hands them to every other role
-Under the stream-K schedule a unit may be part of a tile's k-steps: the mma role of a program that does not finish
-the tile writes its partial sum into output stages, which the store role TMA-stores into the program's workspace
-slot; a finisher's epilogue-load role TMA-loads each contributor's slot into output stages, which the mma role adds
-before its epilogue (pipeline/partials.py).
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C has D's dtype, and then lands in the
-output stage it will be stored from, or is fp32 with a 16-bit D, and then lands in its own source stages
-(`SourceTileStorage`). C may be D itself: each tile is read before it is written, by the same CTA.
+Stream-K: a unit may be part of a tile's k-steps; a program that does not finish the tile passes its partial sum
+through output stages to its workspace slot (store role), and the finisher's epilogue-load role brings each slot
+back into output stages for the mma role to add before its epilogue (pipeline/partials.py).
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C of D's dtype lands in the output stage
+it will be stored from, fp32 C (a 16-bit D) in its own source stages. C may be D: each tile is read, then written.
 A per-column bias (HAS_BIAS: + beta * bias[col]) needs no C pipeline: the epilogue reads it from global memory.
-Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands; every role but the epilogue's
-end is unchanged, the mma role transposing each finished tile into D's output stage.
+Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands, the mma role transposing each
+finished tile into D's output stage.
 A tile with a side of 96, 160 or 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as
 power-of-two pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
 With EPILOGUE_N an output stage holds a BM x EPILOGUE_N sub-tile of D, which leaves room for more operand stages.
@@ -45,6 +43,7 @@ from tilepipe.pipeline.storage import (ClcPipelineStorage, EpiLoadPipelineStorag
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
 from tilepipe.schedulers.dynamic import scheduler_role
+from tilepipe.schedulers.static import StaticTileScheduler
 
 SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one tile ahead of the load role
 
@@ -87,30 +86,29 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
-             beta, bias_ptr, D_COLS, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+             beta, bias_ptr, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
              HAS_BIAS: gl.constexpr, SWAP_AB: gl.constexpr, STREAMK: gl.constexpr = False):
     """The output stages hold D's tiles (D_BN columns), or its sub-tiles where a stage is narrower: with SWAP_AB the
-    transpose of the accumulator (D^T = B^T A^T), which the epilogue turns into D's tile first. D_COLS: D's columns
-    (the bias's length). STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
+    transpose of the accumulator (D^T = B^T A^T), which the epilogue turns into D's tile first. STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
     an epi_load one (pipeline/partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
+    D_COLS = sched.grid.M if SWAP_AB else sched.grid.N  # the bias's length (the grid's, not a second register)
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
                                                                       outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
+        _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if PIECED:  # an accumulator per piece, each into its array of the output stage (where C landed)
             with outputs.produce() as out:
-                sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS, work.coords()[1] * D_BN,
-                                       HAS_BIAS, sources, HAS_C)
+                sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS, first_col, HAS_BIAS, sources,
+                                       HAS_C)
                 out.arrive()
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
-            pid_m, pid_n = work.coords()
-            _, first_col = output_origin(pid_m, pid_n, D_BM, D_BN, SWAP_AB)
             outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
                                           bias_ptr, D_COLS, first_col, HAS_C, HAS_BIAS, STREAMK)  # D's tile
         else:
@@ -152,16 +150,18 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
-    SCHEDULER: gl.constexpr = scheduler_class(SCHEDULE)
     # what the scheduler shares through global memory besides the workspace pointer
     shared = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else ticket_desc
-    sched = SCHEDULER.from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, shared)
+    INWARD: gl.constexpr = SCHEDULE == "static" and not (HAS_C or SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or (
+        HAS_BIAS and EPILOGUE_N is None and BM * BN >= 128 * 256))  # edge tiles inside D (TileGrid) unless it spills
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD) if INWARD else scheduler_class(
+        SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, shared)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
     sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C, STREAMK)
-    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
-                                 D_BN, B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
+    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, D_BN, B_KMAJOR,
+                                 HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
                      (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB, D_BN), WORKER_WARPS,

@@ -17,7 +17,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.epilogues import store_tile
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, output_origin, store_role, wgmma_steps
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_steps
 from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
@@ -67,9 +67,8 @@ def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, source
             acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, D_BN, acc_layout, B_KMAJOR)
         acc, consumer = consumer.retire(acc)
         consumer = consumer.pass_over(k_tiles)  # the other turn's next tile
-        pid_m, pid_n = work.coords()
-        outputs, sources = store_tile(outputs, sources, acc, alpha, beta, bias_ptr, N, pid_n * D_BN, False, HAS_BIAS,
-                                      False)
+        outputs, sources = store_tile(outputs, sources, acc, alpha, beta, bias_ptr, N, work.origin(BM, D_BN)[1],
+                                      False, HAS_BIAS, False)
         work = work.next()
     outputs.drain()
 
@@ -94,7 +93,7 @@ def matmul_pingpong_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, 
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)
     smem = PLAN.allocate(probe)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD=True)  # edge tiles inside the problem
     inputs = InputTilePipeline(smem.input, smem.operands, 1)
     out0 = OutputTilePipeline(smem.output0, smem.c_tiles0)
     out1 = OutputTilePipeline(smem.output1, smem.c_tiles1)

@@ -14,20 +14,43 @@ from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 
 
+# A TMA box's innermost coordinate must start on 16 bytes (off them the copy faults: an illegal instruction on an
+# H100); 16 elements are 16 bytes or more for every dtype a kernel stores or loads along N.
+COLUMN_STEP = gl.constexpr(16)
+
+
 @aggregate
 class TileGrid:
     """The output tiles of an M x N problem in grouped order: GROUP_M rows of tiles are walked column by
-    column, so consecutive tiles reuse the same B columns and A rows from L2."""
+    column, so consecutive tiles reuse the same B columns and A rows from L2. INWARD: a tile that would reach past
+    the problem's last row or column starts that much earlier (`origin`), overlapping the tile before it, which
+    writes the same values there, so no TMA box of A, B or D reaches past their edges: a box mostly out of bounds
+    loads slowly (416 of 512 rows at K = 14336 ran 1.4x the whole rows' time: docs/perf-log.md row 77). A moved
+    column is rounded up to COLUMN_STEP elements (its box may reach up to COLUMN_STEP - 1 columns past the edge). Only for a
+    kernel whose D tiles are written once from A and B alone (no C, which may be D itself)."""
     num_pid_m: gl.tensor
     num_pid_n: gl.tensor
     num_tiles: gl.tensor
+    M: gl.tensor | gl.constexpr  # a constexpr where a kernel specializes it
+    N: gl.tensor | gl.constexpr
     GROUP_M: gl.constexpr
+    INWARD: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, num_pid_m, num_pid_n, num_tiles, M, N, GROUP_M, INWARD=False):
+        self.num_pid_m = num_pid_m
+        self.num_pid_n = num_pid_n
+        self.num_tiles = num_tiles
+        self.M = M
+        self.N = N
+        self.GROUP_M = gl.constexpr(GROUP_M)
+        self.INWARD = gl.constexpr(INWARD)
 
     @gluon.jit
-    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, INWARD: gl.constexpr = False):
         num_pid_m = gl.cdiv(M, BM)
         num_pid_n = gl.cdiv(N, BN)
-        return TileGrid(num_pid_m, num_pid_n, num_pid_m * num_pid_n, GROUP_M)
+        return TileGrid(num_pid_m, num_pid_n, num_pid_m * num_pid_n, M, N, GROUP_M, INWARD)
 
     @gluon.jit
     def coords(self, tile_id):
@@ -39,6 +62,18 @@ class TileGrid:
         pid_n = (tile_id % per_group) // group_rows
         return pid_m, pid_n
 
+    @gluon.jit
+    def origin(self, tile_id, BM: gl.constexpr, BN: gl.constexpr):
+        """(row, col) where the BM x BN tile of a tile id starts: (pid_m * BM, pid_n * BN), moved inside the
+        problem's last row and column under INWARD."""
+        pid_m, pid_n = self.coords(tile_id)
+        row = pid_m * BM
+        col = pid_n * BN
+        if self.INWARD:
+            row = gl.minimum(row, gl.maximum(self.M - BM, 0))
+            col = gl.minimum(col, gl.cdiv(gl.maximum(self.N - BN, 0), COLUMN_STEP) * COLUMN_STEP)
+        return row, col
+
 
 @aggregate
 class TileWork:
@@ -49,6 +84,11 @@ class TileWork:
     def coords(self):
         """(pid_m, pid_n) of the current tile."""
         return self.grid.coords(self.tile_id)
+
+    @gluon.jit
+    def origin(self, BM: gl.constexpr, BN: gl.constexpr):
+        """(row, col) where the current BM x BN tile starts (TileGrid.origin)."""
+        return self.grid.origin(self.tile_id, BM, BN)
 
     @gluon.jit
     def k_steps(self, k_tiles):

@@ -55,8 +55,9 @@ class StaticTileScheduler:
         self.turns = gl.constexpr(turns)
 
     @gluon.jit
-    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-        return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M))
+    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, INWARD: gl.constexpr = False):
+        """INWARD: edge tiles moved inside the problem (TileGrid)."""
+        return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M, INWARD))
 
     @gluon.jit
     def taking_turns(self, turn: gl.constexpr, turns: gl.constexpr):

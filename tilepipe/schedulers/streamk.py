@@ -98,6 +98,10 @@ class StreamKWork(TileWork):
         return self.sched.grid.coords(self.tile_id)
 
     @gluon.jit
+    def origin(self, BM: gl.constexpr, BN: gl.constexpr):
+        return self.sched.grid.origin(self.tile_id, BM, BN)
+
+    @gluon.jit
     def k_steps(self, k_tiles):
         return self.k_begin, self.k_end
 
