@@ -86,29 +86,29 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
-             beta, bias_ptr, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
+             beta, bias_ptr, D_COLS, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
              HAS_BIAS: gl.constexpr, SWAP_AB: gl.constexpr, STREAMK: gl.constexpr = False):
     """The output stages hold D's tiles (D_BN columns), or its sub-tiles where a stage is narrower: with SWAP_AB the
-    transpose of the accumulator (D^T = B^T A^T), which the epilogue turns into D's tile first. STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
+    transpose of the accumulator (D^T = B^T A^T), which the epilogue turns into D's tile first. D_COLS: D's columns
+    (the bias's length). STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
     an epi_load one (pipeline/partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
-    D_COLS = sched.grid.M if SWAP_AB else sched.grid.N  # the bias's length (the grid's, not a second register)
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
                                                                       outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
-        _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if PIECED:  # an accumulator per piece, each into its array of the output stage (where C landed)
             with outputs.produce() as out:
-                sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS, first_col, HAS_BIAS, sources,
-                                       HAS_C)
+                sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS,
+                                       output_origin(work, D_BM, D_BN)[1], HAS_BIAS, sources, HAS_C)
                 out.arrive()
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
+            _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
             outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
                                           bias_ptr, D_COLS, first_col, HAS_C, HAS_BIAS, STREAMK)  # D's tile
         else:
@@ -160,8 +160,8 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
     sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C, STREAMK)
-    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, D_BN, B_KMAJOR,
-                                 HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
+    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
+                                 D_BN, B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
                      (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB, D_BN), WORKER_WARPS,
