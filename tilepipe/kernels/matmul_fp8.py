@@ -7,8 +7,9 @@ fp8). The scales are read from device memory in the epilogue, once per tile: no 
 Hopper's limited fp8 precision over the whole K (torch's `use_fast_accum=True`). The blockwise-scaled kernel is
 matmul_fp8_blockwise.py.
 
-Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial tiles meet through a workspace as
-in matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
+Roles (one CTA per SM; the static grouped schedule, whose edge tiles move inside D for tiles under 128x256 without a
+cluster or swap-AB (schedulers/grid.py), or stream-K's, whose partial tiles meet through a workspace as in
+matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
 TMA store overlapped with the next tile's main loop), and under stream-K epilogue_load (1 warp, TMA loads of the
 partial sums a finisher adds); all but mma are the shared GEMM roles (gemm_roles.py).
 In a CLUSTER_M x CLUSTER_N cluster the blocks are the cluster's and the shared operand is multicast, as in matmul.py
@@ -32,6 +33,7 @@ from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, EpiLoadPipelineS
                                        StandardTileStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
+from tilepipe.schedulers.static import StaticTileScheduler
 
 
 @gluon.constexpr_function
@@ -97,9 +99,9 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sour
         acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, True)  # FP8: B always K-major
         if work.finishes:  # the scales multiply the whole sum: a stream-K finisher adds the partials first
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
-            pid_m, pid_n = work.coords()
-            rows = pid_m * BM + gl.arange(0, BM, gl.SliceLayout(1, acc_layout))
-            cols = pid_n * BN + gl.arange(0, BN, gl.SliceLayout(0, acc_layout))
+            row, col = work.origin(BM, BN)  # the kernel's tile (D^T's under SWAP_AB)
+            rows = row + gl.arange(0, BM, gl.SliceLayout(1, acc_layout))
+            cols = col + gl.arange(0, BN, gl.SliceLayout(0, acc_layout))
             sa = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)
             sb = gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)
             acc = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
@@ -134,7 +136,10 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
                                   CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK)
     inputs, outputs, sources, load_order = allocate_roles(PLAN, STREAMK)
     partials = PartialTiles.create(workspace, partial_desc, outputs.tiles, BN) if STREAMK else None
-    sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials)
+    # edge tiles inside D (TileGrid), but for 128x256 and up: its epilogue's column scales would spill
+    INWARD: gl.constexpr = SCHEDULE == "static" and not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or BM * BN >= 128 * 256)
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD) if INWARD else scheduler_class(
+        SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sources, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N,
                                         SA_STRIDE, SB_STRIDE, SWAP_AB, STREAMK)),
                      (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False), WORKER_WARPS,
