@@ -43,7 +43,6 @@ from tilepipe.pipeline.storage import (ClcPipelineStorage, EpiLoadPipelineStorag
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
 from tilepipe.schedulers.dynamic import scheduler_role
-from tilepipe.schedulers.static import StaticTileScheduler
 
 SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one tile ahead of the load role
 
@@ -152,10 +151,11 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     smem = PLAN.allocate(probe)
     # what the scheduler shares through global memory besides the workspace pointer
     shared = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else ticket_desc
-    INWARD: gl.constexpr = SCHEDULE == "static" and not (HAS_C or SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or (
-        HAS_BIAS and EPILOGUE_N is None and BM * BN >= 128 * 256))  # edge tiles inside D (TileGrid) unless it spills
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD) if INWARD else scheduler_class(
-        SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, shared)
+    # edge tiles inside D (TileGrid) but where it spills: a whole 128x256 stage with a bias, split-K's 64-row tiles
+    INWARD: gl.constexpr = not (HAS_C or SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or (STREAMK and BM == 64) or (
+        HAS_BIAS and EPILOGUE_N is None and BM * BN >= 128 * 256))
+    sched = scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, shared,
+                                                  INWARD)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages

@@ -7,11 +7,11 @@ fp8). The scales are read from device memory in the epilogue, once per tile: no 
 Hopper's limited fp8 precision over the whole K (torch's `use_fast_accum=True`). The blockwise-scaled kernel is
 matmul_fp8_blockwise.py.
 
-Roles (one CTA per SM; the static grouped schedule, whose edge tiles move inside D for tiles under 128x256 without a
-cluster or swap-AB (schedulers/grid.py), or stream-K's, whose partial tiles meet through a workspace as in
-matmul.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output stage), store (1 warp,
-TMA store overlapped with the next tile's main loop), and under stream-K epilogue_load (1 warp, TMA loads of the
-partial sums a finisher adds); all but mma are the shared GEMM roles (gemm_roles.py).
+Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial tiles meet through a workspace as
+in matmul.py; tiles under 128x256 without a cluster or swap-AB, but split-K's 64-row ones, have their edge tiles
+moved inside D, schedulers/grid.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output
+stage), store (1 warp, TMA store overlapped with the next tile's main loop), and under stream-K epilogue_load (1
+warp, TMA loads of the partial sums a finisher adds); all but mma are the shared GEMM roles (gemm_roles.py).
 In a CLUSTER_M x CLUSTER_N cluster the blocks are the cluster's and the shared operand is multicast, as in matmul.py
 (matmul_fp8 launches clusters under the static schedule; the kernel's stream-K takes them too); with SWAP_AB (small
 M) the kernel computes D^T, as matmul.py does.
@@ -33,7 +33,6 @@ from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, EpiLoadPipelineS
                                        StandardTileStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
-from tilepipe.schedulers.static import StaticTileScheduler
 
 
 @gluon.constexpr_function
@@ -136,10 +135,10 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
                                   CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK)
     inputs, outputs, sources, load_order = allocate_roles(PLAN, STREAMK)
     partials = PartialTiles.create(workspace, partial_desc, outputs.tiles, BN) if STREAMK else None
-    # edge tiles inside D (TileGrid), but for 128x256 and up: its epilogue's column scales would spill
-    INWARD: gl.constexpr = SCHEDULE == "static" and not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or BM * BN >= 128 * 256)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD) if INWARD else scheduler_class(
-        SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials)
+    # edge tiles inside D (TileGrid) but where it spills: 128x256's column scales, split-K's 64-row tiles
+    INWARD: gl.constexpr = not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or BM * BN >= 128 * 256 or (STREAMK and BM == 64))
+    sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials,
+                                                  INWARD)
     warp_specialize([(scaled_mma_role, (inputs, outputs, sources, sched, gl.cdiv(K, BK), scale_a, scale_b, M, N,
                                         SA_STRIDE, SB_STRIDE, SWAP_AB, STREAMK)),
                      (load_role, (inputs, None, a_desc, b_desc, sched, gl.cdiv(K, BK), True, False), WORKER_WARPS,

@@ -123,17 +123,19 @@ class DynamicTileScheduler:
 
     @gluon.jit
     def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
-                    tickets=None):
+                    tickets=None, INWARD: gl.constexpr = False):
         """The scheduler a GEMM kernel builds from its problem, its allocated pipelines (the `clc` ring), its
-        workspace (word 0 is the tile counter) and, in a cluster, the ticket rows' descriptor."""
-        return DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines.clc, workspace, tickets)
+        workspace (word 0 is the tile counter) and, in a cluster, the ticket rows' descriptor; INWARD: edge tiles
+        moved inside the problem (TileGrid)."""
+        return DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines.clc, workspace, tickets, INWARD)
 
     @gluon.jit
-    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, clc, counter, tickets=None):
+    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, clc, counter, tickets=None,
+               INWARD: gl.constexpr = False):
         """From the ClcPipelines that ClcPipelineStorage.allocate() gave."""
         gl.static_assert((gl.num_ctas() == 1) == (tickets is None),
                          "a two-CTA cluster shares its tile ids through the ticket rows' descriptor (and only it)")
-        return DynamicTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M), clc.pipeline, clc.throttle,
+        return DynamicTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M, INWARD), clc.pipeline, clc.throttle,
                                     clc.response, counter, tickets)
 
     @builtin

@@ -65,10 +65,10 @@ class StaticTileScheduler:
 
     @gluon.jit
     def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
-                    partials=None):
+                    partials=None, INWARD: gl.constexpr = False):
         """The scheduler a GEMM kernel builds from its problem, its allocated pipelines and its workspace (this
-        one needs neither)."""
-        return StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+        one needs neither); INWARD: edge tiles moved inside the problem (TileGrid)."""
+        return StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD)
 
     @gluon.jit
     def work(self, paces: gl.constexpr = False):

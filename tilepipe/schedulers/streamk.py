@@ -28,15 +28,17 @@ class StreamKTileScheduler:
 
     @gluon.jit
     def from_kernel(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines, workspace,
-                    partials=None):
+                    partials=None, INWARD: gl.constexpr = False):
         """The scheduler a GEMM kernel builds from its problem and its partial tiles (no pipelines of its own)."""
-        return StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, partials)
+        return StreamKTileScheduler.create(M, N, k_tiles, BM, BN, GROUP_M, partials, INWARD)
 
     @gluon.jit
-    def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, partials: PartialTiles):
+    def create(M, N, k_tiles, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, partials: PartialTiles,
+               INWARD: gl.constexpr = False):
         """`k_tiles`: the kernel's k-steps a tile; `partials`: the workspace's flags and partial tiles and the
-        stages they travel through (pipeline/partials.py)."""
-        grid = TileGrid.create(M, N, BM, BN, GROUP_M)
+        stages they travel through (pipeline/partials.py), found by tile id; INWARD: edge tiles moved inside the
+        problem (TileGrid)."""
+        grid = TileGrid.create(M, N, BM, BN, GROUP_M, INWARD)
         programs = gl.num_programs(0)
         waves = grid.num_tiles // programs
         rest = grid.num_tiles % programs
