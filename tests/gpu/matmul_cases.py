@@ -299,8 +299,8 @@ def run_pingpong(dtype: str, out_dtype: str, layout: str) -> dict:
             "failures": [f for r in results for f in r["failures"]][:8]}
 
 
-EDGE_SHAPES = [(200, 777, 64), (129, 3000, 520), (333, 4000, 1000), (416, 200, 3500), (1000, 3000, 520), (100, 300, 200),
-               (257, 4100, 64), (4000, 1000, 128), (640, 1544, 4096)]
+EDGE_SHAPES = [(200, 777, 64), (129, 3000, 520), (333, 4000, 1000), (416, 200, 3500), (1000, 3000, 520),
+               (100, 300, 200), (257, 4100, 64), (4000, 1000, 128), (640, 1544, 4096)]
 """Last rows and columns of tiles mostly or barely out of bounds, N off 16 elements (777, 4100, 1544: a moved column
 rounds up to them), one row or column of tiles shorter than the tile (100 x 300 on 128 rows and 192 columns)."""
 

@@ -15,7 +15,8 @@ CASES += [("pieced", "bf16", "bf16", "kmajor", "static"), ("pieced", "fp16", "fp
 CASES += [("subtiled", "bf16", "bf16", "kmajor", "static"), ("subtiled", "fp16", "fp16", "rowmajor", "dynamic"),
           ("subtiled", "bf16", "bf16", "rowmajor", "streamk"), ("subtiled", "fp16", "fp16", "kmajor", "splitk")]
 CASES += [("pingpong", "bf16", "bf16", "kmajor"), ("pingpong", "fp16", "fp16", "rowmajor")]
-CASES += [("edges", "bf16", "bf16", "kmajor"), ("edges", "fp16", "fp16", "rowmajor"), ("edges", "bf16", "fp32", "kmajor")]
+CASES += [("edges", "bf16", "bf16", "kmajor"), ("edges", "fp16", "fp16", "rowmajor"),
+          ("edges", "bf16", "fp32", "kmajor")]
 CASES += [("swap", tile, schedule, out) for tile, schedule, out in (("64", "static", "bf16"), ("64", "splitk", "fp32"),
                                                                   ("64", "streamk", "bf16"), ("128", "static", "fp32"),
                                                                   ("64", "dynamic", "bf16"))]

@@ -21,13 +21,14 @@ COLUMN_STEP = gl.constexpr(16)
 
 @aggregate
 class TileGrid:
-    """The output tiles of an M x N problem in grouped order: GROUP_M rows of tiles are walked column by
-    column, so consecutive tiles reuse the same B columns and A rows from L2. INWARD: a tile that would reach past
-    the problem's last row or column starts that much earlier (`origin`), overlapping the tile before it, which
-    writes the same values there, so no TMA box of A, B or D reaches past their edges: a box mostly out of bounds
-    loads slowly (416 of 512 rows at K = 14336 ran 1.4x the whole rows' time: docs/perf-log.md row 77). A moved
-    column is rounded up to COLUMN_STEP elements (its box may reach up to COLUMN_STEP - 1 columns past the edge). Only for a
-    kernel whose D tiles are written once from A and B alone (no C, which may be D itself)."""
+    """The output tiles of an M x N problem in grouped order: GROUP_M rows of tiles are walked column by column, so
+    consecutive tiles reuse the same B columns and A rows from L2. INWARD: a tile that would reach past the
+    problem's last row or column starts that much earlier (`origin`), overlapping the tile before it, which writes
+    the same values there, so no TMA box of A, B or D reaches past their edges: a box mostly out of bounds loads
+    slowly (416 of 512 rows at K = 14336 ran 1.4x the whole rows' time: docs/perf-log.md row 77). A moved column is
+    rounded up to COLUMN_STEP elements (its box may reach up to COLUMN_STEP - 1 columns past the edge). Only for a
+    kernel whose D tiles are each written once from A and B alone (under stream-K by the tile's finisher; no C,
+    which may be D itself)."""
     num_pid_m: gl.tensor
     num_pid_n: gl.tensor
     num_tiles: gl.tensor
