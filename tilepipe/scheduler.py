@@ -35,6 +35,10 @@ from tilepipe import _trace
 from tilepipe.pipeline import ProducerConsumerPipeline
 
 
+# A TMA box's innermost coordinate must start on 16 bytes.
+COLUMN_STEP = gl.constexpr(16)
+
+
 @aggregate
 class TileGrid:
     """The output tiles of an M x N problem in grouped order: GROUP_M rows of tiles are walked column by
@@ -42,20 +46,26 @@ class TileGrid:
     num_pid_m: gl.tensor
     num_pid_n: gl.tensor
     num_tiles: gl.tensor
+    M: gl.tensor | gl.constexpr
+    N: gl.tensor | gl.constexpr
     GROUP_M: gl.constexpr
+    INWARD: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, num_pid_m, num_pid_n, num_tiles, GROUP_M):
+    def __init__(self, num_pid_m, num_pid_n, num_tiles, M, N, GROUP_M, INWARD=False):
         self.num_pid_m = num_pid_m
         self.num_pid_n = num_pid_n
         self.num_tiles = num_tiles
+        self.M = M
+        self.N = N
         self.GROUP_M = gl.constexpr(GROUP_M)
+        self.INWARD = gl.constexpr(INWARD)
 
     @gluon.jit
-    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, INWARD: gl.constexpr = False):
         num_pid_m = gl.cdiv(M, BM)
         num_pid_n = gl.cdiv(N, BN)
-        return TileGrid(num_pid_m, num_pid_n, num_pid_m * num_pid_n, GROUP_M)
+        return TileGrid(num_pid_m, num_pid_n, num_pid_m * num_pid_n, M, N, GROUP_M, INWARD)
 
     @gluon.jit
     def coords(self, tile_id):
@@ -67,6 +77,16 @@ class TileGrid:
         pid_n = (tile_id % per_group) // group_rows
         return pid_m, pid_n
 
+    @gluon.jit
+    def origin(self, tile_id, BM: gl.constexpr, BN: gl.constexpr):
+        pid_m, pid_n = self.coords(tile_id)
+        row = pid_m * BM
+        col = pid_n * BN
+        if self.INWARD:
+            row = gl.minimum(row, gl.maximum(self.M - BM, 0))
+            col = gl.minimum(col, gl.cdiv(gl.maximum(self.N - BN, 0), COLUMN_STEP) * COLUMN_STEP)
+        return row, col
+
 
 @aggregate
 class _Work:
@@ -76,6 +96,10 @@ class _Work:
     def coords(self):
         """(pid_m, pid_n) of the current tile."""
         return self.grid.coords(self.tile_id)
+
+    @gluon.jit
+    def origin(self, BM: gl.constexpr, BN: gl.constexpr):
+        return self.grid.origin(self.tile_id, BM, BN)
 
 
 # ---- static ----------------------------------------------------------------------------------------
@@ -114,8 +138,8 @@ class StaticTileScheduler:
         self.grid = grid
 
     @gluon.jit
-    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-        return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M))
+    def create(M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, INWARD: gl.constexpr = False):
+        return StaticTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M, INWARD))
 
     @gluon.jit
     def work(self, paces: gl.constexpr = False):

@@ -65,15 +65,15 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
     producer = inputs.producer()
     work = sched.work(paces=True)
     while work.valid:
-        pid_m, pid_n = work.coords()
+        row, col = work.origin(BM, BN)
         for k in range(k_tiles):
             with producer.produce() as tiles:
                 tiles.expect_bytes(a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_load(a_desc, [pid_m * BM, k * BK], tiles.mbar(), tiles.a_tile())
+                tma.async_load(a_desc, [row, k * BK], tiles.mbar(), tiles.a_tile())
                 if B_KMAJOR:
-                    tma.async_load(b_desc, [pid_n * BN, k * BK], tiles.mbar(), tiles.b_tile())
+                    tma.async_load(b_desc, [col, k * BK], tiles.mbar(), tiles.b_tile())
                 else:
-                    tma.async_load(b_desc, [k * BK, pid_n * BN], tiles.mbar(), tiles.b_tile())
+                    tma.async_load(b_desc, [k * BK, col], tiles.mbar(), tiles.b_tile())
         if HAS_C:
             load_order = load_order.signal()  # this tile's main-loop loads are on their way
         work = work.next()
@@ -108,8 +108,8 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
                 source, sources = sources.wait()  # C was loaded into this output stage, or its own source stage
                 acc = alpha * acc + beta * source.load(acc_layout).to(gl.float32)
             elif HAS_BIAS:
-                _, pid_n = work.coords()
-                acc = alpha * acc + beta * column_bias(bias_ptr, N, pid_n, BN, acc_layout)[None, :]
+                _, col = work.origin(BM, BN)
+                acc = alpha * acc + beta * column_bias(bias_ptr, N, col, BN, acc_layout)[None, :]
             else:
                 acc = alpha * acc
             out.tile().store(acc.to(outputs.tiles.dtype))
@@ -119,9 +119,9 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
 
 
 @gluon.jit
-def column_bias(bias_ptr, N, pid_n, BN: gl.constexpr, acc_layout: gl.constexpr):
-    """Tile column pid_n's BN bias values (zero past N), in fp32, laid out along the accumulator's columns."""
-    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+def column_bias(bias_ptr, N, col, BN: gl.constexpr, acc_layout: gl.constexpr):
+    """The BN bias values from column col (zero past N), in fp32, laid out along the accumulator's columns."""
+    cols = col + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
     return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
 
 
@@ -131,9 +131,9 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
     BN: gl.constexpr = d_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
-        pid_m, pid_n = work.coords()
         with outputs.consume() as out:
-            tma.async_store(d_desc, [pid_m * BM, pid_n * BN], out.tile())
+            row, col = work.origin(BM, BN)
+            tma.async_store(d_desc, [row, col], out.tile())
             tma.store_wait(0)
             if HAS_C:
                 sources = sources.release()  # C was used and D stored: the stage may receive the next C
@@ -146,9 +146,9 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     BN: gl.constexpr = c_desc.block_type.shape[1]
     work = sched.work()
     while work.valid:
-        pid_m, pid_n = work.coords()
         load_order = load_order.wait()  # this tile's main-loop loads were issued first
-        sources = sources.load(c_desc, [pid_m * BM, pid_n * BN])
+        row, col = work.origin(BM, BN)
+        sources = sources.load(c_desc, [row, col])
         work = work.next()
     sources.drain()
 
@@ -170,7 +170,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, counter, M, N, K, al
     if DYNAMIC:
         sched = DynamicTileScheduler.create(M, N, BM, BN, GROUP_M, pipelines[2], counter)
     else:
-        sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M)
+        sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, not (HAS_C or (HAS_BIAS and BM * BN >= 128 * 256)))
     if HAS_C:
         source_pipeline, order_pipeline = pipelines[len(pipelines) - 1], allocated[3]
     else:
