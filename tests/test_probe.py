@@ -21,12 +21,12 @@ from tilepipe.probes import debug, timeline
 from tilepipe.verify.compile import CompileError, KernelReport, compile_kernels
 
 REPO = Path(__file__).resolve().parent.parent
-PTX_BASELINE_REF = "4a98d0c"
+PTX_BASELINE_REF = "d9d66f4"
 """A commit whose matmul kernel is today's without the probes: 31ab8b7 (the bias/fp32-C epilogue and the scheduler
-interface, on the pipeline layer from before probes existed) with only the triton 3.9 port applied (branch
-ptx-baseline-39, merged into main's history with `-s ours`). The current kernel with PROBE=0 must compile to the same
-PTX instructions. When matmul.py's kernel changes, build such a commit again (the kernel and its pipeline layer
-without the probe lines) and point this at it."""
+interface, on the pipeline layer from before probes existed) with the triton 3.9 port (4a98d0c, branch
+ptx-baseline-39) and the edge tiles moved inside D ported (d9d66f4), merged into main's history with `-s ours`. The
+current kernel with PROBE=0 must compile to the same PTX instructions. When matmul.py's kernel changes, build such a
+commit again (the kernel and its pipeline layer without the probe lines) and point this at it."""
 
 # (config, dtype, out dtype, B K-major, with C): the largest tile, and the small tile with the fused residual.
 MATMULS = {"bf16": ("LARGE_16BIT", "bf16", "bf16", True, False), "residual": ("SMALL", "fp16", "fp32", False, True)}
