@@ -50,6 +50,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1] if B_KMAJOR else inputs.payload.b_tiles.shape[2]
     A_BOXES: gl.constexpr = tile_boxes(inputs.payload.a_tiles, a_desc)
     B_BOXES: gl.constexpr = tile_boxes(inputs.payload.b_tiles, b_desc)
+    gl.static_assert(sfa_desc is None or not sched.grid.INWARD, "block scales are loaded at the tile's coordinates: "
+                     "a block-scaled kernel takes no edge tiles moved inside D (TileGrid INWARD)")
     producer = inputs.producer()
     work = sched.work(paces=True)
     while work.valid:
