@@ -26,7 +26,8 @@ from tilepipe.tools.bench import RESULTS_DIR
 METRICS = {"time_us": "gpu__time_duration.sum", "sm_ghz": "sm__cycles_elapsed.avg.per_second",
            "tensor_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
            "l2_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_sectors": "lts__t_sectors.sum",
-           "dram_bytes": "dram__bytes.sum"}
+           "dram_bytes": "dram__bytes.sum", "l1_pct": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+           "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed"}
 """Our column name -> ncu metric. Units are normalised in `_value` (ncu picks ns/us/ms, Hz/GHz, byte/Gbyte)."""
 BF16_SHAPES = [(1536, 2816, 4096), (896, 4864, 4096), (8192, 8192, 8192), (7168, 5120, 3000), (7168, 5120, 3072)]
 """One exact wave of 128x256 tiles; SMs + 1 tiles (stream-K by default); the large square; K = 3000 (rows 6000 bytes
@@ -38,6 +39,37 @@ FP8_SHAPES = [(8192, 8192, 8192, "tensor"), (4096, 7168, 16384, "blockwise")]
 _SCALES = {"second": 1e6, "msecond": 1e3, "usecond": 1.0, "nsecond": 1e-3, "s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3,
            "hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0, "cycle/nsecond": 1.0, "cycle/usecond": 1e-3,
            "cycle/second": 1e-9, "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}
+
+
+def tile_options() -> dict[str, object]:
+    """The tiles `--shapes` may force beside matmul's choice, by name."""
+    from dataclasses import replace
+
+    from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, MEDIUM, PIECED_16BIT, PINGPONG_16BIT
+
+    return {"pingpong": PINGPONG_16BIT, "128x128": MEDIUM, "128x256": LARGE_16BIT, "128x256-d64": LARGE_SUBTILED_16BIT,
+            "128x256-2x1": replace(LARGE_16BIT, cluster_m=2),
+            **{f"{cfg.block_m}x{cfg.block_n}": cfg for cfg in PIECED_16BIT}}
+
+
+def shape_cases(shapes: list[tuple[int, int, int]], tiles: list[str]) -> list[tuple[str, Callable[[], object],
+                                                                                  Callable[[], object]]]:
+    """(label, ours, theirs) for bf16 `shapes` (B K-major): matmul's choice and each of `tiles` (tile_options, static)
+    against torch.matmul on the same inputs."""
+    import tilepipe
+    from tilepipe.tools.bench import _operands
+
+    options = tile_options()
+    found = []
+    for M, N, K in shapes:
+        a, b = _operands(M, N, K, "kmajor")
+        out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        theirs = lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)  # noqa: E731
+        found.append((f"bf16 {M}x{N}x{K}", lambda a=a, b=b, out=out: tilepipe.matmul(a, b, out=out), theirs))
+        for name in tiles:
+            found.append((f"bf16 {M}x{N}x{K} {name}", lambda a=a, b=b, out=out, cfg=options[name]: tilepipe.matmul(
+                a, b, out=out, config=cfg, scheduler="static"), theirs))
+    return found
 
 
 def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
@@ -77,9 +109,10 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     return found
 
 
-def profiled_child() -> None:
-    """Under ncu: warm every callable up, then run each once inside the profiled range, in `cases()` order."""
-    found = cases()
+def profiled_child(shapes: list[tuple[int, int, int]] | None = None, tiles: list[str] = ()) -> None:
+    """Under ncu: warm every callable up, then run each once inside the profiled range, in `cases()` order (or
+    `shape_cases(shapes, tiles)`'s)."""
+    found = cases() if shapes is None else shape_cases(shapes, list(tiles))
     for _, ours, theirs in found:
         for _ in range(3):
             ours(), theirs()
@@ -111,8 +144,9 @@ def parse(ncu_csv: str) -> list[dict]:
     return [kernels[key] for key in sorted(kernels, key=int)]
 
 
-def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
-    """Profile every case under ncu, pair our kernel with theirs, print the table and write OUT_DIR/NAME.json."""
+def run(name: str, out_dir: Path = RESULTS_DIR, shapes: str | None = None, tiles: str | None = None) -> Path:
+    """Profile every case under ncu (`cases()`, or given `shapes` and `tiles` as on the command line:
+    `shape_cases`), pair our kernel with theirs, print the table and write OUT_DIR/NAME.json."""
     from tilepipe.tools.bench import run_environment
 
     ncu = shutil.which("ncu")
@@ -121,6 +155,8 @@ def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
     start = time.time()
     command = [ncu, "--csv", "--clock-control", "none", "--profile-from-start", "off", "--metrics",
                ",".join(METRICS.values()), sys.executable, "-m", "tilepipe.tools.counters", "--child"]
+    command += ["--shapes", shapes] if shapes else []
+    command += ["--tiles", tiles] if tiles else []
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=os.environ)
     if done.returncode != 0:
         raise RuntimeError(f"ncu exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -134,7 +170,8 @@ def run(name: str, out_dir: Path = RESULTS_DIR) -> Path:
         names = [kernel["kernel"] for kernel in kernels]
         raise RuntimeError(f"expected one kernel per call ({2 * len(labels)}), ncu saw {len(kernels)}: {names}")
     rows = [{"case": label, "ours": kernels[2 * i], "theirs": kernels[2 * i + 1]} for i, label in enumerate(labels)]
-    record = {**run_environment(name), "ncu": " ".join(command[:9]), "method": __doc__.strip(),
+    record = {**run_environment(name), "ncu": " ".join(command[:9]), "child": " ".join(command[9:]),
+              "method": __doc__.strip(),
               "seconds": round(time.time() - start, 1), "metrics": METRICS, "rows": rows, "staging_kernels": staging}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
@@ -150,18 +187,42 @@ def table(rows: list[dict]) -> str:
 
     lines = [[row["case"] if who == "ours" else "", "tilepipe" if who == "ours" else "cuBLAS",
               f"{k['time_us']:.1f}", f"{k['sm_ghz']:.2f}", f"{k['tensor_pct']:.1f}", f"{k['l2_pct']:.1f}",
-              f"{k['l2_sectors'] / 1e6:.1f}", f"{k['dram_bytes'] / 1e9:.2f}", k["kernel"][:48]]
+              f"{k['l2_sectors'] / 1e6:.1f}", f"{k['dram_bytes'] / 1e9:.2f}", f"{k.get('l1_pct', 0):.1f}",
+              f"{k.get('dram_pct', 0):.1f}", k["kernel"][:48]]
              for row in rows for who, k in (("ours", row["ours"]), ("theirs", row["theirs"]))]
-    return format_table([["case", "who", "us", "SM GHz", "tensor %", "L2 %", "L2 Msect", "DRAM GB", "kernel"], *lines])
+    return format_table([["case", "who", "us", "SM GHz", "tensor %", "L2 %", "L2 Msect", "DRAM GB", "L1 %", "DRAM %",
+                          "kernel"], *lines])
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """'768x4096x4096,256x6144x4096' -> [(768, 4096, 4096), (256, 6144, 4096)]."""
+    shapes = []
+    for item in text.split(","):
+        dims = item.strip().lower().split("x")
+        if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+            raise ValueError(f"--shapes: expected MxNxK with positive integers, got {item!r}")
+        shapes.append(tuple(int(d) for d in dims))
+    return shapes
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m tilepipe.tools.counters", description=__doc__)
     parser.add_argument("--name", default="counters")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--shapes", help="bf16 shapes MxNxK,... (B K-major) instead of the built-in cases")
+    parser.add_argument("--tiles", help="with --shapes: tiles to force (static) beside matmul's choice, from "
+                        "tile_options(), comma-separated")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    tiles = [t for t in (args.tiles or "").split(",") if t]
+    unknown = sorted(set(tiles) - set(tile_options()))
+    if unknown or (tiles and not args.shapes):
+        parser.error(f"--tiles: unknown {unknown}" if unknown else "--tiles needs --shapes")
+    try:
+        shapes = parse_shapes(args.shapes) if args.shapes else None
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.child:
-        profiled_child()
+        profiled_child(shapes, tiles)
     else:
-        run(args.name, args.out_dir)
+        run(args.name, args.out_dir, args.shapes, args.tiles)
