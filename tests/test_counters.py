@@ -1,10 +1,15 @@
 """tilepipe.tools.counters without a GPU: ncu's CSV parsed into one record per kernel with units normalised, and the
-committed H100 counters file read back through the same table."""
+committed H100 counters files read back through the same table, and the `--shapes` / `--tiles` options."""
 
 import json
 from pathlib import Path
 
-from tilepipe.tools.counters import METRICS, RESULTS_DIR, parse, table
+import subprocess
+import sys
+
+import pytest
+
+from tilepipe.tools.counters import METRICS, RESULTS_DIR, parse, parse_shapes, table, tile_options
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
@@ -33,12 +38,27 @@ def test_parse_normalises_units_and_keeps_launch_order():
     assert abs(ours["dram_bytes"] - 38.1e6) < 1 and abs(theirs["dram_bytes"] - 1.38e9) < 1e3
 
 
-def test_committed_h100_counters_pair_our_kernel_with_cublas():
-    record = json.loads((RESULTS_DIR / "counters-h100.json").read_text())
-    assert "H100" in record["gpu"] and record["metrics"] == METRICS
+@pytest.mark.parametrize("name", ["counters-h100", "counters-mid-m-h100"])
+def test_committed_h100_counters_pair_our_kernel_with_cublas(name):
+    """Each committed file's metrics (the columns of its day: counters-h100 predates the L1 and DRAM throughput
+    columns) for our kernel and cuBLAS's, through the same table."""
+    record = json.loads((RESULTS_DIR / f"{name}.json").read_text())
+    assert "H100" in record["gpu"] and set(record["metrics"].items()) <= set(METRICS.items())
     for row in record["rows"]:
-        assert row["ours"]["kernel"].endswith("matmul_kernel")
+        assert row["ours"]["kernel"].endswith(("matmul_kernel", "matmul_pingpong_kernel"))
         assert row["theirs"]["kernel"].startswith(("nvjet", "sm90"))
-        assert set(METRICS) <= set(row["ours"]) and set(METRICS) <= set(row["theirs"])
+        assert set(record["metrics"]) <= set(row["ours"]) and set(record["metrics"]) <= set(row["theirs"])
     text = table(record["rows"])
     assert text.count("tilepipe") == len(record["rows"]) and "nvjet" in text
+
+
+def test_shapes_and_tiles_options():
+    assert parse_shapes("768x4096x4096, 2x3x4") == [(768, 4096, 4096), (2, 3, 4)]
+    for bad in ("1x2", "0x4x4", "axbxc"):
+        with pytest.raises(ValueError, match="MxNxK"):
+            parse_shapes(bad)
+    assert {"pingpong", "128x192", "192x128", "128x256-2x1"} <= set(tile_options())
+    for args, message in ((["--tiles", "128x192"], "--tiles needs --shapes"),
+                          (["--shapes", "8x8x8", "--tiles", "nope"], "unknown"), (["--shapes", "8x8"], "MxNxK")):
+        done = subprocess.run([sys.executable, "-m", "tilepipe.tools.counters", *args], capture_output=True, text=True)
+        assert done.returncode == 2 and message in done.stderr, done.stderr[-500:]
