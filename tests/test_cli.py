@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def test_report_lists_every_kernel_with_its_resources(report):
     assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 3  # each at one tile, + 3
     assert sum("TILE=" in row for row in rows) == sum(  # pieced tiles and D in sub-tiles
         "tile" in v.options or "epilogue_n" in v.options for v in matmul_variants) > 0
-    assert sum("EPILOGUE_N=64" in row for row in rows) == sum("epilogue_n" in v.options for v in matmul_variants) > 0
+    assert sum(bool(re.search(r"EPILOGUE_N=\d", row)) for row in rows) == sum(
+        "epilogue_n" in v.options for v in matmul_variants) > 0
     assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K
     assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
     assert any("HAS_BIAS=True" in row for row in rows)

@@ -9,7 +9,7 @@ import torch
 
 from tilepipe.api.matmul import check_pieced
 from tilepipe.host import configs
-from tilepipe.host.configs import LARGE_16BIT, PIECED_16BIT, MatmulConfig
+from tilepipe.host.configs import LARGE_16BIT, PIECED_16BIT, PIECED_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec, operand_blocks
 from tilepipe.pipeline.pieces import TilePieces, row_side_ok, side_pieces
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -29,8 +29,9 @@ def test_each_side_has_its_power_of_two_pieces():
                                            ((128, 128), (64, 64))]
     assert TilePieces(192, 192).box == (64, 64) and TilePieces(128, 192).box == (128, 64)
     assert not TilePieces(128, 256).pieced and TilePieces(192, 64).pieced
-    assert operand_blocks(PIECED_16BIT[0], True) == {"a": ((64, 64), ()), "b": ((128, 64), ()), "c": ((64, 128), ())}
-    assert operand_blocks(PIECED_16BIT[1], False)["b"] == ((64, 64), ())
+    assert operand_blocks(PIECED_WHOLE_16BIT, True) == {"a": ((64, 64), ()), "b": ((128, 64), ()), "c": ((64, 128), ())}
+    assert operand_blocks(PIECED_SUBTILED_16BIT, False) == {"a": ((128, 64), ()), "b": ((64, 64), ()),
+                                                            "c": ((128, 32), ())}  # D in 128x32 sub-tiles
 
 
 def test_the_plan_holds_an_array_per_piece():
@@ -48,9 +49,9 @@ def test_the_plan_holds_an_array_per_piece():
 def compiled():
     cases = [(cfg, kmajor) for cfg in (*PIECED_16BIT, SQUARE) for kmajor in (True, False)]
     specs = [matmul_spec(cfg, "bf16", "bf16", kmajor) for cfg, kmajor in cases]
-    specs.append(matmul_spec(PIECED_16BIT[0], "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic"))
-    specs.append(matmul_spec(PIECED_16BIT[1], "bf16", "bf16", True, has_c=True))
-    return list(zip(cases + [(PIECED_16BIT[0], False), (PIECED_16BIT[1], True)], compile_kernels(specs)))
+    specs.append(matmul_spec(PIECED_WHOLE_16BIT, "bf16", "bf16", False, bias_dtype="bf16", schedule="dynamic"))
+    specs.append(matmul_spec(PIECED_SUBTILED_16BIT, "bf16", "bf16", True, has_c=True))
+    return list(zip(cases + [(PIECED_WHOLE_16BIT, False), (PIECED_SUBTILED_16BIT, True)], compile_kernels(specs)))
 
 
 def test_each_pair_of_pieces_is_its_own_wgmma_and_commit_group(compiled):
@@ -68,25 +69,25 @@ def test_each_pair_of_pieces_is_its_own_wgmma_and_commit_group(compiled):
 
 def test_pieces_move_in_their_descriptors_boxes(compiled):
     """A's, B's and D's TMA boxes per tile (and C's, in D's boxes): the boxes of operand_blocks covering each piece
-    (a 128-column bf16 box is two hardware boxes: wider than the 128-byte swizzle)."""
-    expected = {(192, 128, True): 3 + 1 + 3 * 2, (192, 128, False): 3 + 2 + 3 * 2, (128, 192, True): 1 + 3 + 3,
-                (128, 192, False): 1 + 3 + 3, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9,
+    (a 128-column bf16 box is two hardware boxes: wider than the 128-byte swizzle); D in sub-tiles, a box each."""
+    expected = {(192, 128, True): 3 + 1 + 3 * 2, (192, 128, False): 3 + 2 + 3 * 2, (128, 192, True): 1 + 3 + 6,
+                (128, 192, False): 1 + 3 + 6, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9,
                 (128, 160, True): 1 + 5 + 5, (128, 160, False): 1 + 5 + 5, (128, 96, True): 1 + 3 + 3,
-                (128, 96, False): 1 + 3 + 3}  # a 32-wide piece: B and D in 32-wide boxes
+                (128, 96, False): 1 + 3 + 3}  # a 32-wide piece: B and D in 32-wide boxes; 128x192: D in 6 sub-tiles
     for (cfg, kmajor), report in compiled[:-2]:
         assert report.count("cp.async.bulk.tensor") == expected[cfg.block_m, cfg.block_n, kmajor], (cfg, kmajor)
         assert report.spill_stores == report.spill_loads == 0, cfg
-    with_c = compiled[-1][1]  # 128x192 with C: C loaded into the output stage in D's boxes too
-    assert with_c.count("cp.async.bulk.tensor") == expected[128, 192, True] + 3
+    with_c = compiled[-1][1]  # 128x192 with C: C loaded into the sub-tile stages in D's boxes too
+    assert with_c.count("cp.async.bulk.tensor") == expected[128, 192, True] + 6
 
 
 def test_pieced_tiles_are_refused_where_they_are_not_built():
-    check_pieced(PIECED_16BIT[0], "dynamic", "sm_90a", False, torch.bfloat16)
+    check_pieced(PIECED_WHOLE_16BIT, "dynamic", "sm_90a", False, torch.bfloat16)
     check_pieced(LARGE_16BIT, "streamk", "sm_90a", True, torch.float32)  # not pieced: nothing to refuse
-    refusals = [((PIECED_16BIT[0], "static", "sm_90a", True, torch.bfloat16), "c: a 192x128 tile takes a C of D's"),
-                ((PIECED_16BIT[1], "streamk", "sm_90a", False, torch.bfloat16), "scheduler 'streamk'"),
-                ((PIECED_16BIT[0], "static", "sm_100a", False, torch.bfloat16), "sm_90a"),
-                ((PIECED_16BIT[0], "static", "sm_90a", False, torch.float32), "out_dtype"),
+    refusals = [((PIECED_WHOLE_16BIT, "static", "sm_90a", True, torch.bfloat16), "c: a 192x128 tile takes a C of D's"),
+                ((PIECED_SUBTILED_16BIT, "streamk", "sm_90a", False, torch.bfloat16), "scheduler 'streamk'"),
+                ((PIECED_WHOLE_16BIT, "static", "sm_100a", False, torch.bfloat16), "sm_90a"),
+                ((PIECED_WHOLE_16BIT, "static", "sm_90a", False, torch.float32), "out_dtype"),
                 ((MatmulConfig(192, 128, 64, 4, cluster_m=2), "static", "sm_90a", False, torch.bfloat16), "cluster"),
                 ((MatmulConfig(96, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
                 ((MatmulConfig(160, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
@@ -100,7 +101,8 @@ def test_pieced_tiles_are_refused_where_they_are_not_built():
 
 def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     """1536x8960x1536: 420 tiles of 128x256 run 4 waves on 132 SMs, 560 of 192x128 run 5 of three quarters the time
-    (3.75 against 4.0); 2304x2816x8192: 216 tiles of 192x128 in two waves against 128x256 under stream-K (both
+    (3.75 against 4.0; 128x192's 564 too, and above M = 1280 192x128 takes the tie); 2304x2816x8192: 216 tiles of
+    192x128 in two waves against 128x256 under stream-K (both
     measured faster: bench/results/pieced-tiles-h100.json); and where 128x256 runs stream-K predicted no faster. Not
     with an fp32 C, not off 32-byte sectors (the 2x1 cluster's), and not where the largest tile's waves are full or its
     stream-K is predicted faster (5120x5120x2560). With C (the ping-pong tile, which takes 1536x8960x1536 without C,
@@ -108,17 +110,17 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((1536, 8960, 1536), (2304, 2816, 8192)):
-        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_16BIT[0], shape
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_WHOLE_16BIT
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, own_source=True))).pieced
         assert configs.schedule_for(*shape, PIECED_16BIT[0], 132) == "static"
     assert configs.config_for(1536, 8960, 1544, torch.bfloat16, torch.bfloat16, True, 0).cluster_m == 2
     # against stream-K a pieced tile needs only be predicted no slower (its prediction is the more reliable one):
     # 1.24x and 1.22x stream-K measured here (bench/results/pieced-vs-streamk-h100.json)
-    for shape in ((512, 11008, 4096), (1536, 4096, 11008)):
+    for shape, pieced in (((512, 11008, 4096), PIECED_SUBTILED_16BIT), ((1536, 4096, 11008), PIECED_WHOLE_16BIT)):
         assert configs.schedule_for(*shape, LARGE_16BIT, 132) == "streamk", shape
-        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0], shape
-    assert configs.static_alternative(1536, 4096, 11008, 132, LARGE_16BIT, "streamk") == PIECED_16BIT[0]
+        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == pieced, shape
+    assert configs.static_alternative(1536, 4096, 11008, 132, LARGE_16BIT, "streamk") == PIECED_WHOLE_16BIT
     streamk_us, pieced_us = (configs.predict_us(1536, 4096, 11008, cfg, schedule, 132)
                              for cfg, schedule in ((LARGE_16BIT, "streamk"), (PIECED_16BIT[0], "static")))
     assert pieced_us <= streamk_us < configs.PIECED_MIN_GAIN * pieced_us  # not 5% faster: taken as no slower

@@ -10,7 +10,7 @@ import torch
 
 from tilepipe.api.matmul import check_pingpong
 from tilepipe.host import configs
-from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, PINGPONG_16BIT, PIECED_16BIT, MatmulConfig
+from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, PINGPONG_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
 from tilepipe.kernels.matmul import matmul_spec, operand_blocks
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -87,7 +87,7 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
     for shape in ((1536, 8960, 1536), (4096, 4096, 1024), (8192, 8192, 1024), (512, 4096, 4096), (256, 5120, 2560)):
         assert chosen(*shape) == PINGPONG_16BIT, shape
         assert configs.schedule_for(*shape, PINGPONG_16BIT, 132) == "static"
-    assert chosen(1536, 8960, 1536, has_c=True) == PIECED_16BIT[0]
+    assert chosen(1536, 8960, 1536, has_c=True) == PIECED_WHOLE_16BIT
     assert chosen(256, 5120, 2560, has_c=True) == MEDIUM
     for scheduler in ("dynamic", "streamk", "splitk"):
         assert not chosen(4096, 4096, 1024, scheduler=scheduler).pingpong, scheduler

@@ -11,7 +11,7 @@ import torch
 
 from tilepipe.api.matmul import check_subtiles
 from tilepipe.host import configs
-from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_16BIT, MatmulConfig
+from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec, operand_blocks
 from tilepipe.verify.compile import CompileError, compile_kernels
 from tilepipe.verify.protocols import partial_subtiles
@@ -71,7 +71,7 @@ def test_sub_tiles_are_refused_where_they_are_not_built():
     check_subtiles(LARGE_16BIT, "sm_100a")  # whole D: nothing to refuse
     refusals = [(replace(SUB, epilogue_n=48), "power of two of at least 16 that divides block_n = 256"),
                 (replace(SUB, epilogue_n=512), "divides block_n"), (replace(SUB, epilogue_n=8), "at least 16"),
-                (replace(SUB, cluster_m=2), "cluster"), (replace(PIECED_16BIT[0], epilogue_n=64), "pieced"),
+                (replace(SUB, cluster_m=2), "cluster"), (replace(PIECED_WHOLE_16BIT, epilogue_n=64), "rows in pieces"),
                 (MatmulConfig(64, 64, 128, 6, num_warps=4, swap_ab=True, epilogue_n=32), "swap-AB")]
     for cfg, message in refusals:
         with pytest.raises(ValueError, match=re.escape(message)):
@@ -95,6 +95,7 @@ def test_matmul_writes_the_largest_tile_in_sub_tiles_where_it_runs_static(monkey
     assert chosen(5120, 5120, 2560) == LARGE_16BIT and configs.schedule_for(5120, 5120, 2560, LARGE_16BIT, 132) == \
         "streamk"
     assert chosen(4000, 6000, 3500).cluster_m == 2
-    assert configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_16BIT[0]
+    with_c = configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)
+    assert with_c == PIECED_WHOLE_16BIT
     assert chosen(2560, 2560, 2560).epilogue_n is not None
     assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.float32, True, 0).epilogue_n is None

@@ -15,7 +15,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
-from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok
+from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok, side_pieces
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
 from tilepipe.schedulers import CLUSTER_SCHEDULES, KERNEL_SCHEDULE, SCHEDULES, SM100_SCHEDULERS
 
@@ -218,19 +218,21 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
 
 
 def check_subtiles(cfg: MatmulConfig, arch: str) -> None:
-    """D in sub-tiles (`epilogue_n`) is built for the sm_90a GEMM's power-of-two tiles without a cluster or swap-AB,
-    in a power-of-two width of at least 16 columns that divides block_n; anything else raises ValueError."""
+    """D in sub-tiles (`epilogue_n`) is built for the sm_90a GEMM's tiles of power-of-two rows (columns in pieces
+    too: each piece a whole number of sub-tiles) without a cluster or swap-AB, in a power-of-two width of at least 16
+    columns that divides every column piece; anything else raises ValueError."""
     if cfg.epilogue_n is None:
         return
-    width = cfg.epilogue_n
-    if not isinstance(width, int) or width < 16 or not is_power_of_two(width) or cfg.block_n % width:
+    width, piece = cfg.epilogue_n, min(side_pieces(cfg.block_n)) if cfg.block_n in PIECES else cfg.block_n
+    if not isinstance(width, int) or width < 16 or not is_power_of_two(width) or piece % width:
         raise ValueError(f"config.epilogue_n must be a power of two of at least 16 that divides block_n = "
-                         f"{cfg.block_n}, got {width!r}")
+                         f"{cfg.block_n}" + (f" and its {piece}-column piece" if piece != cfg.block_n else "") +
+                         f", got {width!r}")
     if arch != "sm_90a":
         raise ValueError(f"config.epilogue_n: D in sub-tiles is built for sm_90a (Hopper) only; {arch}'s GEMM "
                          "takes configs with epilogue_n=None (its epilogue sub-tiles are its own)")
-    if cfg.pieced or cfg.swap_ab or cfg.cluster.num_ctas > 1:
-        raise ValueError("config.epilogue_n: D in sub-tiles is built without a pieced tile, swap-AB or a cluster")
+    if cfg.block_m in PIECES or cfg.swap_ab or cfg.cluster.num_ctas > 1:
+        raise ValueError("config.epilogue_n: D in sub-tiles is built without rows in pieces, swap-AB or a cluster")
 
 
 def check_pingpong(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool) -> None:

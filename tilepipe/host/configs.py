@@ -88,16 +88,30 @@ LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
-PIECED_16BIT = (MatmulConfig(192, 128, 64, stages=4), MatmulConfig(128, 192, 64, stages=4),
-                MatmulConfig(128, 160, 64, stages=5), MatmulConfig(128, 96, 64, stages=7))
+PIECED_SUBTILED_16BIT = MatmulConfig(128, 192, 64, stages=5, c_stages=2, epilogue_n=32)
+"""128x192 (a 128 and a 64 column piece) with D in 128x32 sub-tiles through two 8 KiB stages, which makes room for a
+fifth operand stage (cuBLAS's 128x192 kernel has five): against four stages beside the whole 48 KiB output tile
+1.00-1.09x (768x4096x4096 43.97 -> 40.22 us, 512x11008x4096 80.19 -> 75.94, 384x4096x4096 42.46 -> 39.52;
+bench/results/pieced-subtiles-probe-h100.json, docs/perf-log.md row 85)."""
+PIECED_WHOLE_16BIT = MatmulConfig(192, 128, 64, stages=4)
+"""192x128 (a 128 and a 64 row piece), four operand stages beside the whole output tile; also the stages every pieced
+tile's catalogue variant runs with (host: variant_config)."""
+PIECED_16BIT = (PIECED_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig(128, 160, 64, stages=5),
+                MatmulConfig(128, 96, 64, stages=7))
 """Tiles with a side held as power-of-two pieces (pipeline/pieces.py), 16-bit D and C, static or dynamic, as many
-operand stages as fit beside the whole output tile: widths between the powers of two fill waves that those tiles
-leave short. 192x128 first: at 1536x8960x1536 it measured 71.3 us against 72.3 for 128x192, 72.9 for 192x192 (whose
-64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5 for 128x256 static / stream-K; at 2304x2816x8192 146.0
-against 152.6 for 128x256 stream-K (bench/results/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each)
-as cuBLAS's 128x160 and 128x96 at mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the
-choice before them, 1024x5120x5120 82.3 against 91.4, 384x4096x4096 31.2 against 32.5
-(bench/results/tile-widths-probe-h100.json)."""
+operand stages as fit: widths between the powers of two fill waves that those tiles leave short. 128x192 first, which
+takes ties (equal waves) up to SUBTILED_FIRST_MAX_M. At 1536x8960x1536 192x128 measured 71.3 us against 72.3 for
+128x192 with four stages, 72.9 for 192x192 (whose 64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5 for
+128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
+(bench/results/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each) as cuBLAS's 128x160 and 128x96 at
+mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the choice before them, 1024x5120x5120
+82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/tile-widths-probe-h100.json)."""
+SUBTILED_FIRST_MAX_M = 1280
+"""Up to this M (10 rows of 128-row tiles) PIECED_SUBTILED_16BIT takes the ties with 192x128, above it 192x128 does:
+where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes: 768x4096x4096 44.1 -> 41.8 us,
+384x7168x2048 30.1 -> 27.0) and 0.969-1.064x above (9 of 14 slower: 2304x4096x11008 296.5 -> 305.9). The fifth stage
+hides the first loads' latency, which counts for less the more waves follow (docs/perf-log.md row 85,
+bench/results/pieced-subtiled-moves-h100.json)."""
 PIECED_STEP_COST = {160: 1.03, 96: 1.15}
 """What predict_us counts a k-step of a 128-row tile of these widths at, against the 8-warp rate: their measured over
 predicted times beside 128x192's over 15 shapes (tile-widths-probe-h100.json: 128x160 a median 1.03x 128x192's, 128x96
@@ -297,9 +311,10 @@ def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, sche
     """The static tile config_for takes instead of its choice `cfg` under `schedule`, if any: a PIECED_16BIT tile
     predicted PIECED_MIN_GAIN faster than static waves of cfg, or, against stream-K, the fastest predicted of the
     pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
-    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (192x128). Rows off 32-byte sectors are left to the cluster that
-    measured faster there."""
-    options = PIECED_16BIT + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
+    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Rows off
+    32-byte sectors are left to the cluster that measured faster there."""
+    pieced = PIECED_16BIT if M <= SUBTILED_FIRST_MAX_M else (PIECED_16BIT[1], PIECED_16BIT[0], *PIECED_16BIT[2:])
+    options = pieced + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
     best = min(options, key=lambda option: predict_us(M, N, K, option, "static", sms))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
     return best if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms) else None
@@ -494,12 +509,15 @@ def swap_config(M: int, out_dtype: torch.dtype, block_m: int = 64, kernel: str =
 
 def variant_config(options: dict, out_dtype: torch.dtype, default: MatmulConfig | None) -> MatmulConfig | None:
     """The configuration a catalogue matmul variant (kernels/catalogue.py) runs in where its options name one:
-    swap-AB's tile at M = 32, a pieced tile in PIECED_16BIT[0]'s stages, D in sub-tiles in LARGE_SUBTILED_16BIT's, the
-    ping-pong tile; else `default`. The report compiles it, the sanitizer launches it."""
+    swap-AB's tile at M = 32, a pieced tile in PIECED_WHOLE_16BIT's stages (PIECED_SUBTILED_16BIT's with D in
+    sub-tiles), D in sub-tiles in LARGE_SUBTILED_16BIT's, the ping-pong tile; else `default`. The report compiles it,
+    the sanitizer launches it."""
     if options.get("swap_ab"):
         return swap_config(32, out_dtype)
     if options.get("tile"):
-        return replace(PIECED_16BIT[0], block_m=options["tile"][0], block_n=options["tile"][1])
+        base = PIECED_SUBTILED_16BIT if options.get("epilogue_n") else PIECED_WHOLE_16BIT
+        return replace(base, block_m=options["tile"][0], block_n=options["tile"][1],
+                       epilogue_n=options.get("epilogue_n"))
     if options.get("epilogue_n"):
         return replace(LARGE_SUBTILED_16BIT, epilogue_n=options["epilogue_n"])
     if options.get("pingpong"):

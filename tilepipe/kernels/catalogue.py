@@ -37,12 +37,14 @@ MATMUL_SWAP = {
 MATMUL_PIECED = {
     "matmul pieced": dict(dtype="bf16", c_dtype="bf16", tile=(192, 128)),
     "matmul +bias pieced": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", tile=(128, 192)),
+    "matmul +C pieced subtiled": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(128, 192), epilogue_n=32),
     "matmul +C pieced": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(192, 128)),  # C in the stage's pieces
     "matmul pieced 128x160": dict(dtype="bf16", c_dtype="bf16", tile=(128, 160)),  # a 32-wide piece: 64-byte swizzle
     "matmul +C pieced 128x96": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(128, 96)),
 }
 """matmul_kernel with a tile side held as power-of-two pieces (pipeline/pieces.py: 192 = 128 + 64, 160 = 128 + 32,
-96 = 64 + 32; host/configs.py PIECED_16BIT), as matmul_spec arguments, under PIECED_SCHEDULES."""
+96 = 64 + 32; host/configs.py PIECED_16BIT; with epilogue_n, D in sub-tiles: PIECED_SUBTILED_16BIT), as matmul_spec
+arguments, under PIECED_SCHEDULES."""
 MATMUL_SUBTILED = {
     "matmul subtiled": dict(dtype="bf16", c_dtype="bf16", epilogue_n=64),
     "matmul +C subtiled": dict(dtype="bf16", c_dtype="bf16", has_c=True, epilogue_n=64),  # C in the sub-tile stages

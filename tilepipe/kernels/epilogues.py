@@ -50,6 +50,19 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
 
 
 @gluon.jit
+def store_piece_subtiles(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alpha, beta, bias_ptr, N,
+                         first_col, COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
+    """A tile pieced along its COLS columns with D in sub-tiles (pipeline/pieces.py): each piece's accumulator through
+    store_tile, in column order, so the sub-tiles reach the stages as the C loads and the TMA stores walk them.
+    Returns (outputs, sources), advanced."""
+    ROWS: gl.constexpr = outputs.tiles.shape[1]
+    for p in gl.static_range(piece_count(ROWS, COLS)):
+        outputs, sources = store_tile(outputs, sources, acc[p], alpha, beta, bias_ptr, N,
+                                      first_col + piece_col(ROWS, COLS, p), HAS_C, HAS_BIAS, False)
+    return outputs, sources
+
+
+@gluon.jit
 def store_pieces(tile, acc, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr, sources, HAS_C: gl.constexpr):
     """A pieced tile's epilogue (pipeline/pieces.py): each piece's accumulator, scaled, plus beta times its piece of C
     (HAS_C: waited for in `sources`, landed in this output stage) or of the bias, into its array of the output stage

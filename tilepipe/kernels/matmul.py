@@ -18,7 +18,8 @@ Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped ope
 finished tile into D's output stage.
 A tile with a side of 96, 160 or 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as
 power-of-two pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
-With EPILOGUE_N an output stage holds a BM x EPILOGUE_N sub-tile of D, which leaves room for more operand stages.
+With EPILOGUE_N an output stage holds a BM x EPILOGUE_N sub-tile of D, which leaves room for more operand stages (a
+tile pieced by its columns writes each piece's sub-tiles in turn).
 """
 
 from dataclasses import replace
@@ -26,7 +27,7 @@ from dataclasses import replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import store_pieces, store_tile
+from tilepipe.kernels.epilogues import store_piece_subtiles, store_pieces, store_tile
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
@@ -94,13 +95,18 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
+    SUBTILES: gl.constexpr = outputs.tiles.shape[2] < D_BN  # a stage holds a sub-tile of D's tile
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
                                                                       outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
-        if PIECED:  # an accumulator per piece, each into its array of the output stage (where C landed)
+        if PIECED and SUBTILES:  # an accumulator per piece, each through the sub-tile stages in turn
+            _, first_col = output_origin(work, D_BM, D_BN)
+            outputs, sources = store_piece_subtiles(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS, first_col,
+                                                    D_BN, HAS_C, HAS_BIAS)
+        elif PIECED:  # an accumulator per piece, each into its array of the output stage (where C landed)
             with outputs.produce() as out:
                 sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS,
                                        output_origin(work, D_BM, D_BN)[1], HAS_BIAS, sources, HAS_C)
@@ -139,6 +145,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     gl.static_assert(TILE is None or not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1),
                      "a pieced tile or D in sub-tiles runs without swap-AB or a cluster")
     gl.static_assert(EPILOGUE_N is None or TILE is not None, "D in sub-tiles takes TILE")
+    gl.static_assert(EPILOGUE_N is None or not pieced(BM, 64), "D in sub-tiles is built for tiles pieced by columns")
     gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
                      "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"

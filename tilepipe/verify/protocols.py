@@ -10,6 +10,8 @@ every declaration with what tracing the kernel records, so a role's pipelines an
 from dataclasses import replace
 from itertools import product
 
+import torch
+
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
@@ -149,10 +151,10 @@ def partial_subtiles(c_dtype: str, subtiles: int = 1) -> int:
 
 def matmul_configs() -> dict[str, MatmulConfig]:
     """Every configuration of matmul_kernel tilepipe.host.configs declares, once each (aliases joined in the name; the
-    ping-pong kernel's are pingpong_protocols')."""
+    ping-pong kernel's are pingpong_protocols', the pieced tiles' pieced_protocols')."""
     names: dict[MatmulConfig, list[str]] = {}
     for name, value in vars(configs).items():
-        if isinstance(value, MatmulConfig) and value not in FP8_TILES and not value.pingpong:
+        if isinstance(value, MatmulConfig) and value not in FP8_TILES and not (value.pingpong or value.pieced):
             names.setdefault(value, []).append(name)
     return {"/".join(found): cfg for cfg, found in names.items()}
 
@@ -166,7 +168,7 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     over their multicast input ring), swap-AB (the plain pipelines, D's tile transposed in the output stages) or a
     pieced tile (the plain pipelines, each stage an array per piece: its `tile` replaces cfg's)."""
     args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP, **MATMUL_PIECED}[variant]
-    cfg = replace(cfg, block_m=args["tile"][0], block_n=args["tile"][1]) if "tile" in args else cfg
+    cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
     subtiles = cfg.tile_n // cfg.epilogue_cols
@@ -243,8 +245,8 @@ def swap_protocols() -> list[Protocol]:
 
 
 def pieced_protocols() -> list[Protocol]:
-    """The pieced tiles (host/configs.py PIECED_16BIT's stages; each variant's own tile) under PIECED_SCHEDULES."""
-    return [matmul_protocol("PIECED_16BIT", configs.PIECED_16BIT[0], variant, schedule) for variant in MATMUL_PIECED
+    """The pieced tiles (each variant's tile in its stages: host/configs.py variant_config) under PIECED_SCHEDULES."""
+    return [matmul_protocol("PIECED_16BIT", configs.PIECED_WHOLE_16BIT, variant, schedule) for variant in MATMUL_PIECED
             for schedule in PIECED_SCHEDULES]
 
 
@@ -565,6 +567,7 @@ def covering_kernel(variant: Variant) -> str:
     if variant.kernel == "matmul_kernel":  # static: the epilogue's (or cluster's) protocol; dynamic, stream-K: the
         if schedule == "dynamic" and "cluster" in variant.options and variant.options.get("has_c"):
             return variant.name.replace("+C ", "")  # the plain cluster's scheduler ring: cluster_dynamic_protocols
-        name = variant.name.replace(" subtiled", "")  # D in sub-tiles: its epilogue's protocols in their config's
+        # D in sub-tiles: its epilogue's protocols in their config's (a pieced tile's: its own variant's)
+        name = variant.name if "pieced" in variant.name else variant.name.replace(" subtiled", "")
         return name if schedule != "static" else name.rsplit(" ", 1)[0]  # variant's own
     return f"{variant.kernel} streamk" if schedule == "streamk" else variant.kernel  # FP8: stream-K adds a role
