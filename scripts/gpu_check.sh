@@ -2,7 +2,8 @@
 # GPU check: GPU tests (each case in its own process under a timeout) and `python -m tilepipe demo`, then
 # `python -m tilepipe bench` (bf16 and FP8 families), whose table is printed last. Full logs go to $OUT (or ./gpu-logs
 # when run by hand). `bash scripts/gpu_check.sh PART` runs one part, each within one 10-minute device call (the whole
-# takes longer, so run the parts as separate calls on the same warm machine): `tests` (GPU tests), `demo`, `bench`,
+# takes longer, so run the parts as separate calls on the same warm machine): `tests` (GPU tests; `tests-matmul` and
+# `tests-rest` split them in two), `demo`, `bench`,
 # `sweep` (the randomized sweep against float64, tilepipe/verify/sweep.py, then the invalid-argument fuzz on CUDA
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
@@ -26,7 +27,7 @@ python3 -c 'import triton; print("triton", triton.__version__, "from", triton.__
 python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9."))' || { echo "tilepipe needs triton 3.9" >&2; exit 1; }
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
 tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
-runs() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+runs() { [ "$part" = all ] || [ "$part" = "$1" ] || { [ "$1" = tests ] && [[ "$part" == tests-* ]]; }; }
 if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_clusters.py), about 6 minutes
     name="${BENCH_NAME:-clusters-h100}"
     timeout 570 python3 -m tilepipe bench --clusters --pairs 5 --name "$name" > "$out/bench.log" 2>&1
@@ -66,8 +67,14 @@ if [ "$part" = shapes ]; then
     [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
     exit
 fi
-if runs tests; then  # about 9 minutes on an H100 (158 cases with the cluster schedulers)
-    timeout 570 python3 -m pytest -q -m gpu tests --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
+if runs tests; then  # about 9.5 minutes on an H100 (203 cases), at the edge of one call: tests-matmul (about 3.5
+    # minutes, tests/gpu/test_matmul_gpu.py) and tests-rest (the others, about 6) split it over two calls
+    case "$part" in
+        tests-matmul) selected=(tests/gpu/test_matmul_gpu.py) ;;
+        tests-rest) selected=(tests --ignore=tests/gpu/test_matmul_gpu.py) ;;
+        *) selected=(tests) ;;
+    esac
+    timeout 570 python3 -m pytest -q -m gpu "${selected[@]}" --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
     tests=$?
 fi
 if runs demo; then
