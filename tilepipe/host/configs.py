@@ -313,7 +313,8 @@ def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, sche
     pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
     (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Rows off
     32-byte sectors are left to the cluster that measured faster there."""
-    pieced = PIECED_16BIT if M <= SUBTILED_FIRST_MAX_M else (PIECED_16BIT[1], PIECED_16BIT[0], *PIECED_16BIT[2:])
+    pieced = PIECED_16BIT if M <= SUBTILED_FIRST_MAX_M else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
+                                                             *PIECED_16BIT[2:])
     options = pieced + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
     best = min(options, key=lambda option: predict_us(M, N, K, option, "static", sms))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN

@@ -36,7 +36,8 @@ MATMUL_SWAP = {
 """matmul_kernel computing D^T = B^T A^T (small M, B K-major: host/configs.py swap_config), as matmul_spec arguments."""
 MATMUL_PIECED = {
     "matmul pieced": dict(dtype="bf16", c_dtype="bf16", tile=(192, 128)),
-    "matmul +bias pieced": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", tile=(128, 192)),
+    "matmul +bias pieced subtiled": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", tile=(128, 192),
+                                         epilogue_n=32),  # D in sub-tiles: host/configs.py PIECED_SUBTILED_16BIT
     "matmul +C pieced subtiled": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(128, 192), epilogue_n=32),
     "matmul +C pieced": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(192, 128)),  # C in the stage's pieces
     "matmul pieced 128x160": dict(dtype="bf16", c_dtype="bf16", tile=(128, 160)),  # a 32-wide piece: 64-byte swizzle

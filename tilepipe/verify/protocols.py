@@ -166,7 +166,8 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     epilogue (under "static", "dynamic" or "streamk": the Protocol.kernel of the latter two is the catalogue's
     variant name), a two-CTA cluster (static, up to two tiles, or stream-K, cluster_streamk_cases; both CTAs' roles
     over their multicast input ring), swap-AB (the plain pipelines, D's tile transposed in the output stages) or a
-    pieced tile (the plain pipelines, each stage an array per piece: its `tile` replaces cfg's)."""
+    pieced tile (the plain pipelines, each stage an array per piece: its `tile`, and D's sub-tiles if it names them,
+    in the stages host/configs.py variant_config gives them, replace cfg)."""
     args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP, **MATMUL_PIECED}[variant]
     cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
