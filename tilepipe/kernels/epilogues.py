@@ -50,15 +50,21 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
 
 
 @gluon.jit
-def store_piece_subtiles(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alpha, beta, bias_ptr, N,
-                         first_col, COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
-    """A tile pieced along its COLS columns with D in sub-tiles (pipeline/pieces.py): each piece's accumulator through
-    store_tile, in column order, so the sub-tiles reach the stages as the C loads and the TMA stores walk them.
-    Returns (outputs, sources), advanced."""
+def store_pieced(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alpha, beta, bias_ptr, N, first_col,
+                 COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
+    """A pieced tile's epilogue (pipeline/pieces.py) with COLS columns: each piece's accumulator into its array of one
+    output stage (store_pieces, C landed there), or, where a stage holds a sub-tile of D (a tile pieced by its
+    columns), through store_tile's sub-tile stages piece after piece, in the column order the C loads and the TMA
+    stores walk. Returns (outputs, sources), advanced."""
     ROWS: gl.constexpr = outputs.tiles.shape[1]
-    for p in gl.static_range(piece_count(ROWS, COLS)):
-        outputs, sources = store_tile(outputs, sources, acc[p], alpha, beta, bias_ptr, N,
-                                      first_col + piece_col(ROWS, COLS, p), HAS_C, HAS_BIAS, False)
+    if outputs.tiles.shape[2] < COLS:
+        for p in gl.static_range(piece_count(ROWS, COLS)):
+            outputs, sources = store_tile(outputs, sources, acc[p], alpha, beta, bias_ptr, N,
+                                          first_col + piece_col(ROWS, COLS, p), HAS_C, HAS_BIAS, False)
+    else:
+        with outputs.produce() as out:
+            sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, N, first_col, HAS_BIAS, sources, HAS_C)
+            out.arrive()
     return outputs, sources
 
 

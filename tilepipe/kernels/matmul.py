@@ -27,7 +27,7 @@ from dataclasses import replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import store_piece_subtiles, store_pieces, store_tile
+from tilepipe.kernels.epilogues import store_pieced, store_tile
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
@@ -95,22 +95,15 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
-    SUBTILES: gl.constexpr = outputs.tiles.shape[2] < D_BN  # a stage holds a sub-tile of D's tile
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
                                                                       outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
-        if PIECED and SUBTILES:  # an accumulator per piece, each through the sub-tile stages in turn
-            _, first_col = output_origin(work, D_BM, D_BN)
-            outputs, sources = store_piece_subtiles(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS, first_col,
-                                                    D_BN, HAS_C, HAS_BIAS)
-        elif PIECED:  # an accumulator per piece, each into its array of the output stage (where C landed)
-            with outputs.produce() as out:
-                sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, D_COLS,
-                                       output_origin(work, D_BM, D_BN)[1], HAS_BIAS, sources, HAS_C)
-                out.arrive()
+        if PIECED:  # an accumulator per piece: into its arrays of the output stage, or through sub-tile stages
+            outputs, sources = store_pieced(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS,
+                                            output_origin(work, D_BM, D_BN)[1], D_BN, HAS_C, HAS_BIAS)
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
             _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
