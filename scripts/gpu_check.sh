@@ -27,7 +27,7 @@ python3 -c 'import triton; print("triton", triton.__version__, "from", triton.__
 python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9."))' || { echo "tilepipe needs triton 3.9" >&2; exit 1; }
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
 tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
-runs() { [ "$part" = all ] || [ "$part" = "$1" ] || { [ "$1" = tests ] && [[ "$part" == tests-* ]]; }; }
+runs() { [ "$part" = all ] || [ "$part" = "$1" ] || { [ "$1" = tests ] && [[ "$part" =~ ^tests-(matmul|rest)$ ]]; }; }
 if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_clusters.py), about 6 minutes
     name="${BENCH_NAME:-clusters-h100}"
     timeout 570 python3 -m tilepipe bench --clusters --pairs 5 --name "$name" > "$out/bench.log" 2>&1

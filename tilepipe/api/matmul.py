@@ -223,7 +223,7 @@ def check_subtiles(cfg: MatmulConfig, arch: str) -> None:
     columns that divides every column piece; anything else raises ValueError."""
     if cfg.epilogue_n is None:
         return
-    width, piece = cfg.epilogue_n, min(side_pieces(cfg.block_n)) if cfg.block_n in PIECES else cfg.block_n
+    width, piece = cfg.epilogue_n, min(side_pieces(cfg.block_n))  # block_n checked by check_pieced
     if not isinstance(width, int) or width < 16 or not is_power_of_two(width) or piece % width:
         raise ValueError(f"config.epilogue_n must be a power of two of at least 16 that divides block_n = "
                          f"{cfg.block_n}" + (f" and its {piece}-column piece" if piece != cfg.block_n else "") +

@@ -569,6 +569,6 @@ def covering_kernel(variant: Variant) -> str:
         if schedule == "dynamic" and "cluster" in variant.options and variant.options.get("has_c"):
             return variant.name.replace("+C ", "")  # the plain cluster's scheduler ring: cluster_dynamic_protocols
         # D in sub-tiles: its epilogue's protocols in their config's (a pieced tile's: its own variant's)
-        name = variant.name if "pieced" in variant.name else variant.name.replace(" subtiled", "")
+        name = variant.name if "tile" in variant.options else variant.name.replace(" subtiled", "")
         return name if schedule != "static" else name.rsplit(" ", 1)[0]  # variant's own
     return f"{variant.kernel} streamk" if schedule == "streamk" else variant.kernel  # FP8: stream-K adds a role
