@@ -574,10 +574,12 @@ def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_byt
 
 
 def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, sms: int) -> str:
-    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); static for the blockwise
-    kernel's 8-warp tile, which spills under stream-K (its three fp32 tiles a thread and the partials' pointers), and
-    for the blockwise kernel past one row of 64-row tiles (BLOCKWISE_STREAMK_MAX_M)."""
-    if blockwise and (cfg.num_warps == 8 or M > BLOCKWISE_STREAMK_MAX_M):
+    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); for the blockwise kernel that
+    only up to one row of 64-row tiles (BLOCKWISE_STREAMK_MAX_M), past it static, or stream-K for its 128-row tile
+    where blockwise_streamk_pays."""
+    if blockwise and cfg.block_m == 128:
+        return "streamk" if blockwise_streamk_pays(M, N, K, cfg, cfg, sms) else "static"
+    if blockwise and M > BLOCKWISE_STREAMK_MAX_M:
         return "static"
     return schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
 
@@ -716,16 +718,33 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
 
 
 BLOCKWISE_STREAMK_MAX_M = 64
-"""The blockwise FP8 kernel splits K (stream-K, split-K) only up to this M: at 1024x4608x7168 its 64-row tile under
-stream-K ran 1.21x its predicted time (84.1 against 69.4 us, bench/results/shapes-h100-v7.json; 84.4 in row 31's
+"""The blockwise FP8 kernel's 64-row tile splits K (stream-K, split-K) only up to this M: at 1024x4608x7168 it ran
+1.21x its predicted time under stream-K (84.1 against 69.4 us, bench/results/shapes-h100-v7.json; 84.4 in row 31's
 run), while the 128-row tile's static waves ran at 0.99 of theirs (74.8 against 75.5 us)."""
+BLOCKWISE_STREAMK_MIN_GAIN = 1.16
+"""The blockwise kernel's 128-row tile runs stream-K where the best static tile is predicted this much slower. Its
+stream-K ran 1.06-1.28x its predicted time (median ~1.15) against 0.99-1.14x for its static waves, on 21 shapes of
+bench/results/blockwise-streamk-probe-h100.json (docs/perf-log.md row 87): the four predicted 1.18-1.33x faster
+measured 1.08-1.17x the default (1024x4608x7168 75.7 -> 68.7 us, 1536x1536x7168 46.1 -> 39.3), those predicted
+1.06-1.14x measured 0.92-1.01x."""
+
+
+def blockwise_streamk_pays(M: int, N: int, K: int, big: MatmulConfig, best: MatmulConfig, sms: int) -> bool:
+    """Whether the blockwise kernel's 128-row tile `big` under stream-K beats `best`'s static waves (the faster
+    predicted blockwise tile) by BLOCKWISE_STREAMK_MIN_GAIN, where its tiles outnumber the SMs."""
+    if tile_count(M, N, big) <= sms:  # a partial single wave: smaller tiles fill it without a fixup
+        return False
+    fp8 = dict(sms=sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+    return (predict_us(M, N, K, best, "static", **fp8) >=
+            BLOCKWISE_STREAMK_MIN_GAIN * predict_us(M, N, K, big, "streamk", **fp8))
 
 
 def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
     """The configuration matmul_fp8 uses: for M up to 64 per-tensor and per-row scales the faster predicted of
     swap-AB's tile and the 64-row tile (each under its schedule_by_time schedule), blockwise scales the 64-row tile
     (no padded wgmma rows; split-K makes up its tile count); past that blockwise scales the tile of least predicted
-    static time (BLOCKWISE_STREAMK_MAX_M), per-tensor and per-row the wave-efficiency heuristic over fp8_configs."""
+    static time, or the 128-row tile where its stream-K pays (blockwise_streamk_pays), per-tensor and per-row the
+    wave-efficiency heuristic over fp8_configs."""
     tiles = fp8_configs(blockwise, out_dtype)
     if M <= tiles[-1].block_m and not blockwise:
         return min((swap_config(M, out_dtype, kernel="scaled"), tiles[-1]), key=lambda cfg: predict_us(
@@ -734,7 +753,9 @@ def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dty
     if M <= tiles[-1].block_m:
         return tiles[-1]
     if blockwise:
-        return min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms, 1, out_dtype.itemsize, FP8_SM_FLOPS))
+        best = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms, 1, out_dtype.itemsize,
+                                                     FP8_SM_FLOPS))
+        return tiles[0] if blockwise_streamk_pays(M, N, K, tiles[0], best, sms) else best
     return choose_config(M, N, out_dtype, sms, tiles)
 
 

@@ -102,9 +102,11 @@ def run_matmul(options: dict, config=None) -> bool:
     return close(got, reference)
 
 
-def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | None = None) -> bool:
-    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE (in a two-CTA `cluster` when given, or
-    for per-tensor and per-row scales swap-AB's tile under the schedule `swap` names)."""
+def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, schedule: str | None = None,
+            swap: bool = False) -> bool:
+    """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE: in a two-CTA `cluster` when given, under
+    `schedule` when given (forced, whatever matmul_fp8 would choose), for per-tensor and per-row scales in swap-AB's
+    tile with `swap`."""
     import torch
 
     import tilepipe
@@ -129,17 +131,19 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, swap: str | No
 
         config = replace(fp8_configs(scaling == "blockwise", torch.bfloat16)[0], cluster_m=cluster[0],
                          cluster_n=cluster[1])
-    if swap is not None:
-        from tilepipe.api import fp8 as fp8_api
-        from tilepipe.host.configs import fp8_schedule_for, swap_config
+    if swap:
+        from tilepipe.host.configs import swap_config
 
         config = swap_config(32, torch.bfloat16, kernel="scaled")
-        fp8_api.fp8_schedule_for = lambda *args: swap  # the variant's schedule, forced
+    from tilepipe.api import fp8 as fp8_api
+
+    chosen = fp8_api.fp8_schedule_for
+    if schedule is not None:
+        fp8_api.fp8_schedule_for = lambda *args: schedule
     try:
         got = tilepipe.matmul_fp8(a, w.t(), sa, sb, config=config)
     finally:
-        if swap is not None:
-            fp8_api.fp8_schedule_for = fp8_schedule_for
+        fp8_api.fp8_schedule_for = chosen
     return close(got, reference)
 
 
@@ -184,14 +188,15 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "sm100_block_scaled_kernel":  # tilepipe.matmul_block_scaled runs on sm_100/sm_103 only
         return lambda: run_block_scaled(options["fmt"]) if _on_sm100() else _skipped(
             variant, "needs an sm_100 or sm_103 GPU")
+    schedule = options.get("schedule", "static")  # an FP8 variant's schedule, forced
     if variant.kernel == "matmul_fp8 scaled":
-        return lambda: run_fp8("tensor") and run_fp8("row")
+        return lambda: run_fp8("tensor", schedule=schedule) and run_fp8("row", schedule=schedule)
     if variant.kernel == "matmul_fp8 scaled cluster":
         return lambda: run_fp8("tensor", options["cluster"]) and run_fp8("row", options["cluster"])
     if variant.kernel == "matmul_fp8 scaled swap-AB":
-        return lambda: run_fp8("tensor", swap=options["schedule"]) and run_fp8("row", swap=options["schedule"])
+        return lambda: run_fp8("tensor", schedule=schedule, swap=True) and run_fp8("row", schedule=schedule, swap=True)
     if variant.kernel == "matmul_fp8 blockwise":
-        return lambda: run_fp8("blockwise")
+        return lambda: run_fp8("blockwise", schedule=schedule)
     if variant.kernel == "matmul_fp8 blockwise cluster":
         return lambda: run_fp8("blockwise", options["cluster"])
     if variant.kernel == "restage_rows_kernel":
