@@ -76,12 +76,14 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     report = reports[index]
     assert not isinstance(report, CompileError), report
     assert report.count("wgmma.mma_async") > 0 and report.count("HGMMA", "sass") > 0
-    # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A (BK=64) is one box, a row-major B tile BN/64
-    b_boxes = 1 if kmajor else cfg.block_n * 2 // 128
+    # TMA boxes are at most 128 bytes wide with a 128-byte swizzle: A and a K-major B take BK/64 boxes (one at BK = 64,
+    # two for NARROW's BK = 128), a row-major B tile BN/64
+    a_boxes = cfg.block_k * 2 // 128
+    b_boxes = a_boxes if kmajor else cfg.block_n * 2 // 128
     c_boxes = cfg.block_n * (4 if "fp32" in (c_dtype, source_dtype) else 2) // 128 if has_c else 0  # C loads
     partial_boxes = tma_partial_boxes(cfg.block_n, c_dtype) if schedule == "streamk" else 0  # each stored and loaded
     loads = report.count("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier")
-    assert loads == 1 + b_boxes + c_boxes + partial_boxes
+    assert loads == a_boxes + b_boxes + c_boxes + partial_boxes
     assert report.count("cp.async.bulk.tensor.2d.global.shared::cta") >= 1  # C store (split into 128-byte-wide boxes)
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
@@ -135,6 +137,30 @@ def test_small_m_tiles_fill_shared_memory_with_stages():
         more = matmul_plan.fn(64, 128, 64, cfg.stages + 1, 1, "bf16", "fp32" if out == torch.float32 else "bf16",
                               True, True)
         assert not more.fits
+
+
+def test_matmul_fills_its_64_and_128_row_tiles_with_stages_after_choosing_them(monkeypatch):
+    """Where config_for's choice ends at SMALL or MEDIUM it runs as many stages as fit (H100: 1.00-1.20x,
+    bench/results/small-m-stages-moves-h100.json, medium-stages-moves-h100.json); the pieced and ping-pong comparisons
+    still weigh SMALL's six (fitted before them, the 64-row tile took 256x11008x4096 from the pieced 128x192, which
+    ran 1.09x faster there), and an fp32 C's own stages leave no room for more."""
+    from dataclasses import replace
+
+    from tilepipe.host import configs
+    from tilepipe.host.configs import PIECED_SUBTILED_16BIT, config_for
+
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+
+    def choice(M, N, K, out=torch.bfloat16, **kw):
+        return config_for(M, N, K, torch.bfloat16, out, True, 0, **kw)
+
+    assert choice(256, 4096, 4096) == replace(SMALL, stages=8) == DECODE
+    assert choice(1024, 1024, 8192, torch.float32) == DECODE_FP32
+    assert choice(4096, 4096, 4096, torch.float32) == replace(MEDIUM, stages=5)
+    assert choice(512, 4096, 4096, has_c=True) == replace(MEDIUM, stages=6)
+    assert choice(256, 11008, 4096) == PIECED_SUBTILED_16BIT
+    assert choice(4096, 4096, 4096, own_source=True) in FP32_SOURCE_CONFIGS
 
 
 def test_small_m_takes_split_k_where_its_programs_would_stream_longer_than_dram():

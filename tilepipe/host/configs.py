@@ -284,7 +284,13 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     caller asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for
     them). Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
     that choice: a 16-bit D without C (`has_c`: a C tile of any dtype), rows on 32-byte sectors, static or no
-    scheduler asked for."""
+    scheduler asked for. Where all that leaves the 64-row or the cooperative 128x128 tile (SMALL, MEDIUM), it runs with
+    as many operand stages as fit (as small M's tiles do): eight for the 64-row tile against six ran 0.97-1.20x on the
+    71 grid shapes where that is the only change (geomean ~1.07; 256x4096x4096 29.3 -> 25.9 us), while letting the
+    fitted tile into the comparisons above cost 256x11008x4096 its pieced 128x192 (50.4 -> 54.8 us):
+    bench/results/small-m-stages-moves-h100.json; 128x128 with five stages for an fp32 D (six with a C) against four
+    1.00-1.16x on all 72 grid cases where it moves (geomean 1.059): medium-stages-moves-h100.json. docs/perf-log.md
+    rows 88-89."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None and not (cached.pingpong and has_c):  # the ping-pong kernel takes no C
         return cached
@@ -304,7 +310,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
     if others and not has_c and scheduler in (None, "static"):
         cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
-    return cfg
+    fill = cfg in (SMALL, MEDIUM) and not own_source  # an fp32 C's own stages leave no room for more
+    return replace(cfg, stages=fitted_stages(cfg, out_dtype, cfg.stages)) if fill else cfg
 
 
 def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
@@ -472,13 +479,17 @@ def schedule_candidates(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> 
     return tuple(s for s in SCHEDULES_BY_TIME if s != "splitk" or k_splits(M, N, K, cfg, sms) > 1)
 
 
-NARROW = MatmulConfig(64, 64, 64, stages=10, num_warps=4)
+NARROW = MatmulConfig(64, 64, 128, stages=6, num_warps=4)
 """Small M's narrow tile, for two rows of 64-row tiles (64 < M <= DECODE_M) where its tiles fit one wave: twice the
-programs of the 64x128 tile, each streaming half a B panel. H100: 22.8 against 25.6 us at 96x4096x4096 (128 programs
-against 64), 62.0 against 61.6 (the 64x128 tile's split-K) at 96x4096x14336; with more tiles than SMs 70.6 against
-57.3 at 96x14336x4096 and 35.3 against 30.6 at 96x6144x4096 (bench/results/issue20-clusters-probe-h100.json), where
-the two row tiles of a B panel run in different waves (docs/perf-log.md row 45). The cost model puts both tiles at
-the DRAM floor, so narrow_configs offers this one only within one wave, and first, to take the tie."""
+programs of the 64x128 tile, each streaming half a B panel. H100 (BK = 64, 10 stages): 22.8 against 25.6 us at
+96x4096x4096 (128 programs against 64), 62.0 against 61.6 (the 64x128 tile's split-K) at 96x4096x14336; with more
+tiles than SMs 70.6 against 57.3 at 96x14336x4096 and 35.3 against 30.6 at 96x6144x4096
+(bench/results/issue20-clusters-probe-h100.json), where the two row tiles of a B panel run in different waves
+(docs/perf-log.md row 45). The cost model puts both tiles at the DRAM floor, so narrow_configs offers this one only
+within one wave, and first, to take the tie. BK = 128 with six stages (the bytes in flight of BK = 64 with twelve,
+half the barrier hand-offs) ran 1-5% faster than BK = 64 with ten on all four such rows of
+bench/results/small-m-block-k-probe-h100.json (96x4096x4096 23.17 -> 22.58 us, 128x4096x4096 23.34 -> 22.21) and
+0.97-1.08x (geomean 1.02) on the 24 grid shapes that take it (small-m-stages-moves-h100.json; perf-log row 88)."""
 
 
 def narrow_configs(M: int, N: int, sms: int) -> tuple[MatmulConfig, ...]:
