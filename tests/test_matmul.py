@@ -1,16 +1,17 @@
 """CPU tests of the GEMM: compile every configuration for sm_90a, check the config choice and input validation."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 import tilepipe
 from tilepipe.host import staging
-from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LAUNCH_US, MEDIUM,
-                                   MEDIUM_FP32_SOURCE, NARROW, SMALL, SPLIT_MIN_STEPS, choose_config, predict_us,
-                                   schedule_for, schedule_programs, small_m_config, small_m_configs, tile_count,
-                                   tile_us)
+from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32, LAUNCH_US,
+                                   MEDIUM, MEDIUM_FP32_SOURCE, NARROW, SMALL, SPLIT_MIN_STEPS, choose_config,
+                                   predict_us, schedule_for, schedule_programs, small_m_config, small_m_configs,
+                                   tile_count, tile_us)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.verify.compile import CompileError, compile_kernels
 
@@ -37,6 +38,10 @@ CASES += [(DECODE, "bf16", "bf16", True, False, None, None, "streamk"), (DECODE,
 # the narrow 64x64 tile of M = 65-128 (static; with C and an fp32 D: the largest output stages it takes)
 CASES += [(NARROW, "bf16", "bf16", True, False, None, None, "static"),
           (NARROW, "fp16", "fp32", False, True, None, None, "static")]
+# the 128x256 tile for an fp32 D (its D in sub-tiles), plain and with C, and fitted MEDIUM (five stages, fp32 D)
+CASES += [(LARGE_SUBTILED_FP32, "bf16", "fp32", kmajor, has_c, None, None, "static")
+          for kmajor, has_c in ((True, False), (False, True))]
+CASES += [(replace(MEDIUM, stages=5), "bf16", "fp32", True, True, None, None, "static")]
 
 
 def tma_partial_boxes(tile_n: int, c_dtype: str) -> int:
@@ -88,7 +93,8 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     assert report.count("setmaxnreg") > 0
     assert report.spill_stores == 0 and report.spill_loads == 0
     planned = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, dtype, c_dtype, kmajor,
-                             has_c, source_dtype, dynamic=schedule == "dynamic", streamk=schedule == "streamk")
+                             has_c, source_dtype, dynamic=schedule == "dynamic", streamk=schedule == "streamk",
+                             epilogue_n=cfg.epilogue_n)
     assert planned.fits
     assert ("src" in str(planned)) == (source_dtype is not None)  # fp32 C gets source stages of its own
     # only the bias is read without TMA (stream-K's partial sums travel by TMA too)
@@ -144,8 +150,6 @@ def test_matmul_fills_its_64_and_128_row_tiles_with_stages_after_choosing_them(m
     bench/results/small-m-stages-moves-h100.json, medium-stages-moves-h100.json); the pieced and ping-pong comparisons
     still weigh SMALL's six (fitted before them, the 64-row tile took 256x11008x4096 from the pieced 128x192, which
     ran 1.09x faster there), and an fp32 C's own stages leave no room for more."""
-    from dataclasses import replace
-
     from tilepipe.host import configs
     from tilepipe.host.configs import PIECED_SUBTILED_16BIT, config_for
 
@@ -157,7 +161,11 @@ def test_matmul_fills_its_64_and_128_row_tiles_with_stages_after_choosing_them(m
 
     assert choice(256, 4096, 4096) == replace(SMALL, stages=8) == DECODE
     assert choice(1024, 1024, 8192, torch.float32) == DECODE_FP32
-    assert choice(4096, 4096, 4096, torch.float32) == replace(MEDIUM, stages=5)
+    assert choice(1408, 1408, 4096, torch.float32) == replace(MEDIUM, stages=5)  # 66 tiles of 128x256: half a wave
+    assert choice(4096, 4096, 4096, torch.float32) == LARGE_SUBTILED_FP32  # an fp32 D's 128x256 tile (row 93)
+    assert choice(4096, 4096, 4096, torch.float32, has_c=True) == LARGE_SUBTILED_FP32
+    assert choice(8192, 8192, 1024, torch.float32, has_c=True) == replace(MEDIUM, stages=5)  # C sub-tiles, 16 k-steps
+    assert choice(2560, 4096, 14336, torch.float32) == replace(MEDIUM, stages=5)  # 320 wide tiles: emptier waves
     assert choice(512, 4096, 4096, has_c=True) == replace(MEDIUM, stages=6)
     assert choice(256, 11008, 4096) == PIECED_SUBTILED_16BIT
     assert choice(4096, 4096, 4096, own_source=True) in FP32_SOURCE_CONFIGS

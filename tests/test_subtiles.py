@@ -98,4 +98,5 @@ def test_matmul_writes_the_largest_tile_in_sub_tiles_where_it_runs_static(monkey
     with_c = configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)
     assert with_c == PIECED_WHOLE_16BIT
     assert chosen(2560, 2560, 2560).epilogue_n is not None
-    assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.float32, True, 0).epilogue_n is None
+    # an fp32 D: its own 128x256 tile in 128x32 sub-tiles (perf-log row 93)
+    assert configs.config_for(2560, 2560, 2560, torch.bfloat16, torch.float32, True, 0) == configs.LARGE_SUBTILED_FP32

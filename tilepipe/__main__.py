@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.examples import pipeline_demo
-from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, MEDIUM_FP32_SOURCE, SM100_BLOCK_SCALED_CONFIGS,
-                                   SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS, SMALL, fp8_configs,
-                                   sm100_block_scaled_fitted, sm100_blockwise_config, sm100_fitted, small_m_configs,
-                                   swap_config, variant_config)
+from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32, MEDIUM_FP32_SOURCE,
+                                   SM100_BLOCK_SCALED_CONFIGS, SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS,
+                                   SMALL, fp8_configs, sm100_block_scaled_fitted, sm100_blockwise_config, sm100_fitted,
+                                   small_m_configs, swap_config, variant_config)
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.sm100_matmul import sm100_matmul_spec, sm100_plan
@@ -40,7 +40,8 @@ def report() -> int:
     specs += [matmul_spec(variant_config(v.options, torch.bfloat16,
                                          MEDIUM_FP32_SOURCE if "source_dtype" in v.options else LARGE_16BIT),
                           b_kmajor=True, **v.options) for v in shipped_variants() if v.kernel == "matmul_kernel"]
-    specs += [matmul_spec(cfg, "bf16", "fp32" if cfg is LARGE_FP32 else "bf16", True) for cfg in (LARGE_FP32, SMALL)]
+    specs += [matmul_spec(cfg, "bf16", d_dtype, True) for cfg, d_dtype in ((LARGE_FP32, "fp32"), (SMALL, "bf16"),
+                                                                          (LARGE_SUBTILED_FP32, "fp32"))]
     specs += [matmul_spec(small_m_configs(torch.bfloat16)[0], "bf16", "bf16", True, schedule="streamk")]  # split-K
     # the sm_100a GEMM (tcgen05, TMEM accumulators): each epilogue under each scheduler at the large tile (its stages
     # fitted as matmul would launch it), then the medium tile

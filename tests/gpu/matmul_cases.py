@@ -249,17 +249,18 @@ and 2560^3, where matmul's own choice writes D in sub-tiles."""
 
 
 def run_subtiled(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
-    """LARGE_SUBTILED_16BIT (D written in 128x64 sub-tiles, four operand stages) forced under `scheduler` on
-    SUBTILED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row); matmul's own choice
-    at 2560^3, which must be it."""
-    from tilepipe.host.configs import LARGE_SUBTILED_16BIT, config_for
+    """The 128x256 tile with D in sub-tiles (LARGE_SUBTILED_16BIT, or LARGE_SUBTILED_FP32 for an fp32 D) forced under
+    `scheduler` on SUBTILED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row);
+    matmul's own choice at 2560^3, which must be it."""
+    from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, config_for
 
-    results = [run(dtype, out_dtype, layout, SUBTILED_SHAPES, scheduler=scheduler, config=LARGE_SUBTILED_16BIT),
-               run_residual(dtype, out_dtype, layout, LARGE_SUBTILED_16BIT, scheduler), run(dtype, out_dtype, layout,
-                                                                                        SUBTILED_SHAPES[:1])]
+    tile = LARGE_SUBTILED_FP32 if out_dtype == "fp32" else LARGE_SUBTILED_16BIT
+    results = [run(dtype, out_dtype, layout, SUBTILED_SHAPES, scheduler=scheduler, config=tile),
+               run_residual(dtype, out_dtype, layout, tile, scheduler), run(dtype, out_dtype, layout,
+                                                                             SUBTILED_SHAPES[:1])]
     chosen = config_for(2560, 2560, 2560, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
                         torch.cuda.current_device())
-    ok = all(r["ok"] for r in results) and chosen == LARGE_SUBTILED_16BIT
+    ok = all(r["ok"] for r in results) and chosen == tile
     return {"case": f"subtiled {dtype}->{out_dtype} b={layout} scheduler={scheduler}", "ok": ok, "chosen": str(chosen),
             "worst_rel_err": max(r["worst_rel_err"] for r in results),
             "failures": [f for r in results for f in r["failures"]][:8]}

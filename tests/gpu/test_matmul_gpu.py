@@ -13,7 +13,8 @@ CASES += [("splitk", "bf16", "bf16", "kmajor"), ("splitk", "fp16", "fp32", "rowm
 CASES += [("narrow", "bf16", "bf16", "kmajor"), ("narrow", "fp16", "fp32", "rowmajor")]
 CASES += [("pieced", "bf16", "bf16", "kmajor", "static"), ("pieced", "fp16", "fp16", "rowmajor", "dynamic")]
 CASES += [("subtiled", "bf16", "bf16", "kmajor", "static"), ("subtiled", "fp16", "fp16", "rowmajor", "dynamic"),
-          ("subtiled", "bf16", "bf16", "rowmajor", "streamk"), ("subtiled", "fp16", "fp16", "kmajor", "splitk")]
+          ("subtiled", "bf16", "bf16", "rowmajor", "streamk"), ("subtiled", "fp16", "fp16", "kmajor", "splitk"),
+          ("subtiled", "bf16", "fp32", "kmajor", "static"), ("subtiled", "fp16", "fp32", "rowmajor", "streamk")]
 CASES += [("pingpong", "bf16", "bf16", "kmajor"), ("pingpong", "fp16", "fp16", "rowmajor")]
 CASES += [("edges", "bf16", "bf16", "kmajor"), ("edges", "fp16", "fp16", "rowmajor"),
           ("edges", "bf16", "fp32", "kmajor")]

@@ -78,13 +78,20 @@ makes room for a fourth operand stage (as cuBLAS's 4-stage 256x128 kernel keeps 
 and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal at 4096^3; under stream-K within
 -2%..+3% (its partial sums travel in eight 16 KiB sub-tiles), so stream-K keeps LARGE_16BIT
 (bench/results/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
+LARGE_SUBTILED_FP32 = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=32)
+"""The 128x256 tile for an fp32 D, which only D in sub-tiles lets fit (the whole fp32 tile is 128 KiB): 128x32
+sub-tiles through two 16 KiB stages beside four operand stages; static (wide_fp32_pays)."""
+WIDE_FP32_MIN_K_WITH_C = 2560
+"""With C, LARGE_SUBTILED_FP32 only from this K: at K = 1024 (16 k-steps a tile) its C sub-tiles' loads cost more
+than the wider tile saves (0.92-1.02x the 128x128 tile on 9 grid cases), at 2048 0.98-1.07x, from 2560 on 1.01-1.34x
+(bench/results/fp32-d-large-tile-moves-h100.json)."""
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 PINGPONG_16BIT = MatmulConfig(128, 128, 64, stages=6, c_stages=1, num_warps=4, epilogue_n=64, pingpong=True)
 """Two MMA warpgroups taking turns at 128x128 tiles (kernels/matmul_pingpong.py), D in 128x64 sub-tiles through one
 16 KiB stage a turn beside six operand stages; static, 16-bit D, no C. It hides each tile's epilogue under the other
 turn's main loop, at PINGPONG_STEP_COST a k-step: 1.06x the pieced 192x128 tile at 1536x8960x1536 and 1.01-1.15x
 matmul's earlier choice on the 19 of 40 grid shapes pingpong_alternative takes it for (perf-log row 72)."""
-LARGE_FP32 = MEDIUM  # fp32 C tiles are twice as large: the largest fp32 tile is the medium one
+LARGE_FP32 = MEDIUM  # fp32 tiles are twice as large: the largest with a whole output stage is the medium one
 MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
@@ -171,12 +178,14 @@ def choose_config(M: int, N: int, out_dtype: torch.dtype, sms: int,
     or for other kernels (e.g. FP8).
     """
     candidates = candidates or default_configs(out_dtype)
-
-    def efficiency(cfg: MatmulConfig) -> float:
-        tiles = tile_count(M, N, cfg)
-        return tiles / (-(-tiles // sms) * sms)
-
+    efficiency = lambda cfg: wave_efficiency(M, N, cfg, sms)  # noqa: E731
     return next((cfg for cfg in candidates if efficiency(cfg) >= MIN_WAVE_EFFICIENCY), max(candidates, key=efficiency))
+
+
+def wave_efficiency(M: int, N: int, cfg: MatmulConfig, sms: int) -> float:
+    """How full `cfg`'s persistent waves keep the SMs: tiles / (SMs x waves)."""
+    tiles = tile_count(M, N, cfg)
+    return tiles / (-(-tiles // sms) * sms)
 
 
 def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
@@ -280,9 +289,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     the chosen tile under its schedule (static_alternative: against 128x256 under stream-K also its own static waves
     with D in sub-tiles; against 128x128 and 64x128 1.13-1.73x faster on all 23 grid shapes it moved, perf-log row
     70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
-    wherever it runs static. An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the
-    caller asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for
-    them). Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
+    wherever it runs static; for an fp32 D, LARGE_SUBTILED_FP32 where it replaces the 128x128 tile's static waves
+    (wide_fp32_pays). An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the caller
+    asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them). Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
     that choice: a 16-bit D without C (`has_c`: a C tile of any dtype), rows on 32-byte sectors, static or no
     scheduler asked for. Where all that leaves the 64-row or the cooperative 128x128 tile (SMALL, MEDIUM), it runs with
     as many operand stages as fit (as small M's tiles do): eight for the 64-row tile against six ran 0.97-1.20x on the
@@ -300,6 +309,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     schedule = schedule_for(M, N, K, candidates[0], sms)
     cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, sms, candidates)
+    if out_dtype == torch.float32 and cfg == MEDIUM and wide_fp32_pays(M, N, K, has_c, sms):
+        cfg = LARGE_SUBTILED_FP32
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     pair = replace(cfg, cluster_m=2)
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
@@ -312,6 +323,18 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
         cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
     fill = cfg in (SMALL, MEDIUM) and not own_source  # an fp32 C's own stages leave no room for more
     return replace(cfg, stages=fitted_stages(cfg, out_dtype, cfg.stages)) if fill else cfg
+
+
+def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, sms: int) -> bool:
+    """Whether an fp32 D that the wave heuristic gives the 128x128 tile (static) takes LARGE_SUBTILED_FP32 instead:
+    where its waves are as full (half the tiles, each a k-step of ~7% less time a flop) and, with C, K reaches
+    WIDE_FP32_MIN_K_WITH_C. On the grid cases it moves (M 160-8192 by 10 N x K): 1.06x the 128x128 tile with five
+    stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 -> 65.7 us); where its waves are emptier it ran
+    0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us). bench/results/fp32-d-large-tile-moves-h100.json,
+    docs/perf-log.md row 93."""
+    if schedule_for(M, N, K, MEDIUM, sms) != "static" or (has_c and K < WIDE_FP32_MIN_K_WITH_C):
+        return False
+    return wave_efficiency(M, N, LARGE_SUBTILED_FP32, sms) >= wave_efficiency(M, N, MEDIUM, sms)
 
 
 def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
