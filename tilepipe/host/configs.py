@@ -92,7 +92,10 @@ PINGPONG_16BIT = MatmulConfig(128, 128, 64, stages=6, c_stages=1, num_warps=4, e
 turn's main loop, at PINGPONG_STEP_COST a k-step: 1.06x the pieced 192x128 tile at 1536x8960x1536 and 1.01-1.15x
 matmul's earlier choice on the 19 of 40 grid shapes pingpong_alternative takes it for (perf-log row 72)."""
 LARGE_FP32 = MEDIUM  # fp32 tiles are twice as large: the largest with a whole output stage is the medium one
-MEDIUM_FP32_SOURCE = MatmulConfig(128, 128, 64, stages=3)  # a 16-bit D with fp32 C: C needs its own 64 KiB stage
+MEDIUM_FP32_SOURCE = MEDIUM
+"""A 16-bit D with an fp32 C, whose C takes its own 64 KiB stage: the four operand stages still fit (229.5 of 232 KB).
+Three, its count before, ran 1.18-1.27x slower on all 14 shapes timed (4096^3 287.4 against 226.9 us;
+bench/results/fp32-source-stages-probe-h100.json, docs/perf-log.md row 94)."""
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 PIECED_SUBTILED_16BIT = MatmulConfig(128, 192, 64, stages=5, c_stages=2, epilogue_n=32)
@@ -291,7 +294,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
     wherever it runs static; for an fp32 D, LARGE_SUBTILED_FP32 where it replaces the 128x128 tile's static waves
     (wide_fp32_pays). An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the caller
-    asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them). Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
+    asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them).
+    Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
     that choice: a 16-bit D without C (`has_c`: a C tile of any dtype), rows on 32-byte sectors, static or no
     scheduler asked for. Where all that leaves the 64-row or the cooperative 128x128 tile (SMALL, MEDIUM), it runs with
     as many operand stages as fit (as small M's tiles do): eight for the 64-row tile against six ran 0.97-1.20x on the
