@@ -313,7 +313,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     schedule = schedule_for(M, N, K, candidates[0], sms)
     cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, sms, candidates)
-    if out_dtype == torch.float32 and cfg == MEDIUM and wide_fp32_pays(M, N, K, has_c, sms):
+    if out_dtype == torch.float32 and cfg == MEDIUM and schedule == "static" and wide_fp32_pays(M, N, K, has_c, sms):
         cfg = LARGE_SUBTILED_FP32
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     pair = replace(cfg, cluster_m=2)
@@ -326,17 +326,17 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     if others and not has_c and scheduler in (None, "static"):
         cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
     fill = cfg in (SMALL, MEDIUM) and not own_source  # an fp32 C's own stages leave no room for more
-    return replace(cfg, stages=fitted_stages(cfg, out_dtype, cfg.stages)) if fill else cfg
+    return with_stages_that_fit(cfg, out_dtype) if fill else cfg
 
 
 def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, sms: int) -> bool:
-    """Whether an fp32 D that the wave heuristic gives the 128x128 tile (static) takes LARGE_SUBTILED_FP32 instead:
-    where its waves are as full (half the tiles, each a k-step of ~7% less time a flop) and, with C, K reaches
+    """Whether an fp32 D that the wave heuristic gives the 128x128 tile under the static schedule (config_for's own
+    schedule_for of it) takes LARGE_SUBTILED_FP32 instead: where its waves are as full (half the tiles, each a k-step of ~7% less time a flop) and, with C, K reaches
     WIDE_FP32_MIN_K_WITH_C. On the grid cases it moves (M 160-8192 by 10 N x K): 1.06x the 128x128 tile with five
     stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 -> 65.7 us); where its waves are emptier it ran
     0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us). bench/results/fp32-d-large-tile-moves-h100.json,
     docs/perf-log.md row 93."""
-    if schedule_for(M, N, K, MEDIUM, sms) != "static" or (has_c and K < WIDE_FP32_MIN_K_WITH_C):
+    if has_c and K < WIDE_FP32_MIN_K_WITH_C:
         return False
     return wave_efficiency(M, N, LARGE_SUBTILED_FP32, sms) >= wave_efficiency(M, N, MEDIUM, sms)
 
@@ -528,7 +528,14 @@ def narrow_configs(M: int, N: int, sms: int) -> tuple[MatmulConfig, ...]:
 def small_m_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
     """The tiles small M chooses from: 64 rows with as many stages as fit beside the output tile (the loads of a
     memory-bound GEMM want bytes in flight), and MEDIUM."""
-    return replace(SMALL, stages=fitted_stages(SMALL, out_dtype, SMALL.stages)), MEDIUM
+    return with_stages_that_fit(SMALL, out_dtype), MEDIUM
+
+
+@cache
+def with_stages_that_fit(cfg: MatmulConfig, out_dtype: torch.dtype) -> MatmulConfig:
+    """`cfg` with as many operand stages as fit beside its output tile (fitted_stages, from its own count up), once per
+    configuration and D dtype: sizing the plans takes ~0.8 ms, which a new call geometry would pay each time."""
+    return replace(cfg, stages=fitted_stages(cfg, out_dtype, cfg.stages))
 
 
 SWAP_BLOCK_N = (8, 16, 32, 64, 128)
