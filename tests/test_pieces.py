@@ -177,3 +177,24 @@ def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
     for shape in ((384, 4096, 14336), (640, 2048, 7168), (256, 4608, 7168)):  # 1.17x, 1.26x, 1.23x
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == narrow, shape
     assert configs.mma_step_cost(narrow) > configs.mma_step_cost(wide) > configs.mma_step_cost(PIECED_16BIT[1])
+
+
+def test_a_tie_at_the_dram_floor_goes_to_the_tile_on_more_programs(monkeypatch):
+    """128x96 (128 programs) against the 128x128 tile (96) at 256x6144x4096: both at the model's DRAM floor, the
+    same predicted time; 128x96 ran 1.02-1.04x faster (bench/results/dram-tie-moves-h100.json). Not where the pieced
+    tile runs no more programs or more than one wave, off the DRAM floor, nor with C over a last row of tiles half
+    empty or less (160x6144x4096 with C: 0.94x)."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+    narrow = PIECED_16BIT[3]
+    cooperative = configs.with_stages_that_fit(configs.MEDIUM, torch.bfloat16)
+    assert configs.predict_us(256, 6144, 4096, narrow, "static", 132) == configs.predict_us(
+        256, 6144, 4096, cooperative, "static", 132)
+    assert configs.dram_tie_pays(256, 6144, 4096, 132, cooperative, narrow, has_c=True)
+    assert not configs.dram_tie_pays(256, 6144, 4096, 132, narrow, cooperative, has_c=False)  # fewer programs
+    assert not configs.dram_tie_pays(2048, 6144, 4096, 132, cooperative, narrow, has_c=False)  # compute-bound
+    assert not configs.dram_tie_pays(512, 8192, 1024, 132, LARGE_16BIT, PIECED_16BIT[2], has_c=False)  # 208 tiles
+    assert configs.dram_tie_pays(160, 6144, 4096, 132, cooperative, narrow, has_c=False)
+    assert not configs.dram_tie_pays(160, 6144, 4096, 132, cooperative, narrow, has_c=True)  # 32 of 128 rows
+    for has_c in (False, True):
+        assert configs.config_for(256, 6144, 4096, torch.bfloat16, torch.bfloat16, True, 0, has_c=has_c) == narrow

@@ -84,11 +84,11 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
     def chosen(M, N, K, out_dtype=torch.bfloat16, **options):
         return configs.config_for(M, N, K, torch.bfloat16, out_dtype, True, 0, **options)
 
-    for shape in ((1536, 8960, 1536), (4096, 4096, 1024), (8192, 8192, 1024), (512, 4096, 4096), (256, 5120, 2560)):
+    for shape in ((1536, 8960, 1536), (4096, 4096, 1024), (8192, 8192, 1024), (512, 4096, 4096), (384, 5120, 2560)):
         assert chosen(*shape) == PINGPONG_16BIT, shape
         assert configs.schedule_for(*shape, PINGPONG_16BIT, 132) == "static"
     assert chosen(1536, 8960, 1536, has_c=True) == PIECED_WHOLE_16BIT
-    assert chosen(256, 5120, 2560, has_c=True) == replace(MEDIUM, stages=6)  # with its stages filled (perf-log row 89)
+    assert chosen(384, 5120, 2560, has_c=True) == replace(MEDIUM, stages=6)  # with its stages filled (perf-log row 89)
     for scheduler in ("dynamic", "streamk", "splitk"):
         assert not chosen(4096, 4096, 1024, scheduler=scheduler).pingpong, scheduler
     assert chosen(4096, 4096, 1024, scheduler="static").pingpong
@@ -112,6 +112,9 @@ def test_the_ping_pong_tile_replaces_the_cooperative_128x128_under_static(monkey
     for shape in ((256, 6144, 4096), (129, 8192, 8192), (1024, 2048, 8192)):  # 1.18x, 1.10x, 1.16x
         assert configs.choose_config(shape[0], shape[1], torch.bfloat16, 132) == MEDIUM
         assert configs.pingpong_alternative(*shape, 132, MEDIUM, "static") == PINGPONG_16BIT
+        if shape[0] == 256:  # a pieced tile on more programs takes the tie at the DRAM floor first (perf-log row 95)
+            assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0).block_n == 96
+            continue
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PINGPONG_16BIT, shape
         with_c = configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)
         assert with_c == replace(MEDIUM, stages=6), shape  # the cooperative tile, its stages filled (perf-log row 89)

@@ -291,7 +291,8 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
     the chosen tile under its schedule (static_alternative: against 128x256 under stream-K also its own static waves
     with D in sub-tiles; against 128x128 and 64x128 1.13-1.73x faster on all 23 grid shapes it moved, perf-log row
-    70), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
+    70; at the DRAM floor a tie goes to the pieced tile on more programs, dram_tie_pays), for a 16-bit D and rows on
+    32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
     wherever it runs static; for an fp32 D, LARGE_SUBTILED_FP32 where it replaces the 128x128 tile's static waves
     (wide_fp32_pays). An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the caller
     asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them).
@@ -321,7 +322,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
         return pair
     others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
     if others and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
-        cfg = static_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
+        cfg = static_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms), has_c) or cfg
     cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
     if others and not has_c and scheduler in (None, "static"):
         cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
@@ -341,18 +342,37 @@ def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, sms: int) -> bool:
     return wave_efficiency(M, N, LARGE_SUBTILED_FP32, sms) >= wave_efficiency(M, N, MEDIUM, sms)
 
 
-def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
+def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str,
+                       has_c: bool = False) -> MatmulConfig | None:
     """The static tile config_for takes instead of its choice `cfg` under `schedule`, if any: a PIECED_16BIT tile
     predicted PIECED_MIN_GAIN faster than static waves of cfg, or, against stream-K, the fastest predicted of the
     pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
-    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Rows off
-    32-byte sectors are left to the cluster that measured faster there."""
+    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Against
+    static waves a tie at the DRAM floor goes to the pieced tile where it runs more programs (dram_tie_pays; with C,
+    `has_c`). Rows off 32-byte sectors are left to the cluster that measured faster there."""
     pieced = PIECED_16BIT if M <= SUBTILED_FIRST_MAX_M else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                              *PIECED_16BIT[2:])
     options = pieced + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
     best = min(options, key=lambda option: predict_us(M, N, K, option, "static", sms))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
-    return best if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms) else None
+    if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms):
+        return best
+    return best if schedule == "static" and dram_tie_pays(M, N, K, sms, cfg, best, has_c) else None
+
+
+def dram_tie_pays(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, pieced: MatmulConfig, has_c: bool) -> bool:
+    """Whether the static `pieced` tile wins a tie with static `cfg` at the DRAM floor (predict_us's "dram" bound for
+    both: the same time) by running more programs in one wave, each streaming fewer operand bytes: the model's one-SM
+    rate where B comes from DRAM (SM_DRAM_BYTES_PER_US) is above what these programs streamed, so it misses their
+    difference. With C, not where the last row of tiles is half empty or less. On the 112 cases of a 3640-case grid
+    (M 129-1024) that the tie alone moved, 128x96 against the 128x128 tile: the 81 this keeps 1.006-1.086x faster
+    (geomean 1.048; 256x5120x4096 33.62 -> 31.47 us); the 31 it drops 0.85-1.06x (with C at M = 160 0.90-1.05, more
+    than one wave of pieced tiles 0.85-1.00): bench/results/dram-tie-moves-h100.json, docs/perf-log.md row 95."""
+    at_floor = all(loop_bound(predicted_parts(M, N, K, tile, "static", sms)) == "dram" for tile in (cfg, pieced))
+    one_wave = tile_count(M, N, pieced) <= sms
+    last_rows = M % pieced.tile_m
+    return (at_floor and one_wave and tile_count(M, N, pieced) > tile_count(M, N, cfg)
+            and not (has_c and 0 < last_rows <= pieced.tile_m // 2))
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
