@@ -27,8 +27,12 @@ METRICS = {"time_us": "gpu__time_duration.sum", "sm_ghz": "sm__cycles_elapsed.av
            "tensor_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
            "l2_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_sectors": "lts__t_sectors.sum",
            "dram_bytes": "dram__bytes.sum", "l1_pct": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
-           "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed"}
-"""Our column name -> ncu metric. Units are normalised in `_value` (ncu picks ns/us/ms, Hz/GHz, byte/Gbyte)."""
+           "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+           "smem_read_pct": "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed",
+           "smem_write_pct": "l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed"}
+"""Our column name -> ncu metric. Units are normalised in `_value` (ncu picks ns/us/ms, Hz/GHz, byte/Gbyte). Shared
+memory's bank reads (wgmma's operands, the epilogue's) and writes (TMA's fills) show a tile bound by shared-memory
+bandwidth rather than by its tensor pipe."""
 BF16_SHAPES = [(1536, 2816, 4096), (896, 4864, 4096), (8192, 8192, 8192), (7168, 5120, 3000), (7168, 5120, 3072)]
 """One exact wave of 128x256 tiles; SMs + 1 tiles (stream-K by default); the large square; K = 3000 (rows 6000 bytes
 apart, off 128-byte lines) against K = 3072."""
@@ -181,16 +185,18 @@ def run(name: str, out_dir: Path = RESULTS_DIR, shapes: str | None = None, tiles
 
 
 def table(rows: list[dict]) -> str:
-    """One line per kernel: the case, who, time, clock, tensor pipe, L2 throughput, L2 sectors and the kernel name."""
+    """One line per kernel: the case, who, time, clock, tensor pipe, L2 throughput, L2 sectors, DRAM, L1, shared
+    memory's bank reads and writes, and the kernel name."""
     from tilepipe._text import format_table
 
     lines = [[row["case"] if who == "ours" else "", "tilepipe" if who == "ours" else "cuBLAS",
               f"{k['time_us']:.1f}", f"{k['sm_ghz']:.2f}", f"{k['tensor_pct']:.1f}", f"{k['l2_pct']:.1f}",
               f"{k['l2_sectors'] / 1e6:.1f}", f"{k['dram_bytes'] / 1e9:.2f}", f"{k.get('l1_pct', 0):.1f}",
-              f"{k.get('dram_pct', 0):.1f}", k["kernel"][:48]]
+              f"{k.get('dram_pct', 0):.1f}", f"{k.get('smem_read_pct', 0):.1f}", f"{k.get('smem_write_pct', 0):.1f}",
+              k["kernel"][:48]]
              for row in rows for who, k in (("ours", row["ours"]), ("theirs", row["theirs"]))]
     return format_table([["case", "who", "us", "SM GHz", "tensor %", "L2 %", "L2 Msect", "DRAM GB", "L1 %", "DRAM %",
-                          "kernel"], *lines])
+                          "smem rd %", "smem wr %", "kernel"], *lines])
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
