@@ -54,6 +54,10 @@ def test_committed_h100_counters_pair_our_kernel_with_cublas(name):
 
 def test_shapes_and_tiles_options():
     assert parse_shapes("768x4096x4096, 2x3x4") == [(768, 4096, 4096), (2, 3, 4)]
+    assert parse_shapes("2048x14336x4096:tensor,64x2048x7168:Blockwise") == [(2048, 14336, 4096, "tensor"),
+                                                                             (64, 2048, 7168, "blockwise")]
+    with pytest.raises(ValueError, match="scaling"):
+        parse_shapes("8x8x8:rowwise")
     for bad in ("1x2", "0x4x4", "axbxc"):
         with pytest.raises(ValueError, match="MxNxK"):
             parse_shapes(bad)

@@ -56,16 +56,19 @@ def tile_options() -> dict[str, object]:
             **{f"{cfg.block_m}x{cfg.block_n}": cfg for cfg in PIECED_16BIT}}
 
 
-def shape_cases(shapes: list[tuple[int, int, int]], tiles: list[str]) -> list[tuple[str, Callable[[], object],
-                                                                                  Callable[[], object]]]:
-    """(label, ours, theirs) for bf16 `shapes` (B K-major): matmul's choice and each of `tiles` (tile_options, static)
-    against torch.matmul on the same inputs."""
+def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+    """(label, ours, theirs) for `shapes`: bf16 (M, N, K) with B K-major, matmul's choice and each of `tiles`
+    (tile_options, static) against torch.matmul on the same inputs; FP8 (M, N, K, scaling) as fp8_case."""
     import tilepipe
     from tilepipe.tools.bench import _operands
 
     options = tile_options()
     found = []
-    for M, N, K in shapes:
+    for shape in shapes:
+        if len(shape) == 4:
+            found.append(fp8_case(*shape))
+            continue
+        M, N, K = shape
         a, b = _operands(M, N, K, "kmajor")
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         theirs = lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)  # noqa: E731
@@ -76,11 +79,24 @@ def shape_cases(shapes: list[tuple[int, int, int]], tiles: list[str]) -> list[tu
     return found
 
 
+def fp8_case(M: int, N: int, K: int, scaling: str, config=None) -> tuple[str, Callable[[], object], Callable[[], object]]:
+    """(label, ours, theirs): matmul_fp8 (with `config`, else its choice) against torch._scaled_mm, bf16 out,
+    `scaling` "tensor" (fast accumulation, as the bench) or "blockwise"."""
+    import tilepipe
+    from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
+
+    a, b = _fp8_operands(M, N, K)
+    sa, sb = _scales(M, N, K, scaling)
+    theirs = lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,  # noqa: E731
+                                      use_fast_accum=scaling == "tensor")
+    label = f"fp8 {scaling} {M}x{N}x{K}" + (" cluster 2x1" if config is not None and config.cluster_m == 2 else "")
+    return label, lambda: tilepipe.matmul_fp8(a, b, sa, sb, config=config), theirs
+
+
 def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     """(label, ours, theirs) on fresh random inputs: bf16 matmul against torch.matmul, FP8 against torch._scaled_mm."""
     import tilepipe
     from tilepipe.tools.bench import _operands
-    from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
 
     from dataclasses import replace
 
@@ -98,21 +114,14 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
             found.append((f"bf16 {M}x{N}x{K} cluster 2x1", lambda a=a, b=b, out=out, c=pair: tilepipe.matmul(
                 a, b, out=out, config=c), lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)))
     for M, N, K, scaling in FP8_SHAPES:
-        a, b = _fp8_operands(M, N, K)
-        sa, sb = _scales(M, N, K, scaling)
-        theirs = lambda a=a, b=b, sa=sa, sb=sb, fast=scaling == "tensor": torch._scaled_mm(  # noqa: E731
-            a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
-        found.append((f"fp8 {scaling} {M}x{N}x{K}", lambda a=a, b=b, sa=sa, sb=sb: tilepipe.matmul_fp8(a, b, sa, sb),
-                      theirs))
+        found.append(fp8_case(M, N, K, scaling))
         if scaling == "tensor" and (M, N, K) in CLUSTER_SHAPES:
             tile = fp8_config_for(M, N, K, False, torch.bfloat16, sm_count(torch.cuda.current_device()))
-            pair = replace(tile, cluster_m=2)
-            found.append((f"fp8 {scaling} {M}x{N}x{K} cluster 2x1", lambda a=a, b=b, sa=sa, sb=sb, c=pair:
-                          tilepipe.matmul_fp8(a, b, sa, sb, config=c), theirs))
+            found.append(fp8_case(M, N, K, scaling, replace(tile, cluster_m=2)))
     return found
 
 
-def profiled_child(shapes: list[tuple[int, int, int]] | None = None, tiles: list[str] = ()) -> None:
+def profiled_child(shapes: list[tuple] | None = None, tiles: list[str] = ()) -> None:
     """Under ncu: warm every callable up, then run each once inside the profiled range, in `cases()` order (or
     `shape_cases(shapes, tiles)`'s)."""
     found = cases() if shapes is None else shape_cases(shapes, list(tiles))
@@ -199,22 +208,26 @@ def table(rows: list[dict]) -> str:
                           "smem rd %", "smem wr %", "kernel"], *lines])
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    """'768x4096x4096,256x6144x4096' -> [(768, 4096, 4096), (256, 6144, 4096)]."""
+def parse_shapes(text: str) -> list[tuple]:
+    """'768x4096x4096,2048x14336x4096:tensor' -> [(768, 4096, 4096), (2048, 14336, 4096, "tensor")]: bf16 shapes, and
+    FP8 ones with their scaling ("tensor" or "blockwise") after a colon."""
     shapes = []
     for item in text.split(","):
-        dims = item.strip().lower().split("x")
+        dims, _, scaling = item.strip().lower().partition(":")
+        dims = dims.split("x")
         if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
             raise ValueError(f"--shapes: expected MxNxK with positive integers, got {item!r}")
-        shapes.append(tuple(int(d) for d in dims))
+        if scaling not in ("", "tensor", "blockwise"):
+            raise ValueError(f"--shapes: an FP8 shape's scaling is 'tensor' or 'blockwise', got {item!r}")
+        shapes.append(tuple(int(d) for d in dims) + ((scaling, ) if scaling else ()))
     return shapes
-
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m tilepipe.tools.counters", description=__doc__)
     parser.add_argument("--name", default="counters")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--shapes", help="bf16 shapes MxNxK,... (B K-major) instead of the built-in cases")
+    parser.add_argument("--shapes", help="shapes MxNxK,... instead of the built-in cases: bf16 (B K-major), or FP8 "
+                        "with its scaling, MxNxK:tensor or MxNxK:blockwise")
     parser.add_argument("--tiles", help="with --shapes: tiles to force (static) beside matmul's choice, from "
                         "tile_options(), comma-separated")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
