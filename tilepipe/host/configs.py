@@ -366,8 +366,9 @@ def dram_tie_pays(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, pieced: M
     rate where B comes from DRAM (SM_DRAM_BYTES_PER_US) is above what these programs streamed, so it misses their
     difference. With C, not where the last row of tiles is half empty or less. On the 112 cases of a 3640-case grid
     (M 129-1024) that the tie alone moved, 128x96 against the 128x128 tile: the 81 this keeps 1.006-1.086x faster
-    (geomean 1.048; 256x5120x4096 33.62 -> 31.47 us); the 31 it drops 0.85-1.06x (with C at M = 160 0.90-1.05, more
-    than one wave of pieced tiles 0.85-1.00): bench/results/dram-tie-moves-h100.json, docs/perf-log.md row 95."""
+    (geomean 1.048; 256x5120x4096 33.62 -> 31.47 us); the 31 it drops 0.85-1.06x (27 with C over a last row at most
+    half full, 0.89-1.06; 4 whose pieced tiles exceed one wave, 0.85-1.00): bench/results/dram-tie-moves-h100.json,
+    docs/perf-log.md row 95."""
     at_floor = all(loop_bound(predicted_parts(M, N, K, tile, "static", sms)) == "dram" for tile in (cfg, pieced))
     one_wave = tile_count(M, N, pieced) <= sms
     last_rows = M % pieced.tile_m

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from tilepipe.host.configs import MatmulConfig
 from tilepipe.tools.bench import RESULTS_DIR
 
 METRICS = {"time_us": "gpu__time_duration.sum", "sm_ghz": "sm__cycles_elapsed.avg.per_second",
@@ -79,7 +80,8 @@ def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callab
     return found
 
 
-def fp8_case(M: int, N: int, K: int, scaling: str, config=None) -> tuple[str, Callable[[], object], Callable[[], object]]:
+def fp8_case(M: int, N: int, K: int, scaling: str, config: MatmulConfig | None = None
+             ) -> tuple[str, Callable[[], object], Callable[[], object]]:
     """(label, ours, theirs): matmul_fp8 (with `config`, else its choice) against torch._scaled_mm, bf16 out,
     `scaling` "tensor" (fast accumulation, as the bench) or "blockwise"."""
     import tilepipe
@@ -221,6 +223,7 @@ def parse_shapes(text: str) -> list[tuple]:
             raise ValueError(f"--shapes: an FP8 shape's scaling is 'tensor' or 'blockwise', got {item!r}")
         shapes.append(tuple(int(d) for d in dims) + ((scaling, ) if scaling else ()))
     return shapes
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m tilepipe.tools.counters", description=__doc__)
