@@ -84,6 +84,7 @@ def test_pieces_move_in_their_descriptors_boxes(compiled):
 def test_pieced_tiles_are_refused_where_they_are_not_built():
     check_pieced(PIECED_WHOLE_16BIT, "dynamic", "sm_90a", False, torch.bfloat16)
     check_pieced(LARGE_16BIT, "streamk", "sm_90a", True, torch.float32)  # not pieced: nothing to refuse
+    check_pieced(configs.NARROW_PIECED_16BIT, "dynamic", "sm_90a", False, torch.float16)  # 64x96 on 4 warps
     refusals = [((PIECED_WHOLE_16BIT, "static", "sm_90a", True, torch.bfloat16), "c: a 192x128 tile takes a C of D's"),
                 ((PIECED_SUBTILED_16BIT, "streamk", "sm_90a", False, torch.bfloat16), "scheduler 'streamk'"),
                 ((PIECED_WHOLE_16BIT, "static", "sm_100a", False, torch.bfloat16), "sm_90a"),
@@ -93,7 +94,13 @@ def test_pieced_tiles_are_refused_where_they_are_not_built():
                 ((MatmulConfig(160, 128, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_m"),
                 ((MatmulConfig(128, 224, 64, 4), "static", "sm_90a", False, torch.bfloat16), "config.block_n"),
                 ((MatmulConfig(192, 160, 64, 3), "static", "sm_90a", False, torch.bfloat16),
-                 "config.block_m must be 128")]
+                 "config.block_m must be 128"),
+                ((MatmulConfig(64, 160, 64, 3, num_warps=4), "static", "sm_90a", False, torch.bfloat16),
+                 "config.block_m must be 128"),
+                ((MatmulConfig(32, 96, 64, 3, num_warps=4), "static", "sm_90a", False, torch.bfloat16),
+                 "config.block_m must be 64 or 128"),
+                ((MatmulConfig(64, 96, 64, 3), "static", "sm_90a", False, torch.bfloat16), "num_warps=4"),
+                ((MatmulConfig(128, 96, 64, 3, num_warps=4), "static", "sm_90a", False, torch.bfloat16), "num_warps=8")]
     for args, message in refusals:
         with pytest.raises(ValueError, match=re.escape(message)):
             check_pieced(*args)
@@ -198,3 +205,25 @@ def test_a_tie_at_the_dram_floor_goes_to_the_tile_on_more_programs(monkeypatch):
     assert not configs.dram_tie_pays(160, 6144, 4096, 132, cooperative, narrow, has_c=True)  # 32 of 128 rows
     for has_c in (False, True):
         assert configs.config_for(256, 6144, 4096, torch.bfloat16, torch.bfloat16, True, 0, has_c=has_c) == narrow
+
+
+def test_small_m_takes_the_64x96_tile_where_it_wins_the_tie_on_more_programs(monkeypatch):
+    """NARROW_PIECED_16BIT (64x96 on one warpgroup) where its tiles, one wave, outnumber the choice's at the DRAM
+    floor: 128x6144x4096 (128 programs against the 64x128 tile's 96; 31.11 -> 30.27 us) and 192x4096x4096 (129 against
+    96; 26.39 -> 24.58: bench/results/narrow-pieced-probe-h100.json). Not where NARROW already runs 128 programs, past
+    one wave (N = 14336), for an fp32 D, nor with C over a half-empty last row (M = 96)."""
+    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "cached_config", lambda *args: None)
+    narrow_pieced = configs.NARROW_PIECED_16BIT
+    assert (narrow_pieced.block_m, narrow_pieced.block_n, narrow_pieced.num_warps) == (64, 96, 4)
+
+    def chosen(M, N, K, out_dtype=torch.bfloat16, has_c=False):
+        return configs.config_for(M, N, K, torch.bfloat16, out_dtype, True, 0, has_c=has_c)
+
+    for shape in ((128, 6144, 4096), (192, 4096, 4096), (96, 6144, 4096)):
+        assert chosen(*shape) == narrow_pieced, shape
+    assert chosen(128, 6144, 4096, has_c=True) == narrow_pieced
+    assert chosen(96, 6144, 4096, has_c=True) != narrow_pieced  # 32 of the last row's 64
+    assert chosen(96, 4096, 4096) == configs.NARROW and chosen(96, 14336, 4096) != narrow_pieced
+    assert chosen(128, 6144, 4096, torch.float32) != narrow_pieced
+    assert configs.variant_config({"tile": (64, 96)}, torch.bfloat16, None) == narrow_pieced

@@ -219,12 +219,13 @@ PIECED_SHAPES = [(1536, 8960, 1536), (333, 517, 200), (1000, 1000, 64), (200, 30
 
 
 def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
-    """Every tile with a side of 192 (host/configs.py PIECED_16BIT, and 192x192) forced under `scheduler` on
-    PIECED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row); matmul's own choice
-    at 1536x8960x1536, which must be pieced; and an fp32 C, which a pieced config must refuse with ValueError."""
-    from tilepipe.host.configs import PIECED_16BIT, config_for
+    """Every pieced tile (host/configs.py PIECED_16BIT, NARROW_PIECED_16BIT on one warpgroup, and 192x192) forced under
+    `scheduler` on PIECED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row);
+    matmul's own choice at 1536x8960x1536, which must be pieced; and an fp32 C, which a pieced config must refuse with
+    ValueError."""
+    from tilepipe.host.configs import NARROW_PIECED_16BIT, PIECED_16BIT, config_for
 
-    configs = PIECED_16BIT + (tilepipe.MatmulConfig(192, 192, 64, stages=3), )
+    configs = PIECED_16BIT + (tilepipe.MatmulConfig(192, 192, 64, stages=3), NARROW_PIECED_16BIT)
     results = [run(dtype, out_dtype, layout, PIECED_SHAPES, scheduler=scheduler, config=cfg) for cfg in configs]
     results += [run_residual(dtype, out_dtype, layout, cfg, scheduler) for cfg in configs]
     chosen = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",

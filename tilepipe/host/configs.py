@@ -116,6 +116,12 @@ takes ties (equal waves) up to SUBTILED_FIRST_MAX_M. At 1536x8960x1536 192x128 m
 (bench/results/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each) as cuBLAS's 128x160 and 128x96 at
 mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the choice before them, 1024x5120x5120
 82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/tile-widths-probe-h100.json)."""
+NARROW_PIECED_16BIT = MatmulConfig(64, 96, 64, stages=10, num_warps=4)
+"""64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: taken only where it wins a
+tie at the DRAM floor by running more programs in one wave (dram_tie_pays; M 65-256 at N about 4096-6144). On the
+16 shapes of bench/results/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice
+then (192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was
+1-11% slower."""
 SUBTILED_FIRST_MAX_M = 1280
 """Up to this M (10 rows of 128-row tiles) PIECED_SUBTILED_16BIT takes the ties with 192x128, above it 192x128 does:
 where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes: 768x4096x4096 44.1 -> 41.8 us,
@@ -291,11 +297,12 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
     the chosen tile under its schedule (static_alternative: against 128x256 under stream-K also its own static waves
     with D in sub-tiles; against 128x128 and 64x128 1.13-1.73x faster on all 23 grid shapes it moved, perf-log row
-    70; at the DRAM floor a tie goes to the pieced tile on more programs, dram_tie_pays), for a 16-bit D and rows on
-    32-byte sectors; the largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT)
-    wherever it runs static; for an fp32 D, LARGE_SUBTILED_FP32 where it replaces the 128x128 tile's static waves
-    (wide_fp32_pays). An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A `scheduler` the caller
-    asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them).
+    70; with B K-major, a tie at the static DRAM floor goes to the pieced tile on the most programs,
+    dram_tie_winner), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles
+    (LARGE_SUBTILED_16BIT) wherever it runs static; for an fp32 D, LARGE_SUBTILED_FP32 where it replaces the 128x128
+    tile's static waves (wide_fp32_pays). An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A
+    `scheduler` the caller asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are
+    not built for them).
     Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
     that choice: a 16-bit D without C (`has_c`: a C tile of any dtype), rows on 32-byte sectors, static or no
     scheduler asked for. Where all that leaves the 64-row or the cooperative 128x128 tile (SMALL, MEDIUM), it runs with
@@ -310,7 +317,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
         return cached
     sms = sm_count(device)
     if M <= DECODE_M and not own_source:
-        return small_m_config(M, N, K, out_dtype, sms, b_kmajor)
+        return small_m_config(M, N, K, out_dtype, sms, b_kmajor, has_c)
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     schedule = schedule_for(M, N, K, candidates[0], sms)
     cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, sms, candidates)
@@ -322,7 +329,9 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
         return pair
     others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
     if others and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
-        cfg = static_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms), has_c) or cfg
+        its_schedule = schedule_for(M, N, K, cfg, sms)
+        tie = b_kmajor and its_schedule == "static" and dram_tie_winner(M, N, K, sms, cfg, has_c)  # as measured
+        cfg = static_alternative(M, N, K, sms, cfg, its_schedule) or tie or cfg
     cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
     if others and not has_c and scheduler in (None, "static"):
         cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
@@ -332,32 +341,39 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
 
 def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, sms: int) -> bool:
     """Whether an fp32 D that the wave heuristic gives the 128x128 tile under the static schedule (config_for's own
-    schedule_for of it) takes LARGE_SUBTILED_FP32 instead: where its waves are as full (half the tiles, each a k-step of ~7% less time a flop) and, with C, K reaches
-    WIDE_FP32_MIN_K_WITH_C. On the grid cases it moves (M 160-8192 by 10 N x K): 1.06x the 128x128 tile with five
-    stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 -> 65.7 us); where its waves are emptier it ran
-    0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us). bench/results/fp32-d-large-tile-moves-h100.json,
-    docs/perf-log.md row 93."""
+    schedule_for of it) takes LARGE_SUBTILED_FP32 instead: where its waves are as full (half the tiles, each a k-step
+    of ~7% less time a flop) and, with C, K reaches WIDE_FP32_MIN_K_WITH_C. On the grid cases it moves (M 160-8192 by
+    10 N x K): 1.06x the 128x128 tile with five stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 ->
+    65.7 us); where its waves are emptier it ran 0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us).
+    bench/results/fp32-d-large-tile-moves-h100.json, docs/perf-log.md row 93."""
     if has_c and K < WIDE_FP32_MIN_K_WITH_C:
         return False
     return wave_efficiency(M, N, LARGE_SUBTILED_FP32, sms) >= wave_efficiency(M, N, MEDIUM, sms)
 
 
-def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str,
-                       has_c: bool = False) -> MatmulConfig | None:
+def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
     """The static tile config_for takes instead of its choice `cfg` under `schedule`, if any: a PIECED_16BIT tile
     predicted PIECED_MIN_GAIN faster than static waves of cfg, or, against stream-K, the fastest predicted of the
     pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
-    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Against
-    static waves a tie at the DRAM floor goes to the pieced tile where it runs more programs (dram_tie_pays; with C,
-    `has_c`). Rows off 32-byte sectors are left to the cluster that measured faster there."""
+    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Rows off
+    32-byte sectors are left to the cluster that measured faster there."""
     pieced = PIECED_16BIT if M <= SUBTILED_FIRST_MAX_M else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                              *PIECED_16BIT[2:])
     options = pieced + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
     best = min(options, key=lambda option: predict_us(M, N, K, option, "static", sms))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
-    if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms):
-        return best
-    return best if schedule == "static" and dram_tie_pays(M, N, K, sms, cfg, best, has_c) else None
+    return best if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms) else None
+
+
+def dram_tie_winner(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, has_c: bool) -> MatmulConfig | None:
+    """Of the pieced tiles (PIECED_16BIT and NARROW_PIECED_16BIT), the one on the most programs that wins a tie at the
+    DRAM floor with static `cfg` (dram_tie_pays), if any. On the 366 cases of a 3840-case grid (M 65-512, N
+    1024-14336, K 1024-14336, B K-major, with and without C) where it and small_m_config's tie move matmul's choice:
+    1.038x faster (geomean; 0.943-1.23, 15 under 0.98): the 64x128 tile to 64x96 on 331 (129x3584x4096 1.23x,
+    129x4096x11008 0.94x), the 128x128 tile to 128x96 on 35 (0.997-1.092): bench/results/narrow-pieced-moves-h100.json,
+    docs/perf-log.md row 103."""
+    winners = [tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT) if dram_tie_pays(M, N, K, sms, cfg, tile, has_c)]
+    return max(winners, key=lambda tile: tile_count(M, N, tile), default=None)
 
 
 def dram_tie_pays(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, pieced: MatmulConfig, has_c: bool) -> bool:
@@ -577,11 +593,13 @@ def swap_config(M: int, out_dtype: torch.dtype, block_m: int = 64, kernel: str =
 def variant_config(options: dict, out_dtype: torch.dtype, default: MatmulConfig | None) -> MatmulConfig | None:
     """The configuration a catalogue matmul variant (kernels/catalogue.py) runs in where its options name one:
     swap-AB's tile at M = 32, a pieced tile in PIECED_WHOLE_16BIT's stages (PIECED_SUBTILED_16BIT's with D in
-    sub-tiles), D in sub-tiles in LARGE_SUBTILED_16BIT's, the ping-pong tile; else `default`. The report compiles it,
-    the sanitizer launches it."""
+    sub-tiles; the 64-row one is NARROW_PIECED_16BIT), D in sub-tiles in LARGE_SUBTILED_16BIT's, the ping-pong
+    tile; else `default`. The report compiles it, the sanitizer launches it."""
     if options.get("swap_ab"):
         return swap_config(32, out_dtype)
     if options.get("tile"):
+        if tuple(options["tile"]) == (NARROW_PIECED_16BIT.block_m, NARROW_PIECED_16BIT.block_n):
+            return NARROW_PIECED_16BIT  # its own warps and stages
         base = PIECED_SUBTILED_16BIT if options.get("epilogue_n") else PIECED_WHOLE_16BIT
         return replace(base, block_m=options["tile"][0], block_n=options["tile"][1],
                        epilogue_n=options.get("epilogue_n"))
@@ -622,12 +640,19 @@ the model keeps the plain tile at 64 < M <= 128 (docs/perf-log.md row 42)."""
 
 
 @cache
-def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_kmajor: bool = False) -> MatmulConfig:
+def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_kmajor: bool = False,
+                   has_c: bool = False) -> MatmulConfig:
     """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`), NARROW's (narrow_configs) and small_m_configs, the
-    one of least predicted time under the schedule schedule_for would give it (the first on a tie)."""
+    one of least predicted time under the schedule schedule_for would give it (the first on a tie); past one row of
+    64-row tiles with B K-major, a static plain tile gives way to NARROW_PIECED_16BIT where that wins the tie at the
+    DRAM floor (dram_tie_pays; with C, `has_c`)."""
     tiles = ((swap_config(M, out_dtype), ) if b_kmajor else ()) + narrow_configs(M, N, sms) + small_m_configs(out_dtype)
-    return min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms,
-                                                 out_bytes=out_dtype.itemsize))
+    chosen = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms,
+                                                   out_bytes=out_dtype.itemsize))
+    static = schedule_by_time(M, N, K, chosen, sms) == "static" and not chosen.swap_ab
+    measured = b_kmajor and M > NARROW_PIECED_16BIT.block_m and out_dtype != torch.float32  # where the grid ran
+    pieced = measured and static and dram_tie_pays(M, N, K, sms, chosen, NARROW_PIECED_16BIT, has_c)
+    return NARROW_PIECED_16BIT if pieced else chosen
 
 
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,

@@ -42,10 +42,11 @@ MATMUL_PIECED = {
     "matmul +C pieced": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(192, 128)),  # C in the stage's pieces
     "matmul pieced 128x160": dict(dtype="bf16", c_dtype="bf16", tile=(128, 160)),  # a 32-wide piece: 64-byte swizzle
     "matmul +C pieced 128x96": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(128, 96)),
+    "matmul +C pieced 64x96": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(64, 96)),  # one warpgroup
 }
 """matmul_kernel with a tile side held as power-of-two pieces (pipeline/pieces.py: 192 = 128 + 64, 160 = 128 + 32,
-96 = 64 + 32; host/configs.py PIECED_16BIT; with epilogue_n, D in sub-tiles: PIECED_SUBTILED_16BIT), as matmul_spec
-arguments, under PIECED_SCHEDULES."""
+96 = 64 + 32; host/configs.py PIECED_16BIT and, 64 rows on one warpgroup, NARROW_PIECED_16BIT; with epilogue_n, D in
+sub-tiles: PIECED_SUBTILED_16BIT), as matmul_spec arguments, under PIECED_SCHEDULES."""
 MATMUL_SUBTILED = {
     "matmul subtiled": dict(dtype="bf16", c_dtype="bf16", epilogue_n=64),
     "matmul +C subtiled": dict(dtype="bf16", c_dtype="bf16", has_c=True, epilogue_n=64),  # C in the sub-tile stages
