@@ -118,10 +118,11 @@ mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the 
 82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/tile-widths-probe-h100.json)."""
 NARROW_PIECED_16BIT = MatmulConfig(64, 96, 64, stages=10, num_warps=4)
 """64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: taken only where it wins a
-tie at the DRAM floor by running more programs in one wave (dram_tie_pays; M 65-256 at N about 4096-6144). On the
-16 shapes of bench/results/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice
-then (192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was
-1-11% slower."""
+tie at the DRAM floor by running more programs in one wave (dram_tie_winner, small_m_config; on the grid of
+bench/results/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144). On the 16 shapes of
+bench/results/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then
+(192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was 1-11%
+slower."""
 SUBTILED_FIRST_MAX_M = 1280
 """Up to this M (10 rows of 128-row tiles) PIECED_SUBTILED_16BIT takes the ties with 192x128, above it 192x128 does:
 where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes: 768x4096x4096 44.1 -> 41.8 us,
@@ -330,7 +331,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
     if others and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
         its_schedule = schedule_for(M, N, K, cfg, sms)
-        tie = b_kmajor and its_schedule == "static" and dram_tie_winner(M, N, K, sms, cfg, has_c)  # as measured
+        tie = dram_tie_winner(M, N, K, sms, cfg, has_c) if b_kmajor and its_schedule == "static" else None  # measured
         cfg = static_alternative(M, N, K, sms, cfg, its_schedule) or tie or cfg
     cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
     if others and not has_c and scheduler in (None, "static"):
