@@ -7,7 +7,7 @@ import torch
 
 from tilepipe.host.checks import (check_no_overlap, check_operands, check_out, check_out_dtype, check_residual,
                                   check_scalar, is_column_bias)
-from tilepipe.host.configs import MatmulConfig, config_for, schedule_for, sm100_config
+from tilepipe.host.configs import NARROW_PIECED_16BIT, MatmulConfig, config_for, schedule_for, sm100_config
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor,
@@ -199,7 +199,8 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
                          f"{[side for side in sorted(PIECES) if row_side_ok(side)]}, got {cfg.block_m}")
     if not (is_power_of_two(cfg.block_n) or cfg.block_n in PIECES):
         raise ValueError(f"config.block_n must be a power of two or one of {sorted(PIECES)}, got {cfg.block_n}")
-    rows_built = (64, 128) if cfg.block_n == 96 else (128, )
+    narrow = NARROW_PIECED_16BIT  # the one pieced form on one warpgroup
+    rows_built = (narrow.block_m, 128) if cfg.block_n == narrow.block_n else (128, )
     if cfg.block_n in PIECES and not row_side_ok(cfg.block_n) and cfg.block_m not in rows_built:
         raise ValueError(f"config.block_m must be {' or '.join(map(str, rows_built))} with block_n = {cfg.block_n} "
                          f"(the forms built and tested), got {cfg.block_m}")
@@ -208,7 +209,7 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
     tile = f"a {cfg.block_m}x{cfg.block_n} tile"
     if arch != "sm_90a":
         raise ValueError(f"{tile} (held as power-of-two pieces) is built for sm_90a (Hopper) only")
-    warps = 4 if cfg.block_m == 64 else 8
+    warps = narrow.num_warps if cfg.block_m == narrow.block_m else 8
     if cfg.swap_ab or cfg.cluster.num_ctas > 1 or cfg.num_warps != warps:
         raise ValueError(f"{tile} is built with num_warps={warps}, without swap-AB or a cluster")
     if schedule not in ("static", "dynamic"):

@@ -366,14 +366,16 @@ def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, sche
     return best if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms) else None
 
 
-def dram_tie_winner(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, has_c: bool) -> MatmulConfig | None:
-    """Of the pieced tiles (PIECED_16BIT and NARROW_PIECED_16BIT), the one on the most programs that wins a tie at the
-    DRAM floor with static `cfg` (dram_tie_pays), if any. On the 366 cases of a 3840-case grid (M 65-512, N
-    1024-14336, K 1024-14336, B K-major, with and without C) where it and small_m_config's tie move matmul's choice:
+def dram_tie_winner(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, has_c: bool,
+                    tiles: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig | None:
+    """Of `tiles` (default every pieced tile: PIECED_16BIT and NARROW_PIECED_16BIT), the one on the most programs
+    that wins a tie at the DRAM floor with static `cfg` (dram_tie_pays), if any. On the 366 cases of a 3840-case grid
+    (M 65-512, N 1024-14336, K 1024-14336, B K-major, with and without C) where it moves matmul's choice:
     1.038x faster (geomean; 0.943-1.23, 15 under 0.98): the 64x128 tile to 64x96 on 331 (129x3584x4096 1.23x,
     129x4096x11008 0.94x), the 128x128 tile to 128x96 on 35 (0.997-1.092): bench/results/narrow-pieced-moves-h100.json,
     docs/perf-log.md row 103."""
-    winners = [tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT) if dram_tie_pays(M, N, K, sms, cfg, tile, has_c)]
+    tiles = (*PIECED_16BIT, NARROW_PIECED_16BIT) if tiles is None else tiles
+    winners = [tile for tile in tiles if dram_tie_pays(M, N, K, sms, cfg, tile, has_c)]
     return max(winners, key=lambda tile: tile_count(M, N, tile), default=None)
 
 
@@ -646,14 +648,14 @@ def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_k
     """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`), NARROW's (narrow_configs) and small_m_configs, the
     one of least predicted time under the schedule schedule_for would give it (the first on a tie); past one row of
     64-row tiles with B K-major, a static plain tile gives way to NARROW_PIECED_16BIT where that wins the tie at the
-    DRAM floor (dram_tie_pays; with C, `has_c`)."""
+    DRAM floor (dram_tie_winner; with C, `has_c`)."""
     tiles = ((swap_config(M, out_dtype), ) if b_kmajor else ()) + narrow_configs(M, N, sms) + small_m_configs(out_dtype)
     chosen = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms,
                                                    out_bytes=out_dtype.itemsize))
     static = schedule_by_time(M, N, K, chosen, sms) == "static" and not chosen.swap_ab
     measured = b_kmajor and M > NARROW_PIECED_16BIT.block_m and out_dtype != torch.float32  # where the grid ran
-    pieced = measured and static and dram_tie_pays(M, N, K, sms, chosen, NARROW_PIECED_16BIT, has_c)
-    return NARROW_PIECED_16BIT if pieced else chosen
+    tie = dram_tie_winner(M, N, K, sms, chosen, has_c, (NARROW_PIECED_16BIT, )) if measured and static else None
+    return tie or chosen
 
 
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
