@@ -120,9 +120,24 @@ def test_edits_reach_the_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert str(value) in compile_kernel(spec).ptx
 
 
-def test_timeout_fails_every_spec() -> None:
+def test_timeout_fails_every_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TILEPIPE_COMPILE_CACHE", raising=False)  # the session's cache holds these specs built
     results = compile_kernels([store_spec(), store_spec("sm_100a")], timeout=0.2)
     assert all(isinstance(r, CompileError) and "timeout" in str(r) for r in results)
+
+
+def test_the_report_cache_builds_a_spec_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec in the cache is not compiled again (no child starts), a failure is not kept, and the order holds."""
+    monkeypatch.setenv("TILEPIPE_COMPILE_CACHE", str(tmp_path))
+    specs = [store_spec(), KernelSpec(f"{PROBE}:assert_probe", {"out_ptr": "*fp32"}), store_spec("sm_100a")]
+    first = compile_kernels(specs)
+    assert isinstance(first[1], CompileError) and len(list(tmp_path.glob("*.json"))) == 2
+    started = []
+    monkeypatch.setattr("tilepipe.verify.compile._run_child", lambda batch, *rest: started.append(batch) or (
+        [{"error": "compiled again"}] * len(batch), None))
+    again = compile_kernels([specs[2], specs[1], specs[0]])
+    assert [r.target for r in (again[0], again[2])] == ["sm_100a", "sm_90a"] and again[2].ptx == first[0].ptx
+    assert started == [[specs[1]]] and "compiled again" in str(again[1])
 
 
 def test_empty_batch() -> None:

@@ -1,10 +1,15 @@
 """Ahead-of-time compile harness: build @gluon.jit kernels for sm_90a / sm_100a without a GPU and report on them.
 
-Compilation runs in a child interpreter (`python -m tilepipe.verify.compile`) because some compile errors are LLVM fatal
-errors that abort the process (e.g. wgmma compiled for sm_100a). Each call uses a fresh Triton cache directory, so
-an edited kernel, or an edited @builtin helper that Triton leaves out of its cache key, is never served stale.
+Compilation runs in child interpreters (`python -m tilepipe.verify.compile`) because some compile errors are LLVM fatal
+errors that abort the process (e.g. wgmma compiled for sm_100a); as many children run at once as there are cores
+(TILEPIPE_COMPILE_JOBS overrides). Each call uses a fresh Triton cache directory, so an edited kernel, or an edited
+@builtin helper that Triton leaves out of its cache key, is never served stale. Where TILEPIPE_COMPILE_CACHE names a
+directory (the test session sets one), reports are kept there, keyed by the spec, the Triton version and the source
+of tilepipe and of the spec's module, so one spec compiles once however many tests and commands ask for it.
 """
 
+import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -14,7 +19,8 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,31 +67,118 @@ def compile_kernel(spec: KernelSpec, timeout: float = 300) -> KernelReport:
     return result
 
 
-def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600) -> list[KernelReport | CompileError]:
-    """Compile many kernels, in order, in as few child interpreters as possible (starting one costs about a second).
+def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600,
+                    progress: Callable[[int, int], None] | None = None) -> list[KernelReport | CompileError]:
+    """Compile many kernels (results in the order given), in child interpreters run side by side, each taking a
+    batch (starting one costs about a second); specs already in the report cache are not compiled again.
 
     If a child dies (abort, segfault, timeout), the spec it was compiling gets a CompileError with that spec's own
-    output, and the specs after it go on in a new child. `timeout` (seconds) bounds the whole call.
+    output, and the specs after it go on in a new child. `timeout` (seconds) bounds the whole call. `progress` is
+    called with (done, total) as batches finish.
     """
-    results: list[KernelReport | CompileError | None] = [None] * len(specs)
-    pending = list(range(len(specs)))
+    digests = {module: _source_digest(module) for module in {spec.fn.partition(":")[0] for spec in specs}}
+    keys = [_spec_key(spec, digests[spec.fn.partition(":")[0]]) for spec in specs]
+    found = {key: _cached(key) for key in dict.fromkeys(keys)}
+    todo = {key: spec for key, spec in zip(keys, specs) if found[key] is None}
+    batches = _batches(list(todo), _jobs())
+    done = len(found) - len(todo)
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryDirectory(prefix="tilepipe-compile-") as tmp:
         env = _child_env(Path(tmp) / "triton-cache")
-        while pending:
-            run_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="run-"))
-            records, stop = _run_child([specs[i] for i in pending], run_dir, env, deadline, timeout)
-            for i, record in zip(pending, records):
-                results[i] = _from_record(specs[i], record)
-            pending = pending[len(records):]
-            if stop is None:
-                continue
-            # The spec the child was compiling takes the blame; if it had not started one, all that are left do.
-            blamed = pending[:1] if stop.in_spec else pending
-            for i in blamed:
-                results[i] = CompileError(f"{_describe(specs[i])}: {stop.reason}")
-            pending = pending[len(blamed):]
+        with ThreadPoolExecutor(max_workers=max(1, min(_jobs(), len(batches)))) as pool:
+            running = {pool.submit(_compile_batch, [todo[k] for k in batch], Path(tmp), env, deadline, timeout): batch
+                       for batch in batches}
+            for future in as_completed(running):
+                batch = running[future]
+                for key, result in zip(batch, future.result()):
+                    found[key] = result
+                    _store(key, result)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, len(found))
+    return [found[key] for key in keys]  # type: ignore[misc]  # every key is filled by now
+
+
+def _jobs() -> int:
+    """How many compiler children run at once: TILEPIPE_COMPILE_JOBS, else the cores this process may use."""
+    return int(os.environ.get("TILEPIPE_COMPILE_JOBS") or len(os.sched_getaffinity(0)))
+
+
+def _batches(keys: list[str], jobs: int) -> list[list[str]]:
+    """Split the specs into batches: a few per child, so the children finish together and progress shows."""
+    if not keys:
+        return []
+    size = max(1, min(8, -(-len(keys) // (2 * jobs))))
+    return [keys[i:i + size] for i in range(0, len(keys), size)]
+
+
+def _compile_batch(batch: list[KernelSpec], tmp: Path, env: dict[str, str], deadline: float,
+                   timeout: float) -> list[KernelReport | CompileError]:
+    """Compile `batch` in order in as few children as its failures allow (a new child after each crash)."""
+    results: list[KernelReport | CompileError | None] = [None] * len(batch)
+    pending = list(range(len(batch)))
+    while pending:
+        run_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="run-"))
+        records, stop = _run_child([batch[i] for i in pending], run_dir, env, deadline, timeout)
+        for i, record in zip(pending, records):
+            results[i] = _from_record(batch[i], record)
+        pending = pending[len(records):]
+        if stop is None:
+            continue
+        # The spec the child was compiling takes the blame; if it had not started one, all that are left do.
+        blamed = pending[:1] if stop.in_spec else pending
+        for i in blamed:
+            results[i] = CompileError(f"{_describe(batch[i])}: {stop.reason}")
+        pending = pending[len(blamed):]
     return results  # type: ignore[return-value]  # every slot is filled by now
+
+
+# ------------------------------------------------------------------------------------------------- report cache
+
+
+def _cache_dir() -> Path | None:
+    directory = os.environ.get("TILEPIPE_COMPILE_CACHE")
+    return Path(directory) if directory else None
+
+
+def _spec_key(spec: KernelSpec, source_digest: str) -> str:
+    """The spec, the Triton version and the source it compiles from, hashed: equal keys build the same kernel."""
+    import triton
+
+    text = json.dumps([asdict(spec), triton.__version__, source_digest], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _source_digest(module: str) -> str:
+    """A digest of every tilepipe source file and of `module`'s (a test kernel's module lives outside tilepipe), read
+    at each call, so an edit between two calls compiles again."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    spec = importlib.util.find_spec(module)
+    files = sorted(package.rglob("*.py")) + ([Path(spec.origin)] if spec and spec.origin else [])
+    for path in files:
+        digest.update(str(path).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _cached(key: str) -> KernelReport | None:
+    directory = _cache_dir()
+    path = directory / f"{key}.json" if directory else None
+    if path is None or not path.exists():
+        return None
+    return KernelReport(**json.loads(path.read_text()))
+
+
+def _store(key: str, result: KernelReport | CompileError) -> None:
+    """Keep a built kernel's report (written whole, then renamed, for readers in other processes); failures are
+    compiled again, since a timeout or a crash need not repeat."""
+    directory = _cache_dir()
+    if directory is None or isinstance(result, CompileError):
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    part = directory / f"{key}.{os.getpid()}.part"
+    part.write_text(json.dumps(asdict(result)))
+    part.replace(directory / f"{key}.json")
 
 
 class _Stop(NamedTuple):
