@@ -38,7 +38,7 @@ def test_parse_normalises_units_and_keeps_launch_order():
     assert abs(ours["dram_bytes"] - 38.1e6) < 1 and abs(theirs["dram_bytes"] - 1.38e9) < 1e3
 
 
-@pytest.mark.parametrize("name", ["counters-h100", "counters-mid-m-h100"])
+@pytest.mark.parametrize("name", ["archive/counters-h100", "archive/counters-mid-m-h100"])
 def test_committed_h100_counters_pair_our_kernel_with_cublas(name):
     """Each committed file's metrics (the columns of its day: counters-h100 predates the L1 and DRAM throughput
     columns) for our kernel and cuBLAS's, through the same table."""

@@ -185,7 +185,7 @@ def test_fp8_splits_k_where_few_tiles_hold_long_k():
 def test_blockwise_128_row_tile_runs_stream_k_where_its_last_wave_is_nearly_empty():
     """The blockwise kernel's 128-row tile under stream-K where the best static tile is predicted
     BLOCKWISE_STREAMK_MIN_GAIN slower: the four probe shapes that measured 1.08-1.17x faster move, those that measured
-    0.92-1.01x stay static (bench/results/blockwise-streamk-probe-h100.json)."""
+    0.92-1.01x stay static (bench/results/archive/blockwise-streamk-probe-h100.json)."""
     from tilepipe.host.configs import fp8_config_for, fp8_schedule_for
 
     def choice(M, N, K):

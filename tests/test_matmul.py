@@ -123,7 +123,7 @@ def test_config_fills_the_machine():
 def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
     """schedule_for (H100 measurements in bench/results/archive/scheduler-h100-v5.json): stream-K at 133 tiles of K = 4096
     (1.07x static) and 288 tiles of K = 8192 (1.11x the 128x128 static default); at 198 tiles of K = 8192 (1.155x) and
-    450 of K = 4096 (1.018x; bench/results/whole-wave-tiles-h100.json); static for short tiles, full waves, fewer tiles
+    450 of K = 4096 (1.018x; bench/results/archive/whole-wave-tiles-h100.json); static for short tiles, full waves, fewer tiles
     than SMs, and where the saved part of a wave leaves too little to gain."""
     pick = schedule_for
     assert pick(896, 4864, 4096, LARGE_16BIT, 132) == "streamk"  # 133 tiles
@@ -147,7 +147,7 @@ def test_small_m_tiles_fill_shared_memory_with_stages():
 
 def test_matmul_fills_its_64_and_128_row_tiles_with_stages_after_choosing_them(monkeypatch):
     """Where config_for's choice ends at SMALL or MEDIUM it runs as many stages as fit (H100: 1.00-1.20x,
-    bench/results/small-m-stages-moves-h100.json, medium-stages-moves-h100.json); the pieced and ping-pong comparisons
+    bench/results/archive/small-m-stages-moves-h100.json, medium-stages-moves-h100.json); the pieced and ping-pong comparisons
     still weigh SMALL's six (fitted before them, the 64-row tile took 256x11008x4096 from the pieced 128x192, which
     ran 1.09x faster there), and an fp32 C's own stages leave no room for more."""
     from tilepipe.host import configs
@@ -174,7 +174,7 @@ def test_matmul_fills_its_64_and_128_row_tiles_with_stages_after_choosing_them(m
 def test_small_m_takes_split_k_where_its_programs_would_stream_longer_than_dram():
     """Decode shapes: 64-row tiles; split-K where one program a tile would stream its k-steps for longer than all
     bytes take from DRAM plus the split's fixup (32 tiles x 4 splits at N x K = 4096 x 14336: 60.8 us against 69.6
-    static on the H100, bench/results/shapes-h100.json), static where DRAM bounds the tiles already (4096 x 4096:
+    static on the H100, bench/results/archive/shapes-h100.json), static where DRAM bounds the tiles already (4096 x 4096:
     static 25.3 against split-K 28.1 us; 112 tiles at 14336 x 4096)."""
     sms = 132
     for M in (1, 8, 32, 64):
@@ -243,7 +243,7 @@ NOT_MODELLED = {("96x14336x4096", "streamk"): "224 tiles in two rows, 1.7 a prog
 
 def test_predicted_time_is_within_15_percent_of_the_h100_decode_rows():
     """Calibration of small M (the decode terms of predict_us: DRAM_BYTES_PER_US, L2_DIRTY_BYTES,
-    SM_DRAM_BYTES_PER_US, streamk_fixup_us) against the 16 "decode bf16" rows of bench/results/shapes-h100.json (H100,
+    SM_DRAM_BYTES_PER_US, streamk_fixup_us) against the 16 "decode bf16" rows of bench/results/archive/shapes-h100.json (H100,
     M = 1 to 96): every schedule timed on the chosen 64-row tile within DECODE_ERROR, but NOT_MODELLED; and the tile
     and schedule the model picks (small_m_config, schedule_for) the measured fastest of those timed, the old choice
     ("before: ...") included, or within CHOICE_SLACK of it."""
@@ -252,7 +252,7 @@ def test_predicted_time_is_within_15_percent_of_the_h100_decode_rows():
 
     from tilepipe.tools.bench_shapes import describe
 
-    record = json.loads((Path(__file__).parents[1] / "bench/results/shapes-h100.json").read_text())
+    record = json.loads((Path(__file__).parents[1] / "bench/results/archive/shapes-h100.json").read_text())
     rows = [row for row in record["rows"] if row["group"] == "decode bf16"]
     assert len(rows) == 16
     for row in rows:
@@ -272,13 +272,13 @@ def test_predicted_time_is_within_15_percent_of_the_h100_decode_rows():
 
 def test_narrow_tile_is_taken_where_it_ran_within_choice_slack_of_the_fastest():
     """NARROW (64x64, M = 65-128, one wave of its tiles) against the tile small M took before it, on the four M = 96
-    decode rows of bench/results/issue20-clusters-probe-h100.json (H100, one process, interleaved with torch): where
+    decode rows of bench/results/archive/issue20-clusters-probe-h100.json (H100, one process, interleaved with torch): where
     small_m_config takes it, it ran within CHOICE_SLACK of the faster of the two; where it does not (more tiles than
     SMs), it ran slower."""
     import json
     from pathlib import Path
 
-    record = json.loads((Path(__file__).parents[1] / "bench/results/issue20-clusters-probe-h100.json").read_text())
+    record = json.loads((Path(__file__).parents[1] / "bench/results/archive/issue20-clusters-probe-h100.json").read_text())
     times = {(row["shape"], row["variant"]): 2.0 * math.prod(map(int, row["shape"].split("x"))) /
              row["tilepipe_tflops"] * 1e-6 for row in record["rows"]}
     taken = 0

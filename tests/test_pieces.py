@@ -110,7 +110,7 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     """1536x8960x1536: 420 tiles of 128x256 run 4 waves on 132 SMs, 560 of 192x128 run 5 of three quarters the time
     (3.75 against 4.0; 128x192's 564 too, and above M = 1280 192x128 takes the tie); 2304x2816x8192: 216 tiles of
     192x128 in two waves against 128x256 under stream-K (both
-    measured faster: bench/results/pieced-tiles-h100.json); and where 128x256 runs stream-K predicted no faster. Not
+    measured faster: bench/results/archive/pieced-tiles-h100.json); and where 128x256 runs stream-K predicted no faster. Not
     with an fp32 C, not off 32-byte sectors (the 2x1 cluster's), and not where the largest tile's waves are full or its
     stream-K is predicted faster (5120x5120x2560). With C (the ping-pong tile, which takes 1536x8960x1536 without C,
     takes none)."""
@@ -123,7 +123,7 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
         assert configs.schedule_for(*shape, PIECED_16BIT[0], 132) == "static"
     assert configs.config_for(1536, 8960, 1544, torch.bfloat16, torch.bfloat16, True, 0).cluster_m == 2
     # against stream-K a pieced tile needs only be predicted no slower (its prediction is the more reliable one):
-    # 1.24x and 1.22x stream-K measured here (bench/results/pieced-vs-streamk-h100.json)
+    # 1.24x and 1.22x stream-K measured here (bench/results/archive/pieced-vs-streamk-h100.json)
     for shape, pieced in (((512, 11008, 4096), PIECED_SUBTILED_16BIT), ((1536, 4096, 11008), PIECED_WHOLE_16BIT)):
         assert configs.schedule_for(*shape, LARGE_16BIT, 132) == "streamk", shape
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == pieced, shape
@@ -132,11 +132,11 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
                              for cfg, schedule in ((LARGE_16BIT, "streamk"), (PIECED_16BIT[0], "static")))
     assert pieced_us <= streamk_us < configs.PIECED_MIN_GAIN * pieced_us  # not 5% faster: taken as no slower
     # a grid of at most 4 rows of 128-row tiles counts stream-K's split k-steps at STREAMK_FEW_ROWS_COST (1.18-1.24x
-    # measured for the pieced tile that this picks at M = 384: bench/results/streamk-few-rows-h100.json)
+    # measured for the pieced tile that this picks at M = 384: bench/results/archive/streamk-few-rows-h100.json)
     assert configs.streamk_step_cost(384, 14336, LARGE_16BIT) == configs.STREAMK_FEW_ROWS_COST > 1
     assert configs.streamk_step_cost(640, 14336, LARGE_16BIT) == configs.streamk_step_cost(96, 4096, LARGE_16BIT) == 1
     assert configs.config_for(384, 14336, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
-    # 128x160 over 128x256 under stream-K there: 77.5 -> 72.1 us (bench/results/tile-widths-moves-h100.json)
+    # 128x160 over 128x256 under stream-K there: 77.5 -> 72.1 us (bench/results/archive/tile-widths-moves-h100.json)
     assert configs.config_for(384, 12288, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[2]
     # against stream-K the largest tile's own static waves (D in sub-tiles) count too: 1.23x at 256x28672x8192
     # (where 128x160, predicted 3% faster than both, then measured 3% slower than D in sub-tiles)
@@ -146,7 +146,7 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
         assert configs.static_alternative(256, 28672, 8192, 132, LARGE_16BIT, "streamk") == configs.LARGE_SUBTILED_16BIT
     assert configs.schedule_for(256, 28672, 8192, configs.LARGE_SUBTILED_16BIT, 132) == "static"
     # against the wave heuristic's 128x128 and 64x128 tiles as well (1.13-1.73x on the 23 grid shapes this moves:
-    # bench/results/wave-heuristic-moves-h100.json), not where those are predicted no slower (320x4096x4096 with C:
+    # bench/results/archive/wave-heuristic-moves-h100.json), not where those are predicted no slower (320x4096x4096 with C:
     # not 192 wide, where 128x128 measured best, but 96, one wave of 129 tiles: 33.9 us against 128x128's 37.4 in
     # wave-heuristic-survey-h100.json and tile-widths-moves-h100.json) nor for an fp32 D
     assert configs.choose_config(640, 4096, torch.bfloat16, 132) == configs.SMALL
@@ -173,7 +173,7 @@ def test_every_piece_is_swizzled_as_the_box_that_moves_it():
 
 
 def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
-    """128x160 and 128x96 where predicted PIECED_MIN_GAIN faster than the choice before them (bench/results/
+    """128x160 and 128x96 where predicted PIECED_MIN_GAIN faster than the choice before them (bench/results/archive/
     tile-widths-moves-h100.json: 50 of the 56 grid shapes this moves ran faster, median 1.116x)."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
@@ -188,7 +188,7 @@ def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
 
 def test_a_tie_at_the_dram_floor_goes_to_the_tile_on_more_programs(monkeypatch):
     """128x96 (128 programs) against the 128x128 tile (96) at 256x6144x4096: both at the model's DRAM floor, the
-    same predicted time; 128x96 ran 1.02-1.04x faster (bench/results/dram-tie-moves-h100.json). Not where the pieced
+    same predicted time; 128x96 ran 1.02-1.04x faster (bench/results/archive/dram-tie-moves-h100.json). Not where the pieced
     tile runs no more programs or more than one wave, off the DRAM floor, nor with C over a last row of tiles half
     empty or less (160x6144x4096 with C: 0.94x)."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
@@ -210,7 +210,7 @@ def test_a_tie_at_the_dram_floor_goes_to_the_tile_on_more_programs(monkeypatch):
 def test_small_m_takes_the_64x96_tile_where_it_wins_the_tie_on_more_programs(monkeypatch):
     """NARROW_PIECED_16BIT (64x96 on one warpgroup) where its tiles, one wave, outnumber the choice's at the DRAM
     floor: 128x6144x4096 (128 programs against the 64x128 tile's 96; 31.11 -> 30.27 us) and 192x4096x4096 (129 against
-    96; 26.39 -> 24.58: bench/results/narrow-pieced-probe-h100.json). Not where NARROW already runs 128 programs, past
+    96; 26.39 -> 24.58: bench/results/archive/narrow-pieced-probe-h100.json). Not where NARROW already runs 128 programs, past
     one wave (N = 14336), for an fp32 D, nor with C over a half-empty last row (M = 96)."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)

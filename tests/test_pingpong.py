@@ -75,7 +75,7 @@ def test_pingpong_is_refused_where_it_is_not_built():
 
 def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypatch):
     """Where pingpong_alternative predicts it PINGPONG_MIN_GAIN faster (1.00-1.19x measured on the 66 grid shapes it
-    moves, bench/results/pingpong-moves-h100.json): short K (the epilogue a larger share of a tile), and 128x128's own
+    moves, bench/results/archive/pingpong-moves-h100.json): short K (the epilogue a larger share of a tile), and 128x128's own
     waves at few rows. Not with C, a scheduler other than static, an fp32 D, rows off 32-byte sectors, long K (4096:
     1.05x slower, pingpong-survey-h100.json), nor on two rows of tiles against another tile than 128x128."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
@@ -106,7 +106,7 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
 def test_the_ping_pong_tile_replaces_the_cooperative_128x128_under_static(monkeypatch):
     """Where matmul's choice is the cooperative 128x128 tile run static, the ping-pong tile takes its place whatever the
     prediction: the same tiles in the same waves, six operand stages against four and the epilogues hidden (20 of 22
-    grid shapes 1.08-1.18x faster, bench/results/pingpong-same-tile-moves-h100.json). Not with C."""
+    grid shapes 1.08-1.18x faster, bench/results/archive/pingpong-same-tile-moves-h100.json). Not with C."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((256, 6144, 4096), (129, 8192, 8192), (1024, 2048, 8192)):  # 1.18x, 1.10x, 1.16x

@@ -19,7 +19,7 @@ def test_baseline_kernel_reads_tile_cluster_and_split_k_from_cublas_names():
 def test_gaps_of_the_v8_table_name_the_tile_and_dram_reasons():
     """Every row under 1.0 of shapes-h100-v8.json is listed; the mid-size rows where cuBLAS runs a tile that is not a
     power of two say "tile", the decode rows at the DRAM floor "dram"; rows at or above 1.0 are not listed."""
-    record = json.loads((RESULTS / "shapes-h100-v8.json").read_text())
+    record = json.loads((RESULTS / "archive/shapes-h100-v8.json").read_text())
     kernels = json.loads((RESULTS / "cublas-kernels-h100.json").read_text())
     entries = {(e["group"], e["shape"]): e for e in gaps(record, kernels)}
     assert len(entries) == sum(row["ratio"] < 1.0 for row in record["rows"])

@@ -81,7 +81,7 @@ def test_sub_tiles_are_refused_where_they_are_not_built():
 
 
 def test_matmul_writes_the_largest_tile_in_sub_tiles_where_it_runs_static(monkeypatch):
-    """Static 128x256 tiles take LARGE_SUBTILED_16BIT (bench/results/subtile-ab-h100.json); stream-K keeps the whole
+    """Static 128x256 tiles take LARGE_SUBTILED_16BIT (bench/results/archive/subtile-ab-h100.json); stream-K keeps the whole
     output stage (its partial sums would travel in eight sub-tiles: no faster there), and so do the 2x1 cluster (off
     32-byte sectors) and the pieced tiles."""
     monkeypatch.setattr(configs, "sm_count", lambda device: 132)

@@ -17,7 +17,7 @@ from tilepipe.verify.compile import compile_kernels
 
 from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
 
-RESULTS = Path(__file__).parents[1] / "bench/results/decode-swap-h100.json"
+RESULTS = Path(__file__).parents[1] / "bench/results/archive/decode-swap-h100.json"
 CHOICE_SLACK = 1.03
 """How much slower (measured) the chosen tile and schedule may be than the fastest of those timed on a row."""
 
@@ -76,7 +76,7 @@ def test_small_m_takes_swap_ab_only_with_b_kmajor_up_to_64_rows():
 
 
 def test_swap_ab_choice_is_the_fastest_timed_on_the_h100_decode_rows():
-    """bench/results/decode-swap-h100.json (H100, every decode bf16 row timed with the 64x128 tile under each
+    """bench/results/archive/decode-swap-h100.json (H100, every decode bf16 row timed with the 64x128 tile under each
     schedule, the old 128x128 choice, and swap-AB's 64- and 128-row tiles; decode-mid-m-h100.json: M = 48 to 128, also
     a 128x64 tile): where matmul now takes swap-AB (M <= 64, B K-major) its tile under schedule_for's
     schedule was timed, and within CHOICE_SLACK of the fastest timed."""
@@ -134,7 +134,7 @@ def compiled_fp8():
 def test_fp8_takes_swap_ab_for_small_m_per_tensor_and_per_row():
     """matmul_fp8's choice (fp8_config_for): swap-AB's tile by predicted time up to M = 64 for per-tensor/per-row
     scales, never for the blockwise kernel; on the H100 swap-AB's tile ran faster than the 64-row tile on every row
-    timed (bench/results/shapes-h100-v5.json: M = 16; fp8-mid-m-h100.json: M = 48 and 64, 1.03-1.15x)."""
+    timed (bench/results/archive/shapes-h100-v5.json: M = 16; fp8-mid-m-h100.json: M = 48 and 64, 1.03-1.15x)."""
     from tilepipe.host.configs import fp8_config_for
 
     for M in (1, 16, 48, 64):

@@ -77,14 +77,14 @@ LARGE_SUBTILED_16BIT = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue
 makes room for a fourth operand stage (as cuBLAS's 4-stage 256x128 kernel keeps a ~16 KiB epilogue buffer). Static
 and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal at 4096^3; under stream-K within
 -2%..+3% (its partial sums travel in eight 16 KiB sub-tiles), so stream-K keeps LARGE_16BIT
-(bench/results/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
+(bench/results/archive/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
 LARGE_SUBTILED_FP32 = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=32)
 """The 128x256 tile for an fp32 D, which only D in sub-tiles lets fit (the whole fp32 tile is 128 KiB): 128x32
 sub-tiles through two 16 KiB stages beside four operand stages; static (wide_fp32_pays)."""
 WIDE_FP32_MIN_K_WITH_C = 2560
 """With C, LARGE_SUBTILED_FP32 only from this K: at K = 1024 (16 k-steps a tile) its C sub-tiles' loads cost more
 than the wider tile saves (0.92-1.02x the 128x128 tile on 9 grid cases), at 2048 0.98-1.07x, from 2560 on 1.01-1.34x
-(bench/results/fp32-d-large-tile-moves-h100.json)."""
+(bench/results/archive/fp32-d-large-tile-moves-h100.json)."""
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 PINGPONG_16BIT = MatmulConfig(128, 128, 64, stages=6, c_stages=1, num_warps=4, epilogue_n=64, pingpong=True)
 """Two MMA warpgroups taking turns at 128x128 tiles (kernels/matmul_pingpong.py), D in 128x64 sub-tiles through one
@@ -95,14 +95,14 @@ LARGE_FP32 = MEDIUM  # fp32 tiles are twice as large: the largest with a whole o
 MEDIUM_FP32_SOURCE = MEDIUM
 """A 16-bit D with an fp32 C, whose C takes its own 64 KiB stage: the four operand stages still fit (229.5 of 232 KB).
 Three, its count before, ran 1.18-1.27x slower on all 14 shapes timed (4096^3 287.4 against 226.9 us;
-bench/results/fp32-source-stages-probe-h100.json, docs/perf-log.md row 94)."""
+bench/results/archive/fp32-source-stages-probe-h100.json, docs/perf-log.md row 94)."""
 SMALL = MatmulConfig(64, 128, 64, stages=6, num_warps=4)  # one wgmma warpgroup
 FP32_SOURCE_CONFIGS = (MEDIUM_FP32_SOURCE, SMALL)
 PIECED_SUBTILED_16BIT = MatmulConfig(128, 192, 64, stages=5, c_stages=2, epilogue_n=32)
 """128x192 (a 128 and a 64 column piece) with D in 128x32 sub-tiles through two 8 KiB stages, which makes room for a
 fifth operand stage (cuBLAS's 128x192 kernel has five): against four stages beside the whole 48 KiB output tile
 1.00-1.09x (768x4096x4096 43.97 -> 40.22 us, 512x11008x4096 80.19 -> 75.94, 384x4096x4096 42.46 -> 39.52;
-bench/results/pieced-subtiles-probe-h100.json, docs/perf-log.md row 85)."""
+bench/results/archive/pieced-subtiles-probe-h100.json, docs/perf-log.md row 85)."""
 PIECED_WHOLE_16BIT = MatmulConfig(192, 128, 64, stages=4)
 """192x128 (a 128 and a 64 row piece), four operand stages beside the whole output tile; also the stages every pieced
 tile's catalogue variant runs with (host: variant_config)."""
@@ -113,14 +113,14 @@ operand stages as fit: widths between the powers of two fill waves that those ti
 takes ties (equal waves) up to SUBTILED_FIRST_MAX_M. At 1536x8960x1536 192x128 measured 71.3 us against 72.3 for
 128x192 with four stages, 72.9 for 192x192 (whose 64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5 for
 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
-(bench/results/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each) as cuBLAS's 128x160 and 128x96 at
+(bench/results/archive/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each) as cuBLAS's 128x160 and 128x96 at
 mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the choice before them, 1024x5120x5120
-82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/tile-widths-probe-h100.json)."""
+82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/archive/tile-widths-probe-h100.json)."""
 NARROW_PIECED_16BIT = MatmulConfig(64, 96, 64, stages=10, num_warps=4)
 """64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: taken only where it wins a
 tie at the DRAM floor by running more programs in one wave (dram_tie_winner, small_m_config; on the grid of
-bench/results/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144). On the 16 shapes of
-bench/results/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then
+bench/results/archive/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144). On the 16 shapes of
+bench/results/archive/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then
 (192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was 1-11%
 slower."""
 SUBTILED_FIRST_MAX_M = 1280
@@ -128,7 +128,7 @@ SUBTILED_FIRST_MAX_M = 1280
 where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes: 768x4096x4096 44.1 -> 41.8 us,
 384x7168x2048 30.1 -> 27.0) and 0.969-1.064x above (9 of 14 slower: 2304x4096x11008 296.5 -> 305.9). The fifth stage
 hides the first loads' latency, which counts for less the more waves follow (docs/perf-log.md row 85,
-bench/results/pieced-subtiled-moves-h100.json)."""
+bench/results/archive/pieced-subtiled-moves-h100.json)."""
 PIECED_STEP_COST = {160: 1.03, 96: 1.15}
 """What predict_us counts a k-step of a 128-row tile of these widths at, against the 8-warp rate: their measured over
 predicted times beside 128x192's over 15 shapes (tile-widths-probe-h100.json: 128x160 a median 1.03x 128x192's, 128x96
@@ -138,7 +138,7 @@ PIECED_MIN_GAIN = 1.05
 """config_for takes a pieced tile where LARGE_16BIT's static waves are predicted at least this much slower."""
 PIECED_OVER_STREAMK_GAIN = 1.0
 """... and where LARGE_16BIT under stream-K is predicted no faster: stream-K's prediction is the less reliable one (it
-ran up to 1.26x its predicted time, the pieced tiles within 0.96-1.04: bench/results/streamk-choice-h100.json,
+ran up to 1.26x its predicted time, the pieced tiles within 0.96-1.04: bench/results/archive/streamk-choice-h100.json,
 small-m-survey-h100.json). It moves 9 of 128 shapes of an LLM-like grid, which measured 0.98-1.24x stream-K there
 (median 1.04; 512x11008x4096 1.24, 1536x4096x11008 1.22; pieced-vs-streamk-h100.json; docs/perf-log.md row 66)."""
 MIN_WAVE_EFFICIENCY = 0.75
@@ -149,7 +149,7 @@ STREAMK_FEW_ROWS = 4
 STREAMK_FEW_ROWS_COST = 1.17
 """Where a large-M grid has at most STREAMK_FEW_ROWS rows of tiles, predict_us counts a stream-K split k-step as this
 many: at M = 512 in 128-row tiles stream-K ran 1.26, 1.19 and 1.05x its predicted time (mean 1.17) on all three shapes
-measured, while static waves ran 0.90-0.94x theirs (bench/results/streamk-choice-h100.json, small-m-survey-h100.json).
+measured, while static waves ran 0.90-0.94x theirs (bench/results/archive/streamk-choice-h100.json, small-m-survey-h100.json).
 Few rows of tiles share each B panel among few tiles, which the static order reads once a wave and split units out
 of step (the likely cause; not measured apart). It moves config_for's choice to a pieced tile at M = 320 and 384 with
 N = 14336 and 13824 (static_alternative), 1.18-1.24x faster (streamk-few-rows-h100.json; docs/perf-log.md row 68);
@@ -206,7 +206,7 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 EPILOGUE_STEPS = 1.64
 """How long a cooperative tile's epilogue holds its SM's tensor core, in the tile's own k-steps (about 1.3 us at
 128x256): fitted with PINGPONG_STEP_COST to the ping-pong tile's time over matmul's choice on 40 grid shapes of equal
-waves (bench/results/pingpong-survey-h100.json: 1.03x at K = 1024, 0.98x at 2048, 0.96x at 4096). predict_us leaves it
+waves (bench/results/archive/pingpong-survey-h100.json: 1.03x at K = 1024, 0.98x at 2048, 0.96x at 4096). predict_us leaves it
 out (every cooperative tile pays it), so only the ping-pong comparison counts it."""
 PINGPONG_STEP_COST = 1.072
 """A k-step of a 128x128 tile against half of one of 128x256 (the same fit): a 128-row wgmma pair reads B once per
@@ -215,7 +215,7 @@ PINGPONG_MIN_GAIN = 1.02
 """How much faster pingpong_alternative must predict the ping-pong tile (the fit's residuals are 1-3%)."""
 LARGE_FEW_ROWS_RATE = 0.86
 """What 128x256 (D in sub-tiles) ran against its predict_us time on grids of at most STREAMK_FEW_ROWS rows of tiles
-(M <= 512): the median of bench/results/tile-rates-h100.json (perf-log row 71). Without it pingpong_alternative took
+(M <= 512): the median of bench/results/archive/tile-rates-h100.json (perf-log row 71). Without it pingpong_alternative took
 the ping-pong tile over 128x256 at M = 320-512 and lost 3-5% there (pingpong-moves-h100.json)."""
 
 
@@ -230,13 +230,13 @@ def mma_step_cost(cfg: MatmulConfig) -> float:
 def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
     """PINGPONG_16BIT in place of the cooperative 128x128 tile under the static schedule (the same tiles and waves:
     20 of the 22 grid shapes this takes ran 1.08-1.18x faster, two at M = 448 0.92-0.95x:
-    bench/results/pingpong-same-tile-moves-h100.json; perf-log row 76), and elsewhere where predicted
+    bench/results/archive/pingpong-same-tile-moves-h100.json; perf-log row 76), and elsewhere where predicted
     PINGPONG_MIN_GAIN faster than `cfg` under `schedule`, whose prediction then adds what predict_us leaves out of a
     cooperative tile: its exposed epilogues (EPILOGUE_STEPS a tile) and, for the cooperative 128x128 (under
     stream-K), PINGPONG_STEP_COST; on few rows of 128-row tiles it also takes row 71's measured rate of 128x256 there
     (LARGE_FEW_ROWS_RATE), and on two rows or fewer it weighs only the cooperative 128x128 (the same tile: the other
     tiles' errors there exceed the gain). The predicted rule moves 66 of 400 grid shapes, each measured 1.00-1.19x
-    faster (bench/results/pingpong-moves-h100.json; perf-log row 72)."""
+    faster (bench/results/archive/pingpong-moves-h100.json; perf-log row 72)."""
     rows = -(-M // PINGPONG_16BIT.block_m)
     same_tile = (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8)
     if same_tile and schedule == "static":  # the same waves: ping-pong's six stages and hidden epilogues
@@ -260,7 +260,7 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     STREAMK_MIN_GAIN faster than `cfg`'s whole tiles in waves, else static. Predictions count full-rate tile times
     (SM_FLOPS). Tiles of another size are config_for's choice, not this one's: weighing 128x128 tiles' waves here as
     well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096, where stream-K then measured
-    1.155x and 1.018x the static 128x256 tiles that ran (bench/results/whole-wave-tiles-h100.json; perf-log row 55).
+    1.155x and 1.018x the static 128x256 tiles that ran (bench/results/archive/whole-wave-tiles-h100.json; perf-log row 55).
 
     A partial wave of fewer tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler
     is never picked: with equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M)
@@ -310,7 +310,7 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     as many operand stages as fit (as small M's tiles do): eight for the 64-row tile against six ran 0.97-1.20x on the
     71 grid shapes where that is the only change (geomean ~1.07; 256x4096x4096 29.3 -> 25.9 us), while letting the
     fitted tile into the comparisons above cost 256x11008x4096 its pieced 128x192 (50.4 -> 54.8 us):
-    bench/results/small-m-stages-moves-h100.json; 128x128 with five stages for an fp32 D (six with a C) against four
+    bench/results/archive/small-m-stages-moves-h100.json; 128x128 with five stages for an fp32 D (six with a C) against four
     1.00-1.16x on all 72 grid cases where it moves (geomean 1.059): medium-stages-moves-h100.json. docs/perf-log.md
     rows 88-89."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
@@ -346,7 +346,7 @@ def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, sms: int) -> bool:
     of ~7% less time a flop) and, with C, K reaches WIDE_FP32_MIN_K_WITH_C. On the grid cases it moves (M 160-8192 by
     10 N x K): 1.06x the 128x128 tile with five stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 ->
     65.7 us); where its waves are emptier it ran 0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us).
-    bench/results/fp32-d-large-tile-moves-h100.json, docs/perf-log.md row 93."""
+    bench/results/archive/fp32-d-large-tile-moves-h100.json, docs/perf-log.md row 93."""
     if has_c and K < WIDE_FP32_MIN_K_WITH_C:
         return False
     return wave_efficiency(M, N, LARGE_SUBTILED_FP32, sms) >= wave_efficiency(M, N, MEDIUM, sms)
@@ -372,7 +372,7 @@ def dram_tie_winner(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, has_c: 
     that wins a tie at the DRAM floor with static `cfg` (dram_tie_pays), if any. On the 366 cases of a 3840-case grid
     (M 65-512, N 1024-14336, K 1024-14336, B K-major, with and without C) where it moves matmul's choice:
     1.038x faster (geomean; 0.943-1.23, 15 under 0.98): the 64x128 tile to 64x96 on 331 (129x3584x4096 1.23x,
-    129x4096x11008 0.94x), the 128x128 tile to 128x96 on 35 (0.997-1.092): bench/results/narrow-pieced-moves-h100.json,
+    129x4096x11008 0.94x), the 128x128 tile to 128x96 on 35 (0.997-1.092): bench/results/archive/narrow-pieced-moves-h100.json,
     docs/perf-log.md row 103."""
     tiles = (*PIECED_16BIT, NARROW_PIECED_16BIT) if tiles is None else tiles
     winners = [tile for tile in tiles if dram_tie_pays(M, N, K, sms, cfg, tile, has_c)]
@@ -386,7 +386,7 @@ def dram_tie_pays(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, pieced: M
     difference. With C, not where the last row of tiles is half empty or less. On the 112 cases of a 3640-case grid
     (M 129-1024) that the tie alone moved, 128x96 against the 128x128 tile: the 81 this keeps 1.006-1.086x faster
     (geomean 1.048; 256x5120x4096 33.62 -> 31.47 us); the 31 it drops 0.85-1.06x (27 with C over a last row at most
-    half full, 0.89-1.06; 4 whose pieced tiles exceed one wave, 0.85-1.00): bench/results/dram-tie-moves-h100.json,
+    half full, 0.89-1.06; 4 whose pieced tiles exceed one wave, 0.85-1.00): bench/results/archive/dram-tie-moves-h100.json,
     docs/perf-log.md row 95."""
     at_floor = all(loop_bound(predicted_parts(M, N, K, tile, "static", sms)) == "dram" for tile in (cfg, pieced))
     one_wave = tile_count(M, N, pieced) <= sms
@@ -410,7 +410,7 @@ def tile_us(cfg: MatmulConfig, K: int) -> float:
 
 DRAM_BYTES_PER_US = 2.6e6
 """What a streaming GEMM gets from the H100's HBM3 (3.35 TB/s peak): the slope of the static decode rows of
-bench/results/shapes-h100.json whose time is their bytes (the 64-row tile at N x K = 4096 x 4096, 6144 x 4096 and
+bench/results/archive/shapes-h100.json whose time is their bytes (the 64-row tile at N x K = 4096 x 4096, 6144 x 4096 and
 14336 x 4096, M = 1 to 96: 24.4-57.6 us for 34-121 MB; least squares 2.62 TB/s, L2_DIRTY_BYTES the intercept)."""
 L2_DIRTY_BYTES = 20e6
 """What a GEMM at the DRAM floor moves besides its operands and output, up to its operand bytes (the same fit's
@@ -424,7 +424,7 @@ SM_BYTES_PER_US = 110e3
 SM_DRAM_BYTES_PER_US = 84e3
 """The most one SM's TMA loads bring in where B comes from DRAM: at most two rows of tiles (small M), whose programs
 read each B panel at about the same time, so none finds its lines in L2. The 64-row tile's 24 KiB k-steps took
-0.28-0.29 us (84-88 KB/us) at N x K = 4096 x 14336, M = 1 to 32, static on 32 SMs (bench/results/shapes-h100.json),
+0.28-0.29 us (84-88 KB/us) at N x K = 4096 x 14336, M = 1 to 32, static on 32 SMs (bench/results/archive/shapes-h100.json),
 where its 8 stages at LOAD_LATENCY_US would allow 0.19; at M = 96 (two rows, 64 SMs) 0.26."""
 LAUNCH_US = 4.0
 """What a launch adds to its main loops: the launch, the prologue, the first loads' latency, the last epilogue."""
@@ -501,7 +501,7 @@ def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> floa
     finisher then loads and adds, one after another. The finisher adds programs / split_tiles partials on average,
     one fewer where the programs' ranges end on tile boundaries (split-K: splits - 1), at least one where they do
     not. At 64x128, where the split schedules share static's DRAM time (the K = 4096 decode rows of
-    bench/results/shapes-h100.json), split-K over 2 or 4 programs a tile measured 0.4-3.6 us over static and
+    bench/results/archive/shapes-h100.json), split-K over 2 or 4 programs a tile measured 0.4-3.6 us over static and
     stream-K 3.6-6.7, against 2.5-5.0 and 2.7-6.4 here (4 splits cost less than modelled: 2.4-3.6 us, not 5.0);
     blockwise FP8 split 8 ways at 64x2048x7168 measured 25.6 us in all, 25.7 predicted."""
     share = programs / split_tiles - 1 if programs % split_tiles == 0 else max(1.0, programs / split_tiles)
@@ -551,11 +551,11 @@ NARROW = MatmulConfig(64, 64, 128, stages=6, num_warps=4)
 programs of the 64x128 tile, each streaming half a B panel. H100 (BK = 64, 10 stages): 22.8 against 25.6 us at
 96x4096x4096 (128 programs against 64), 62.0 against 61.6 (the 64x128 tile's split-K) at 96x4096x14336; with more
 tiles than SMs 70.6 against 57.3 at 96x14336x4096 and 35.3 against 30.6 at 96x6144x4096
-(bench/results/issue20-clusters-probe-h100.json), where the two row tiles of a B panel run in different waves
+(bench/results/archive/issue20-clusters-probe-h100.json), where the two row tiles of a B panel run in different waves
 (docs/perf-log.md row 45). The cost model puts both tiles at the DRAM floor, so narrow_configs offers this one only
 within one wave, and first, to take the tie. BK = 128 with six stages (the bytes in flight of BK = 64 with twelve,
 half the barrier hand-offs) ran 1-5% faster than BK = 64 with ten on all four such rows of
-bench/results/small-m-block-k-probe-h100.json (96x4096x4096 23.17 -> 22.58 us, 128x4096x4096 23.34 -> 22.21) and
+bench/results/archive/small-m-block-k-probe-h100.json (96x4096x4096 23.17 -> 22.58 us, 128x4096x4096 23.34 -> 22.21) and
 0.97-1.08x (geomean 1.02) on the 24 grid shapes that take it (small-m-stages-moves-h100.json; perf-log row 88)."""
 
 
@@ -635,7 +635,7 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
 SWAP_FLOOR_US = {8: -1.8, 16: -1.8, 32: -2.4, 64: -2.4, 128: 0.6}
 """What predict_us adds to a 64-row swap-AB tile's time, by its width (block_n, M's side): the mean of measured minus
 predicted time over its static decode rows less the plain 64x128 tile's (+0.2 us over its 35 rows at K = 4096), from
-bench/results/decode-swap-h100.json, decode-mid-m-h100.json and shapes-h100-v8.json (H100; width 8: 24 rows, 32: 12,
+bench/results/archive/decode-swap-h100.json, decode-mid-m-h100.json and shapes-h100-v8.json (H100; width 8: 24 rows, 32: 12,
 64: 8, 128: 16; 16 is width 8's, timed only for FP8 at M = 16: -1.7 and 0.0 against the plain tile's -0.6 and +1.9).
 Narrow swap tiles reach the DRAM floor about 2 us sooner than the plain tile (the cause is not measured apart); the
 128-wide one, whose program reads all of M's rows of A (the kernel's B) a k-step, about as soon (0.6 +- 2.2 us), so
@@ -813,12 +813,12 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
 
 BLOCKWISE_STREAMK_MAX_M = 64
 """The blockwise FP8 kernel's 64-row tile splits K (stream-K, split-K) only up to this M: at 1024x4608x7168 it ran
-1.21x its predicted time under stream-K (84.1 against 69.4 us, bench/results/shapes-h100-v7.json; 84.4 in row 31's
+1.21x its predicted time under stream-K (84.1 against 69.4 us, bench/results/archive/shapes-h100-v7.json; 84.4 in row 31's
 run), while the 128-row tile's static waves ran at 0.99 of theirs (74.8 against 75.5 us)."""
 BLOCKWISE_STREAMK_MIN_GAIN = 1.16
 """The blockwise kernel's 128-row tile runs stream-K where the best static tile is predicted this much slower. Its
 stream-K ran 1.06-1.28x its predicted time (median ~1.15) against 0.99-1.14x for its static waves, on 21 shapes of
-bench/results/blockwise-streamk-probe-h100.json (docs/perf-log.md row 87): the four predicted 1.18-1.33x faster
+bench/results/archive/blockwise-streamk-probe-h100.json (docs/perf-log.md row 87): the four predicted 1.18-1.33x faster
 measured 1.08-1.17x the default (1024x4608x7168 75.7 -> 68.7 us, 1536x1536x7168 46.1 -> 39.3), those predicted
 1.06-1.14x measured 0.92-1.01x."""
 

@@ -73,7 +73,7 @@ def tune(key: str, candidates: Sequence[MatmulConfig], time_ms: Callable[[Matmul
 
 def default_candidates(out_dtype: torch.dtype, M: int | None = None, b_kmajor: bool = True) -> list[MatmulConfig]:
     """The heuristic's tiles, each with the default and a wider grouped raster, and in a 2x1 cluster (B multicast:
-    bench/results/cluster-h100-v1.json measured it 0.99-1.05x of the same tile alone, by shape); for a 16-bit D the
+    bench/results/archive/cluster-h100-v1.json measured it 0.99-1.05x of the same tile alone, by shape); for a 16-bit D the
     largest tile with D in sub-tiles (LARGE_SUBTILED_16BIT), the tiles with a side of 192 (PIECED_16BIT) and the
     ping-pong tile (PINGPONG_16BIT: a cached one is not taken by a call with C); for small M
     (M <= DECODE_M) also its 64-row tiles (64x128 with all the stages that fit, and the narrow 64x64) and, with B

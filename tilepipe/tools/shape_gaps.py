@@ -1,7 +1,7 @@
 """Why a shape-table row runs below its baseline: the facts one results file of `bench --shapes` and one of the
 baselines' kernels (`cublas-kernels-*.json`, torch.profiler) give for each row under 1.0x, as a markdown table.
 
-    python -m tilepipe.tools.shape_gaps bench/results/shapes-h100-v13.json bench/results/cublas-kernels-h100.json
+    python -m tilepipe.tools.shape_gaps bench/results/archive/shapes-h100-v13.json bench/results/cublas-kernels-h100.json
 
 Per row: our time and the baseline's; the fastest of our timed candidates (the ceiling with the tiles we have); the
 cost model's bound and floor for our choice; the baseline's kernel tile, cluster and split-K; and the reasons these
