@@ -4,8 +4,9 @@ from tilepipe._version import __version__  # noqa: F401
 
 from tilepipe.api import library  # noqa: E402,F401  (registers the custom ops tilepipe::*)
 from tilepipe.api.fp8 import matmul_block_scaled, matmul_fp8  # noqa: E402
+from tilepipe.api.grouped import grouped_mm  # noqa: E402
 from tilepipe.api.matmul import addmm, matmul  # noqa: E402  (the torch-facing API)
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.tools.autotune import autotune  # noqa: E402
 
-__all__ = ["MatmulConfig", "addmm", "autotune", "matmul", "matmul_block_scaled", "matmul_fp8"]
+__all__ = ["MatmulConfig", "addmm", "autotune", "grouped_mm", "matmul", "matmul_block_scaled", "matmul_fp8"]

@@ -1,5 +1,7 @@
 from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
+from tilepipe.api.grouped import grouped_config, grouped_mm
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
+from tilepipe.host.checks import check_grouped_mm
 
 """tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
 
@@ -81,3 +83,14 @@ def _matmul_fp8_like(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
 
 MATMUL_FP8 = register("matmul_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor scale_b",
                       "ScalarType out_dtype=bfloat16", matmul_fp8, _matmul_fp8_like)
+
+
+def _grouped_mm_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, *, out_dtype: torch.dtype | None = None,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
+    _, M, N, K, out_dtype, b_kmajor = check_grouped_mm(a, b, offs, out, out_dtype)
+    grouped_config(K, out_dtype, b_kmajor)
+    return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
+
+
+GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs", "ScalarType? out_dtype=None", grouped_mm,
+                      _grouped_mm_like)

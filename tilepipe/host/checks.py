@@ -217,3 +217,55 @@ def scaling_of(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: 
     raise ValueError(f"scale_a {sa} and scale_b {sb} match no scaling for M={M}, N={N}, K={K}: per-tensor takes one "
                      f"element each, per-row ({M}, 1) and (1, {N}), blockwise ({M}, {k_blocks}) and "
                      f"({k_blocks}, {-(-N // SCALE_BLOCK)})")
+
+
+def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
+                     out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool]:
+    """grouped_mm's 2D x 3D arguments, every check that needs no memory address: a (M, K) with unit inner stride, b
+    (G, K, N) K-major (a transposed (G, N, K) tensor) or row-major, its experts packed (each one's rows follow the
+    last's: a 2-D TMA view of all of them), offs G int32 on a's device; every row stride a multiple of 16 bytes.
+    (G, M, N, K, out dtype, b K-major)."""
+    for name, t in (("a", a), ("b", b), ("offs", offs)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t, dims in (("a", a, 2), ("b", b, 3), ("offs", offs, 1)):
+        if t.dim() != dims:
+            raise ValueError(f"{name} must be {dims}-D, got shape {tuple(t.shape)}")
+    if a.dtype not in INPUT_DTYPES:
+        raise TypeError(f"a must be bfloat16 or float16, got {a.dtype}")
+    if b.dtype != a.dtype:
+        raise TypeError(f"b must have a's dtype {a.dtype}, got {b.dtype}")
+    if offs.dtype != torch.int32:
+        raise TypeError(f"offs must be int32 (cumulative row ends), got {offs.dtype}")
+    if a.device.type != "cuda":
+        raise ValueError(f"a must be on a CUDA device, got {a.device}")
+    for name, t in (("b", b), ("offs", offs)):
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    out_dtype = check_out_dtype(out_dtype, out, a.dtype)
+    (M, K), (G, KB, N) = a.shape, b.shape
+    if KB != K:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: b.shape[1] must equal a.shape[1] (K)")
+    if offs.shape[0] != G:
+        raise ValueError(f"offs has {offs.shape[0]} group ends but b has {G} groups (b.shape[0])")
+    if offs.stride(0) != 1 and G > 1:
+        raise ValueError(f"offs must be contiguous, got stride {offs.stride(0)}")
+    size = a.element_size()
+    if a.stride(1) != 1 and K > 1 or a.stride(0) * size % 16 and M > 1:
+        raise ValueError(f"a must be row-major with rows on 16 bytes (K a multiple of {16 // size}; TMA reads it), "
+                         f"got strides {a.stride()} for K = {K}")
+    kmajor = b.stride(1) == 1 and (b.stride(2) != 1 or N == 1)
+    inner, rows = (b.stride(2), N) if kmajor else (b.stride(1), K)  # B's row stride, and its rows per expert
+    if not kmajor and b.stride(2) != 1 and N > 1 or inner * size % 16 or G > 1 and b.stride(0) != rows * inner:
+        raise ValueError(f"b must be a transposed (G, N, K) tensor or a row-major (G, K, N) one with its experts "
+                         f"packed and rows on 16 bytes (K and N multiples of {16 // size}), got strides {b.stride()} "
+                         f"for shape {tuple(b.shape)}")
+    if out is not None:
+        check_out(out, (M, N), a.device)
+        if out.stride(1) != 1 and N > 1 or out.stride(0) * out.element_size() % 16 and M > 1:
+            raise ValueError(f"out must be row-major with rows on 16 bytes (TMA writes it), got strides "
+                             f"{out.stride()}")
+    elif N * out_dtype.itemsize % 16:
+        raise ValueError(f"N = {N}: D's rows must be a multiple of 16 bytes (TMA writes them), {N} {out_dtype} "
+                         "elements are not")
+    return G, M, N, K, out_dtype, kmajor

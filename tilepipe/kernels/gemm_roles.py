@@ -66,10 +66,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                     tiles.expect_loads(a_desc, b_desc, sfa_desc, sfb_desc)
                     tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
                 tiles.load_a(a_desc, [row, k * BK])
-                if B_KMAJOR:
-                    tiles.load_b(b_desc, [col, k * BK])
-                else:
-                    tiles.load_b(b_desc, [k * BK, col])
+                b_row, b_col = work.b_coords(col, k * BK, B_KMAJOR)
+                tiles.load_b(b_desc, [b_row, b_col])
         if HAS_C:
             if work.finishes:
                 load_order = load_order.signal()  # this tile's main-loop loads are on their way

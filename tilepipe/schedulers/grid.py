@@ -92,6 +92,14 @@ class TileWork:
         return self.grid.origin(self.tile_id, BM, BN)
 
     @gluon.jit
+    def b_coords(self, col, k, B_KMAJOR: gl.constexpr):
+        """Where B's tile of columns from `col` and K from `k` starts in B's descriptor: [col, k] K-major, else [k,
+        col] (a grouped GEMM's work adds its group's offset: schedulers/grouped.py)."""
+        if B_KMAJOR:
+            return col, k
+        return k, col
+
+    @gluon.jit
     def k_steps(self, k_tiles):
         """The unit's k-steps [begin, end) of the tile's k_tiles."""
         return 0, k_tiles

@@ -1,0 +1,124 @@
+"""GPU correctness of tilepipe.grouped_mm for one case; prints JSON (run by tests/gpu/test_grouped_gpu.py).
+
+`python -m tests.gpu.grouped_cases ragged bf16 bf16 kmajor`: ragged group sizes (empty groups, one-row groups, sizes
+not multiples of 8, 64 or 128, offs[-1] < M) against a float64 reference per group, on fresh random inputs, with the
+output poisoned with NaN first: the groups' rows must match and the rows past offs[-1] stay NaN.
+`... cudagraph`: grouped_mm captured in a CUDA graph and replayed with new offs values (and new inputs).
+`... compile`: grouped_mm under torch.compile(fullgraph=True).
+"""
+
+import json
+import sys
+
+import torch
+
+import tilepipe
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}  # relative Frobenius error, per group
+SIZES = [  # (group sizes, rows of A past the last group, N, K)
+    ([0, 1, 0, 7, 130, 64, 0, 300, 1], 5, 264, 520),
+    ([128, 256, 0, 1], 0, 256, 64),
+    ([1000, 3, 77, 513], 17, 1024, 1024),
+    ([0, 0, 0], 9, 64, 128),
+    ([129, 255, 2049, 0, 9, 333, 1, 127], 100, 520, 136),
+    ([4096, 4096], 0, 2048, 2048),
+    ([1] * 40, 3, 4096, 256),
+]
+
+
+def offsets(sizes: list[int]) -> torch.Tensor:
+    return torch.tensor(sizes, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
+
+
+def weights(G: int, K: int, N: int, dtype: torch.dtype, layout: str) -> torch.Tensor:
+    """b (G, K, N): a transposed (G, N, K) tensor (K-major) or row-major."""
+    if layout == "kmajor":
+        return torch.randn(G, N, K, device="cuda", dtype=dtype).transpose(1, 2)
+    return torch.randn(G, K, N, device="cuda", dtype=dtype)
+
+
+def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, sizes: list[int], tol: float) -> list[dict]:
+    """The failures of `out` against a float64 reference per group, and rows past the groups not NaN."""
+    failures, start = [], 0
+    for g, size in enumerate(sizes):
+        got = out[start:start + size].double()
+        ref = a[start:start + size].double() @ b[g].double()
+        err = float((got - ref).norm() / ref.norm()) if size and ref.norm() > 0 else 0.0
+        if not torch.isfinite(got).all() or err > tol:
+            failures.append({"group": g, "rows": size, "rel_err": err, "finite": bool(torch.isfinite(got).all())})
+        start += size
+    if not torch.isnan(out[start:]).all():
+        failures.append({"rows_past_offs_written": int((~torch.isnan(out[start:])).sum())})
+    return failures
+
+
+def run_ragged(dtype: str, out_dtype: str, layout: str) -> dict:
+    torch.manual_seed(0)
+    failures = []
+    for sizes, extra, N, K in SIZES:
+        K = K if layout == "kmajor" else -(-K // 16) * 16  # a row-major b takes K in multiples of 16
+        M = sum(sizes) + extra
+        a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+        b = weights(len(sizes), K, N, DTYPES[dtype], layout)
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+        got = tilepipe.grouped_mm(a, b, offsets(sizes), out=out)
+        torch.cuda.synchronize()
+        found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]])
+        if got is not out:
+            found.append({"returned": "not out"})
+        failures += [{"sizes": sizes[:10], "N": N, "K": K, **f} for f in found]
+    return {"case": f"grouped {dtype}->{out_dtype} b={layout}", "ok": not failures, "failures": failures[:10]}
+
+
+def run_cudagraph() -> dict:
+    """One capture, three replays with new offs (including empty groups and a shorter total) and new inputs."""
+    torch.manual_seed(1)
+    G, N, K, M = 6, 512, 256, 700
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = weights(G, K, N, torch.bfloat16, "kmajor")
+    offs = offsets([100, 100, 100, 100, 100, 100])
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up: compile and cache the launcher before capture
+        for _ in range(2):
+            tilepipe.grouped_mm(a, b, offs, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        tilepipe.grouped_mm(a, b, offs, out=out)
+    failures = []
+    for sizes in ([0, 300, 1, 0, 129, 200], [700, 0, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5]):
+        a.copy_(torch.randn_like(a))
+        offs.copy_(offsets(sizes))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        failures += [{"sizes": sizes, **f} for f in check(out, a, b, sizes, TOLERANCE[torch.bfloat16])]
+    return {"case": "grouped cudagraph", "ok": not failures, "failures": failures}
+
+
+def run_compile() -> dict:
+    """grouped_mm inside a torch.compile(fullgraph=True) function, against the eager float64 reference."""
+    torch.manual_seed(2)
+    sizes, N, K = [33, 0, 250, 7], 256, 512
+    a = torch.randn(sum(sizes), K, device="cuda", dtype=torch.bfloat16)
+    b = weights(len(sizes), K, N, torch.bfloat16, "rowmajor")
+
+    @torch.compile(fullgraph=True)
+    def moe(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        return tilepipe.grouped_mm(x * 1.0, w, offs, out_dtype=torch.float32)
+
+    out = moe(a, b, offsets(sizes))
+    torch.cuda.synchronize()
+    failures = check(out, a, b, sizes, TOLERANCE[torch.float32])
+    ok = not failures and out.dtype == torch.float32
+    return {"case": "grouped compile", "ok": ok, "failures": failures}
+
+
+if __name__ == "__main__":
+    kind, *args = sys.argv[1:]
+    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile}[kind](*args)
+    print(json.dumps(result))
+    sys.exit(0 if result["ok"] else 1)

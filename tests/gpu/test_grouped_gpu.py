@@ -1,0 +1,22 @@
+"""GPU: tilepipe.grouped_mm against a float64 reference per group, both B layouts, bf16 and fp16, fp32 out, a CUDA
+graph replayed with new offs and torch.compile; each case in its own process under a timeout."""
+
+import pytest
+
+from tests.gpu.guarded import assert_ok, run_cases
+
+CASES = [("ragged", dtype, out, layout) for dtype in ("bf16", "fp16") for out in (dtype, "fp32")
+         for layout in ("kmajor", "rowmajor")]
+CASES += [("cudagraph", ), ("compile", )]
+TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return run_cases("tests.gpu.grouped_cases", CASES, TIMEOUT_S, parallel=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=" ".join)
+def test_grouped_mm_matches_float64(runs, case):
+    assert_ok(runs[case])

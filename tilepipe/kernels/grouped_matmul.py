@@ -1,0 +1,134 @@
+"""Grouped GEMM for Mixture-of-Experts on sm_90a (torch._grouped_mm's 2D x 3D form): D[rows of group g] = A[rows of
+group g] @ B[g], the groups' row ends read on the GPU (schedulers/grouped.py), written with the GEMM's roles and
+pipelines.
+
+Roles (one CTA per SM; each group's tiles in grouped order, the groups one after another):
+  load   (1 warp)   the GEMM's load role (gemm_roles.py): A at the tile's rows, B from the stacked experts at the
+                    group's offset (GroupedWork.b_coords)
+  mma    (8 warps)  the GEMM's wgmma main loop; D's tile in BM x EPILOGUE_N sub-tiles through the output stages
+  store  (1 warp)   TMA-stores each sub-tile while the mma role runs the next tile's main loop
+
+Group boundaries, on the device. A tile's rows start at its group's first row and a group's last row of tiles is
+moved up inside the group (TileGrid INWARD), so a group of at least BM rows has every tile inside it and TMA stores
+it whole; D's descriptor clips columns past N and rows past M. A tile's A rows past its group are loaded (the next
+group's rows, or zeros past M) and only their D rows are wrong, so only groups of fewer than BM rows leave a tile
+that spills past its end (`work.spills()`): its mma role stores those rows from registers with a row mask, and the
+output stages pass through the pipeline unwritten (the store role skips them), which keeps one protocol for both
+kinds of tile. Per-group device-side descriptors (Gluon 3.9 `tma.make_tensor_descriptor`) are not used: each needs
+a global scratch tensor map written and fenced per group, and a kernel with global scratch cannot take the fast
+launcher (host/launch.py), while this way no tile pays anything unless its group is smaller than one tile.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
+from tilepipe.kernels.matmul import matmul_plan
+from tilepipe.kernels.spec import KernelSpec, tile_desc
+from tilepipe.pipeline.cluster import wgmma_accumulator
+from tilepipe.pipeline.epilogue import LoadOrderBarrier
+from tilepipe.pipeline.output import OutputTilePipeline, column_part
+from tilepipe.pipeline.roles import warp_specialize
+from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers.grouped import grouped_scheduler_class
+
+
+@gluon.jit
+def masked_store(d_ptr, ld_d, part, row, col, end, N):
+    """Store `part` (a sub-tile in registers) at (row, col) of D (row stride ld_d), its rows from `end` and columns
+    from N left untouched."""
+    layout: gl.constexpr = part.type.layout
+    rows = row + gl.arange(0, part.shape[0], gl.SliceLayout(1, layout))
+    cols = col + gl.arange(0, part.shape[1], gl.SliceLayout(0, layout))
+    offsets = rows.to(gl.int64)[:, None] * ld_d + cols[None, :]
+    gl.store(d_ptr + offsets, part, mask=(rows < end)[:, None] & (cols < N)[None, :])
+
+
+@gluon.jit
+def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, d_ptr, ld_d,
+                     B_KMAJOR: gl.constexpr):
+    """The GEMM's main loop per tile, then D's tile a sub-tile (an output stage) at a time; a tile that spills past
+    its group's rows is stored from registers under a row mask instead, its stages handed on unwritten."""
+    BM: gl.constexpr = outputs.tiles.shape[1]
+    SUB_N: gl.constexpr = outputs.tiles.shape[2]
+    BN: gl.constexpr = sched.BN
+    PARTS: gl.constexpr = BN // SUB_N
+    acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
+    consumer = inputs.consumer().with_release_lag(1)
+    work = sched.work()
+    while work.valid:
+        acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
+        row, col = work.origin(BM, BN)
+        spills = work.spills()
+        for j in gl.static_range(PARTS):
+            part = column_part(acc, j, PARTS).to(outputs.tiles.dtype)
+            if spills:
+                masked_store(d_ptr, ld_d, part, row, col + j * SUB_N, work.end, sched.N)
+            with outputs.produce() as out:
+                if not spills:
+                    out.tile().store(part)
+                out.arrive()
+        work = work.next()
+    outputs.drain()
+
+
+@gluon.jit
+def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched):
+    """TMA-stores each output stage of a tile inside its group; frees a spilling tile's stages unread."""
+    BM: gl.constexpr = outputs.tiles.shape[1]
+    SUB_N: gl.constexpr = outputs.tiles.shape[2]
+    BN: gl.constexpr = sched.BN
+    work = sched.work()
+    while work.valid:
+        row, col = work.origin(BM, BN)
+        spills = work.spills()
+        for j in gl.static_range(BN // SUB_N):
+            with outputs.consume() as out:
+                if not spills:
+                    out.store(d_desc, [row, col + j * SUB_N])
+        work = work.next()
+
+
+@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d"])  # one binary per configuration
+def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d, STAGES: gl.constexpr,
+                          C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
+                          SCHEDULE: gl.constexpr, TILE: gl.constexpr):
+    """a_desc over A [M, K]; b_desc over the G experts stacked, [G * N, K] K-major or [G * K, N] row-major; d_desc
+    over D [M, N] in BM x EPILOGUE_N blocks, d_ptr its address (row stride ld_d) for masked stores; offs: G int32 row
+    ends. TILE: (BM, BN). SCHEDULE: a grouped scheduler's name (schedulers/grouped.py)."""
+    BM: gl.constexpr = TILE[0]
+    BN: gl.constexpr = TILE[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
+                                     epilogue_n=d_desc.block_type.shape[1])
+    k_tiles = gl.cdiv(K, BK)
+    smem = PLAN.allocate()
+    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M)
+    inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
+    outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
+    no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
+    warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, B_KMAJOR)),
+                     (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
+                      WORKER_REGS),
+                     (grouped_store_role, (outputs, d_desc, sched), WORKER_WARPS, WORKER_REGS)])
+
+
+def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
+    """The TMA blocks of A, the stacked B and D's sub-tiles for configuration `cfg` (a MatmulConfig)."""
+    return {"a": (cfg.block_m, cfg.block_k),
+            "b": (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n),
+            "d": (cfg.block_m, cfg.epilogue_cols)}
+
+
+def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = "static") -> KernelSpec:
+    """grouped_matmul_kernel for one configuration (no cluster, swap-AB or pieces) as a KernelSpec (sm_90a): inputs
+    of `dtype`, D of `c_dtype`."""
+    blocks = grouped_blocks(cfg, b_kmajor)
+    signature = {"a_desc": tile_desc(dtype, blocks["a"]), "b_desc": tile_desc(dtype, blocks["b"]),
+                 "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}", "offs": "*i32", "G": "i32",
+                 "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                 "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "SCHEDULE": "constexpr", "TILE": "constexpr"}
+    constexprs = {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
+                  "SCHEDULE": schedule, "TILE": [cfg.block_m, cfg.block_n]}
+    return KernelSpec(f"{__name__}:grouped_matmul_kernel", signature, constexprs, num_warps=cfg.num_warps,
+                      divisible_by_16=("d_ptr", ))

@@ -1,0 +1,133 @@
+"""`GroupedTileScheduler`: the tiles of a grouped GEMM (MoE experts), walked on the GPU from the groups' row ends.
+
+Group g owns rows [start_g, end_g) of A and D, where end_g is offs[g] clamped to [start_g, M] and start_g is the
+largest end before it (offs decreasing or past M never sends a tile outside D or two groups onto the same rows).
+Its tiles are its own TileGrid (GROUP_M raster over cdiv(rows, BM) x cdiv(N, BN)), numbered after the tiles of the
+groups before it; program p takes tiles p, p + P, ... as the static scheduler does. Each role walks the groups
+forward once per program (one load of offs per group), so no host sync and no table of tile counts are needed.
+A group with at least BM rows has its last row of tiles moved up inside it (TileGrid INWARD: the overlapped rows
+are written twice with the same values), so only groups smaller than BM leave a tile that reaches past their end:
+`work.spills` says so, and the kernel masks that tile's store.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
+from triton.experimental.gluon import language as gl
+
+from tilepipe.schedulers.grid import TileGrid, TileWork
+
+
+@aggregate
+class GroupedTileScheduler:
+    """Persistent static schedule over every group's tiles: `offs` (int32, G row ends on the GPU), M rows of A and D,
+    N columns of D, K (B's rows per expert when row-major), BM x BN tiles in GROUP_M raster within each group."""
+    offs: gl.tensor
+    G: gl.tensor
+    M: gl.tensor
+    N: gl.tensor
+    K: gl.tensor
+    BM: gl.constexpr
+    BN: gl.constexpr
+    GROUP_M: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, offs, G, M, N, K, BM, BN, GROUP_M):
+        self.offs = offs
+        self.G = G
+        self.M = M
+        self.N = N
+        self.K = K
+        self.BM = gl.constexpr(BM)
+        self.BN = gl.constexpr(BN)
+        self.GROUP_M = gl.constexpr(GROUP_M)
+
+    @gluon.jit
+    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+        return GroupedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
+
+    @gluon.jit
+    def work(self, paces: gl.constexpr = False):
+        """This program's first tile (`paces`: the GEMM roles' signature; a static schedule paces nothing)."""
+        none = gl.to_tensor(0)
+        return GroupedWork.seek(gl.program_id(0), none - 1, none, none, none,
+                                TileGrid.create(none, self.N, self.BM, self.BN, self.GROUP_M, True), self)
+
+
+@aggregate
+class GroupedWork(TileWork):
+    """One role's current tile: its id among all groups' tiles (`tile_id`), its group (`group`, whose tiles start at
+    `base` and whose rows are [start, end)) and the group's TileGrid (`grid`, over the group's rows only)."""
+    tile_id: gl.tensor
+    valid: gl.tensor
+    group: gl.tensor
+    base: gl.tensor
+    start: gl.tensor
+    end: gl.tensor
+    grid: TileGrid
+    sched: GroupedTileScheduler
+    finishes: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, tile_id, valid, group, base, start, end, grid, sched):
+        self.tile_id = tile_id
+        self.valid = valid
+        self.group = group
+        self.base = base
+        self.start = start
+        self.end = end
+        self.grid = grid
+        self.sched = sched
+        self.finishes = gl.constexpr(True)
+
+    @gluon.jit
+    def seek(tile_id, group, base, start, end, grid: TileGrid, sched):
+        """The work of `tile_id`, walking the groups forward from `group` (-1: before the first) until one holds it."""
+        while (tile_id >= base + grid.num_tiles) & (group + 1 < sched.G):
+            group += 1
+            base += grid.num_tiles
+            start = end
+            end = gl.maximum(gl.minimum(gl.load(sched.offs + group), sched.M), start)
+            grid = TileGrid.create(end - start, sched.N, sched.BM, sched.BN, sched.GROUP_M, True)
+        return GroupedWork(tile_id, tile_id < base + grid.num_tiles, group, base, start, end, grid, sched)
+
+    @gluon.must_use_result("Rebind it: `work = work.next()`.")
+    @gluon.jit
+    def next(self):
+        return GroupedWork.seek(self.tile_id + gl.num_programs(0), self.group, self.base, self.start, self.end,
+                                self.grid, self.sched)
+
+    @gluon.jit
+    def coords(self):
+        """(pid_m, pid_n) of the current tile within its group."""
+        return self.grid.coords(self.tile_id - self.base)
+
+    @gluon.jit
+    def origin(self, BM: gl.constexpr, BN: gl.constexpr):
+        """(row, col) of D where the current BM x BN tile starts: inside its group's rows where the group has BM."""
+        row, col = self.grid.origin(self.tile_id - self.base, BM, BN)
+        return self.start + row, col
+
+    @gluon.jit
+    def b_coords(self, col, k, B_KMAJOR: gl.constexpr):
+        """Where the group's B tile starts in B's descriptor over the G experts stacked: [G * N, K] K-major (columns
+        past N read the next expert's, which only D's clipped columns see), else [G * K, N] (K a multiple of BK)."""
+        if B_KMAJOR:
+            return self.group * self.sched.N + col, k
+        return self.group * self.sched.K + k, col
+
+    @gluon.jit
+    def spills(self):
+        """Whether the tile's rows reach past its group's end (a group of fewer than BM rows): its store is masked."""
+        return self.end - self.start < self.sched.BM
+
+
+GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler}
+"""The grouped GEMM's SCHEDULE names (a dynamic form across groups, for skewed experts, is not built yet)."""
+
+
+@gluon.constexpr_function
+def grouped_scheduler_class(name):
+    """The scheduler class a grouped kernel's SCHEDULE names."""
+    if name not in GROUPED_SCHEDULER_CLASSES:
+        raise ValueError(f"the grouped GEMM takes SCHEDULE in {tuple(GROUPED_SCHEDULER_CLASSES)}, got {name!r}")
+    return GROUPED_SCHEDULER_CLASSES[name]

@@ -1,0 +1,82 @@
+"""Benchmark tilepipe.grouped_mm (issue 39's shapes) against torch._grouped_mm and against tilepipe's dense GEMM over
+the same rows, in one process on the same inputs, interleaved (tilepipe.tools.bench.compare).
+
+`python -m tilepipe.tools.bench_grouped [NAME]` writes bench/results/NAME.json (default grouped-h200). Every case
+runs with expert sizes uniform, Zipf-skewed (s = 1.1) and with a quarter of the experts empty; B is K-major (a
+transposed (G, N, K) weight, as MoE layers hold it) and D bf16.
+"""
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import tilepipe
+from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, print_table, run_record
+
+CASES = [("DeepSeek-V3 EP8 gate-up", 32, 4096, 7168, 32768), ("DeepSeek-V3 EP8 down", 32, 7168, 2048, 32768),
+         ("Mixtral-8x7B gate-up", 8, 28672, 4096, 16384), ("Mixtral-8x7B down", 8, 4096, 14336, 16384),
+         ("decode 512 rows / 32 experts", 32, 4096, 7168, 512)]
+"""(name, experts G, N, K, routed rows): issue 39's table."""
+DISTRIBUTIONS = ("uniform", "zipf", "quarter-empty")
+
+
+def expert_sizes(rows: int, G: int, distribution: str, seed: int = 0) -> list[int]:
+    """Rows per expert summing to `rows`: equal, Zipf (s = 1.1, experts in random order), or a random quarter of the
+    experts empty and the rows split equally over the rest."""
+    rng = random.Random(seed)
+    if distribution == "zipf":
+        weights = [1.0 / (i + 1) ** 1.1 for i in range(G)]
+        rng.shuffle(weights)
+    else:
+        empty = set(rng.sample(range(G), G // 4)) if distribution == "quarter-empty" else set()
+        weights = [0.0 if g in empty else 1.0 for g in range(G)]
+    sizes = [int(rows * w / sum(weights)) for w in weights]
+    sizes[max(range(G), key=lambda g: weights[g])] += rows - sum(sizes)
+    return sizes
+
+
+def bench_case(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
+               ) -> list[Row]:
+    """One case and distribution: grouped_mm against torch._grouped_mm, and against tilepipe.matmul over all rows."""
+    sizes = expert_sizes(rows, G, distribution)
+    offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+    a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    ours = torch.full((rows, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    theirs = torch.empty_like(ours)
+    tilepipe.grouped_mm(a, b, offs, out=ours)
+    reference = torch._grouped_mm(a, b, offs=offs)
+    err = _rel_err(ours, reference)
+    flops = 2.0 * rows * N * K
+    shape = f"{name}: G={G} {rows}x{N}x{K} {distribution} (largest {max(sizes)}, empty {sizes.count(0)})"
+    result = compare(lambda: tilepipe.grouped_mm(a, b, offs, out=ours), lambda: torch._grouped_mm(a, b, offs=offs),
+                     flops, pairs, rep_ms, settle=1)
+    found = [Row(shape, "grouped_mm B kmajor", "torch._grouped_mm", *result[:3], err, result[3])]
+    dense = b[0]
+    tilepipe.matmul(a, dense, out=theirs)
+    result = compare(lambda: tilepipe.grouped_mm(a, b, offs, out=ours), lambda: tilepipe.matmul(a, dense, out=theirs),
+                     flops, pairs, rep_ms, settle=1)
+    return found + [Row(shape, "grouped_mm B kmajor", "tilepipe.matmul dense over the same rows", *result[:3], err,
+                        result[3])]
+
+
+def run(name: str = "grouped-h200", pairs: int = 3, rep_ms: int = 50, out_dir: Path = RESULTS_DIR) -> Path:
+    """Every case in every distribution; prints the table and writes OUT_DIR/NAME.json."""
+    start = time.time()
+    rows = [row for case in CASES for distribution in DISTRIBUTIONS
+            for row in bench_case(*case, distribution, pairs, rep_ms)]
+    record = run_record(name, "bf16 in, bf16 out", __doc__, pairs, rep_ms, start, rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print_table(rows)
+    print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
+    return path
+
+
+if __name__ == "__main__":
+    run(*sys.argv[1:2])
