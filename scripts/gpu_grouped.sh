@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# GPU check of tilepipe.grouped_mm within one device call: its GPU tests (tests/gpu/test_grouped_gpu.py, each case in
-# its own process under a timeout), then `python -m tilepipe.tools.bench_grouped` (bench/results/grouped-h200.json,
-# copied to $OUT). Logs go to $OUT (or ./gpu-logs).
+# GPU check of tilepipe.grouped_mm within one device call; logs go to $OUT (or ./gpu-logs). Parts (PARTS, default
+# "tests bench"): `tests` (tests/gpu/test_grouped_gpu.py, each case in its own process under a timeout), `sanitize`
+# (compute-sanitizer memcheck, racecheck and synccheck over the catalogue's grouped variants, driven by
+# tilepipe.verify.sanitize --drive on 2 SMs), `bench` (python -m tilepipe.tools.bench_grouped: BENCH_NAME, default
+# grouped-h200, copied to $OUT) and `one-group` (its one-group mode, grouped-one-group-h200).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-logs}"
@@ -12,15 +14,30 @@ if [ -n "$bundle" ]; then
     mkdir -p /tmp/site && tar -xJf "$bundle" -C /tmp/site && . /tmp/site/activate-triton.sh || exit 1
 fi
 { nvidia-smi; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
-timeout "${TESTS_S:-300}" python3 -m pytest -q -m gpu tests/gpu/test_grouped_gpu.py -p no:cacheprovider > "$out/tests.log" 2>&1
-tests=$?
-tail -n 60 "$out/tests.log"
-echo "tests exit=$tests"
-[ "${BENCH:-1}" = 1 ] || exit $tests
-name="${BENCH_NAME:-grouped-h200}"
-timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped "$name" > "$out/bench.log" 2>&1
-bench=$?
-cp "bench/results/$name.json" "$out/" 2>/dev/null
-tail -n 40 "$out/bench.log"
-echo "bench exit=$bench"
-exit $(( tests || bench ))
+status=0
+for part in ${PARTS:-tests bench}; do
+    case "$part" in
+    tests)
+        timeout "${TESTS_S:-300}" python3 -m pytest -q -m gpu tests/gpu/test_grouped_gpu.py -p no:cacheprovider > "$out/tests.log" 2>&1 ;;
+    sanitize)
+        only=$(python3 -c "from tilepipe.kernels.catalogue import shipped_variants as s; print(','.join(str(i) for i, v in enumerate(s()) if v.kernel == 'grouped_matmul_kernel'))" 2>/dev/null)
+        python3 -m tilepipe.verify.sanitize --drive --only "$only" > /dev/null 2>&1  # compile outside the sanitizer
+        san=$(python3 -c "from tilepipe.verify.sanitize import find_sanitizer; print(find_sanitizer())" 2>/dev/null)
+        for tool in memcheck racecheck synccheck; do
+            timeout 150 "$san" --tool "$tool" --print-limit 1000 python3 -m tilepipe.verify.sanitize --drive --only "$only" 2>&1 | grep -v nanobind
+        done > "$out/sanitize.log" 2>&1
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|tilepipe-sanitize: (done|all|wrong)" "$out/sanitize.log"
+        ! grep -E "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]|wrong results" "$out/sanitize.log" ;;
+    bench)
+        timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped "${BENCH_NAME:-grouped-h200}" > "$out/bench.log" 2>&1
+        cp "bench/results/${BENCH_NAME:-grouped-h200}.json" "$out/" 2>/dev/null ;;
+    one-group)
+        timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped grouped-one-group-h200 one-group > "$out/one-group.log" 2>&1
+        cp bench/results/grouped-one-group-h200.json "$out/" 2>/dev/null ;;
+    esac
+    code=$?
+    [ -f "$out/$part.log" ] && grep -v "nanobind\|^ - \|See https" "$out/$part.log" | tail -n 40
+    echo "$part exit=$code"
+    status=$(( status || code ))
+done
+exit $status

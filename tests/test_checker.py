@@ -76,7 +76,7 @@ def test_every_shipped_kernel_passes(shipped):
                        "matmul_fp8 scaled swap-AB streamk",
                        "matmul_fp8 blockwise streamk", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
                        "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel", "sm100_blockwise_matmul_kernel",
-                       "pipeline_demo stress",
+                       "grouped_matmul_kernel", "pipeline_demo stress",
                        "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))

@@ -5,6 +5,8 @@ not multiples of 8, 64 or 128, offs[-1] < M) against a float64 reference per gro
 output poisoned with NaN first: the groups' rows must match and the rows past offs[-1] stay NaN.
 `... cudagraph`: grouped_mm captured in a CUDA graph and replayed with new offs values (and new inputs).
 `... compile`: grouped_mm under torch.compile(fullgraph=True).
+`... badargs`: invalid CUDA arguments (offs int64 or on the CPU, G disagreeing, K off 16 bytes, mixed dtypes, an out
+overlapping a) each raise an error naming the argument, with the NaN-poisoned out left untouched.
 """
 
 import json
@@ -117,8 +119,41 @@ def run_compile() -> dict:
     return {"case": "grouped compile", "ok": ok, "failures": failures}
 
 
+def run_badargs() -> dict:
+    torch.manual_seed(3)
+    a = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
+    b = weights(3, 32, 48, torch.bfloat16, "kmajor")
+    offs = offsets([10, 20, 30])
+    out = torch.full((64, 48), float("nan"), device="cuda", dtype=torch.bfloat16)
+    shared = torch.randn(64 * 32 + 64 * 48, device="cuda", dtype=torch.bfloat16)  # a and an out overlapping it
+    before = shared.clone()
+    calls = [("offs must be int32", lambda: tilepipe.grouped_mm(a, b, offs.long(), out=out)),
+             ("offs must be on a's device", lambda: tilepipe.grouped_mm(a, b, offs.cpu(), out=out)),
+             ("offs has 2 group ends but b has 3", lambda: tilepipe.grouped_mm(a, b, offs[:2], out=out)),
+             ("a must be row-major with rows on 16 bytes", lambda: tilepipe.grouped_mm(
+                 torch.randn(64, 36, device="cuda", dtype=torch.bfloat16), weights(3, 36, 48, torch.bfloat16,
+                                                                                    "kmajor"), offs, out=out)),
+             ("b must have a's dtype", lambda: tilepipe.grouped_mm(a, b.half(), offs, out=out)),
+             ("out must be row-major", lambda: tilepipe.grouped_mm(a, b, offs, out=out.t().contiguous().t())),
+             ("out must not share memory with a", lambda: tilepipe.grouped_mm(
+                 shared[:64 * 32].view(64, 32), b, offs, out=shared[1024:1024 + 64 * 48].view(64, 48)))]
+    failures = []
+    for expected, call in calls:
+        try:
+            call()
+            failures.append({expected: "no error"})
+        except (TypeError, ValueError) as error:
+            if not str(error).startswith(expected):
+                failures.append({expected: str(error)})
+    torch.cuda.synchronize()
+    if not torch.isnan(out).all() or not torch.equal(shared, before):
+        failures.append({"out": "written"})
+    return {"case": "grouped badargs", "ok": not failures, "failures": failures}
+
+
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile}[kind](*args)
+    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile,
+              "badargs": run_badargs}[kind](*args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

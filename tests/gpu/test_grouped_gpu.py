@@ -1,5 +1,5 @@
 """GPU: tilepipe.grouped_mm against a float64 reference per group, both B layouts, bf16 and fp16, fp32 out, a CUDA
-graph replayed with new offs and torch.compile; each case in its own process under a timeout."""
+graph replayed with new offs, torch.compile, and invalid CUDA arguments leaving out untouched; each case in its own process under a timeout."""
 
 import pytest
 
@@ -7,7 +7,7 @@ from tests.gpu.guarded import assert_ok, run_cases
 
 CASES = [("ragged", dtype, out, layout) for dtype in ("bf16", "fp16") for out in (dtype, "fp32")
          for layout in ("kmajor", "rowmajor")]
-CASES += [("cudagraph", ), ("compile", )]
+CASES += [("cudagraph", ), ("compile", ), ("badargs", )]
 TIMEOUT_S = 240
 
 

@@ -60,6 +60,12 @@ MATMUL_PINGPONG = {
 }
 """matmul_pingpong_kernel (two MMA warpgroups taking turns, host/configs.py PINGPONG_16BIT; static, no C), as
 matmul_spec arguments."""
+GROUPED = {
+    "grouped_mm": dict(dtype="bf16", c_dtype="bf16"),
+    "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),  # D in 128x32 sub-tiles
+}
+"""grouped_matmul_kernel (tilepipe.grouped_mm, kernels/grouped_matmul.py) in its two D forms, as grouped_spec arguments,
+under the grouped static schedule (schedulers/grouped.py)."""
 PIECED_SCHEDULES = ("static", "dynamic")
 """The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
 SM100_EPILOGUES = {
@@ -95,7 +101,7 @@ def shipped_variants() -> list[Variant]:
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
     dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain and +bias, static), the
     sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
-    2x1 and 1x2 clusters), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging
+    2x1 and 1x2 clusters), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging
     copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
@@ -122,6 +128,8 @@ def shipped_variants() -> list[Variant]:
                  for kernel in FP8_KERNELS for m, n in ((2, 1), (1, 2))]
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
+    variants += [Variant("grouped_matmul_kernel", f"{name} static", {**options, "schedule": "static"})
+                 for name, options in GROUPED.items()]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))

@@ -3,7 +3,9 @@ the same rows, in one process on the same inputs, interleaved (tilepipe.tools.be
 
 `python -m tilepipe.tools.bench_grouped [NAME]` writes bench/results/NAME.json (default grouped-h200). Every case
 runs with expert sizes uniform, Zipf-skewed (s = 1.1) and with a quarter of the experts empty; B is K-major (a
-transposed (G, N, K) weight, as MoE layers hold it) and D bf16.
+transposed (G, N, K) weight, as MoE layers hold it) and D bf16. `... NAME one-group`: each case's rows as one group
+of one expert against tilepipe.matmul on that expert, which separates the kernel's own cost (its scheduler and
+epilogue) from what G distinct experts cost (each one's B read from DRAM where the dense GEMM reuses one B from L2).
 """
 
 import json
@@ -64,11 +66,30 @@ def bench_case(name: str, G: int, N: int, K: int, rows: int, distribution: str, 
                         result[3])]
 
 
-def run(name: str = "grouped-h200", pairs: int = 3, rep_ms: int = 50, out_dir: Path = RESULTS_DIR) -> Path:
-    """Every case in every distribution; prints the table and writes OUT_DIR/NAME.json."""
+def bench_one_group(name: str, G: int, N: int, K: int, rows: int, pairs: int, rep_ms: int) -> Row:
+    """A case's rows as one group of one expert: grouped_mm against tilepipe.matmul on the same expert."""
+    offs = torch.tensor([rows], device="cuda", dtype=torch.int32)
+    a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    ours, theirs = (torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    tilepipe.grouped_mm(a, b, offs, out=ours)
+    tilepipe.matmul(a, b[0], out=theirs)
+    result = compare(lambda: tilepipe.grouped_mm(a, b, offs, out=ours), lambda: tilepipe.matmul(a, b[0], out=theirs),
+                     2.0 * rows * N * K, pairs, rep_ms, settle=1)
+    return Row(f"{name}: one group of {rows}x{N}x{K}", "grouped_mm B kmajor, G=1", "tilepipe.matmul (same expert)",
+               *result[:3], _rel_err(ours, theirs), result[3])
+
+
+def run(name: str = "grouped-h200", mode: str = "groups", pairs: int = 3, rep_ms: int = 50,
+        out_dir: Path = RESULTS_DIR) -> Path:
+    """Every case in every distribution (`mode` "groups"), or each case as one group ("one-group"); prints the table
+    and writes OUT_DIR/NAME.json."""
     start = time.time()
-    rows = [row for case in CASES for distribution in DISTRIBUTIONS
-            for row in bench_case(*case, distribution, pairs, rep_ms)]
+    if mode == "one-group":
+        rows = [bench_one_group(*case, pairs, rep_ms) for case in CASES if case[-1] > 512]
+    else:
+        rows = [row for case in CASES for distribution in DISTRIBUTIONS
+                for row in bench_case(*case, distribution, pairs, rep_ms)]
     record = run_record(name, "bf16 in, bf16 out", __doc__, pairs, rep_ms, start, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
@@ -79,4 +100,4 @@ def run(name: str = "grouped-h200", pairs: int = 3, rep_ms: int = 50, out_dir: P
 
 
 if __name__ == "__main__":
-    run(*sys.argv[1:2])
+    run(*sys.argv[1:3])

@@ -15,8 +15,8 @@ import torch
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SWAP,
-                                       PIECED_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
+from tilepipe.kernels.catalogue import (GROUPED, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_PINGPONG,
+                                       MATMUL_SWAP, PIECED_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
@@ -531,15 +531,38 @@ def wgmma_protocol(stages: int) -> Protocol:
                     lambda: pipeline_demo.wgmma_spec(stages))
 
 
+def grouped_protocols() -> list[Protocol]:
+    """grouped_matmul_kernel in each catalogue form (kernels/grouped_matmul.py): matmul's roles without C over
+    matmul_plan's pipelines, D's sub-tiles a stage each, its own mma and store roles (a tile that spills past its
+    group passes its stages through unwritten: the same pipeline steps); its tiles' number comes from the device
+    (schedulers/grouped.py), which the tile cases cover as any tile count does."""
+    from tilepipe.api.grouped import grouped_config
+    from tilepipe.kernels.grouped_matmul import grouped_spec
+
+    protocols = []
+    for name, options in GROUPED.items():
+        d_dtype = torch.float32 if options["c_dtype"] == "fp32" else torch.bfloat16
+        cfg = grouped_config(4096, d_dtype, True)  # B K-major: the same tile at every K
+        plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
+                              options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
+        mma, load, store = matmul_roles(False, "grouped_mma_role", subtiles=cfg.tile_n // cfg.epilogue_cols)
+        roles = (mma, load, replace(store, function="grouped_store_role"))
+        protocols.append(Protocol("grouped_matmul_kernel", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
+                                  plan_storages(plan), roles, tile_cases(cfg.stages),
+                                  lambda cfg=cfg, options=options: grouped_spec(cfg, options["dtype"],
+                                                                                options["c_dtype"], True)))
+    return protocols
+
+
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
     program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), swap-AB, the pieced
-    tiles, the ping-pong GEMM, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the
-    wgmma kernel."""
+    tiles, the ping-pong GEMM, the grouped GEMM, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress
+    kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
-    protocols += pieced_protocols() + pingpong_protocols()
+    protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]

@@ -156,6 +156,29 @@ def run_block_scaled(fmt: str) -> bool:
     return close(tilepipe.matmul_block_scaled(a, b, sa, sb, format=fmt), reference.cpu())
 
 
+def run_grouped(options: dict) -> bool:
+    """grouped_matmul_kernel (tilepipe.grouped_mm) over ragged groups (an empty one, one under a tile, one past a
+    tile) of SHAPE's K and N, B K-major, against a float64 reference; the rows past the groups must stay NaN."""
+    import torch
+
+    import tilepipe
+
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    _, N, K = SHAPE
+    sizes = [0, 37, 200, 1]
+    a = torch.randn(sum(sizes) + 5, K, dtype=dtypes[options["dtype"]], device="cuda")
+    b = torch.randn(len(sizes), N, K, dtype=a.dtype, device="cuda").transpose(1, 2)
+    offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+    out = torch.full((a.shape[0], N), float("nan"), dtype=dtypes[options["c_dtype"]], device="cuda")
+    tilepipe.grouped_mm(a, b, offs, out=out)
+    ends = [0] + offs.tolist()
+    reference = torch.cat([a[start:end].cpu().double() @ b[g].cpu().double()
+                           for g, (start, end) in enumerate(zip(ends, ends[1:]))])
+    got = out.cpu().double()
+    rows = ends[-1]
+    return bool(torch.isnan(got[rows:]).all()) and float((got[:rows] - reference).norm() / reference.norm()) < 1e-2
+
+
 def run_restage() -> bool:
     """The restaging copy on rows 16 bytes off 32-byte sectors."""
     import torch
@@ -199,6 +222,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_fp8("blockwise", schedule=schedule)
     if variant.kernel == "matmul_fp8 blockwise cluster":
         return lambda: run_fp8("blockwise", options["cluster"])
+    if variant.kernel == "grouped_matmul_kernel":
+        return lambda: run_grouped(options)
     if variant.kernel == "restage_rows_kernel":
         return run_restage
     if variant.kernel == "pipeline_demo stress":

@@ -1,0 +1,140 @@
+"""CPU tests of tilepipe.grouped_mm: argument checks (on fake CUDA tensors, the path torch.compile traces), the tile
+choice, the kernel compiled for sm_90a, and its protocol model-checked (and a seeded wrong count caught)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import tilepipe
+from tests.test_checker import with_pipeline
+from tilepipe.api.grouped import grouped_config
+from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32
+from tilepipe.kernels.grouped_matmul import grouped_spec
+from tilepipe.verify.checker import check
+from tilepipe.verify.compile import compile_kernels
+from tilepipe.verify.protocols import grouped_protocols
+
+
+def empty(*shape, dtype=torch.bfloat16, device="cuda", strides=None) -> torch.Tensor:
+    if strides is not None:
+        return torch.empty_strided(shape, strides, dtype=dtype, device=device)
+    return torch.empty(*shape, dtype=dtype, device=device)
+
+
+def valid() -> dict:
+    """A valid call's arguments: 100 rows of K = 64 over 4 experts of N = 32, B K-major (made in FakeTensorMode)."""
+    return dict(a=empty(100, 64), b=empty(4, 32, 64).transpose(1, 2), offs=empty(4, dtype=torch.int32))
+
+
+BAD = [  # (argument changes, error, message naming the argument)
+    (lambda: dict(offs=empty(4, dtype=torch.int64)), TypeError, "^offs must be int32"),
+    (lambda: dict(offs=empty(4, dtype=torch.int32, device="cpu")), ValueError, "^offs must be on a's device"),
+    (lambda: dict(offs=empty(3, dtype=torch.int32)), ValueError, "^offs has 3 group ends but b has 4 groups"),
+    (lambda: dict(offs=empty(4, 1, dtype=torch.int32)), ValueError, "^offs must be 1-D"),
+    (lambda: dict(offs=empty(8, dtype=torch.int32, strides=(2, ))), ValueError, "^offs has 8 group ends"),
+    (lambda: dict(b=empty(4, 64, 32, device="cpu")), ValueError, "^b must be on a's device"),
+    (lambda: dict(b=empty(4, 32, 64, dtype=torch.float16).transpose(1, 2)), TypeError, "^b must have a's dtype"),
+    (lambda: dict(b=empty(64, 32)), ValueError, "^b must be 3-D"),
+    (lambda: dict(b=empty(4, 48, 32)), ValueError, r"^a is \(100, 64\) and b is \(4, 48, 32\): b.shape\[1\]"),
+    (lambda: dict(b=empty(4, 64, 30)), ValueError, "^b must be a transposed"),  # rows of 60 bytes
+    (lambda: dict(b=empty(4, 64, 32, strides=(64 * 40 + 8, 40, 1))), ValueError, "^b must be a transposed"),  # unpacked
+    (lambda: dict(b=empty(4, 64, 32, strides=(1, 4, 256))), ValueError, "^b must be a transposed"),  # neither layout
+    (lambda: dict(a=empty(100, 64, dtype=torch.float32)), TypeError, "^a must be bfloat16 or float16"),
+    (lambda: dict(a=empty(100, 60), b=empty(4, 32, 60).transpose(1, 2)), ValueError, "^a must be row-major"),
+    (lambda: dict(a=empty(64, 100).t()), ValueError, "^a must be row-major"),
+    (lambda: dict(a=empty(100, 64, device="cpu"), b=empty(4, 64, 32, device="cpu"),
+                  offs=empty(4, dtype=torch.int32, device="cpu")), ValueError, "^a must be on a CUDA device"),
+    (lambda: dict(out=empty(100, 33)), ValueError, r"^out must have shape \(100, 32\)"),
+    (lambda: dict(out=empty(32, 100).t()), ValueError, "^out must be row-major"),
+    (lambda: dict(out=empty(100, 32, dtype=torch.int32)), TypeError, "^out must be bfloat16, float16 or float32"),
+    (lambda: dict(out_dtype=torch.int8), TypeError, "^out_dtype must be"),
+    (lambda: dict(b=empty(4, 520, 32), a=empty(100, 520)), ValueError, "^b: a row-major b needs K a multiple of 16"),
+]
+
+
+@pytest.mark.parametrize("changes, error, message", BAD, ids=[entry[2].strip("^")[:40] for entry in BAD])
+def test_bad_input_names_the_argument(changes, error, message):
+    """The fake implementation (what torch.compile traces) runs every check the eager op runs before its launch."""
+    with FakeTensorMode():
+        arguments = {**valid(), **changes()}
+        a, b, offs = (arguments.pop(name) for name in ("a", "b", "offs"))
+        with pytest.raises(error, match=message):
+            if "out" in arguments:
+                torch.ops.tilepipe.grouped_mm_out(arguments.pop("out"), a, b, offs, **arguments)
+            else:
+                torch.ops.tilepipe.grouped_mm(a, b, offs, **arguments)
+
+
+def test_cpu_tensors_are_refused_before_anything_is_written():
+    a, b, offs = torch.randn(8, 16).bfloat16(), torch.randn(2, 16, 8).bfloat16(), torch.tensor([3, 8], dtype=torch.int32)
+    out = torch.full((8, 8), float("nan"), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="^a must be on a CUDA device"):
+        tilepipe.grouped_mm(a, b, offs, out=out)
+    assert torch.isnan(out).all()
+    with pytest.raises(TypeError, match="^offs must be a torch.Tensor"):
+        tilepipe.grouped_mm(a, b, [3, 8])
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+def test_fake_result_has_the_rows_of_a_and_the_columns_of_b(kmajor):
+    with FakeTensorMode():
+        a, b, offs = valid().values()
+        b = b if kmajor else empty(4, 64, 32)
+        assert torch.ops.tilepipe.grouped_mm(a, b, offs).shape == (100, 32)
+        assert torch.ops.tilepipe.grouped_mm(a, b, offs, out_dtype=torch.float32).dtype == torch.float32
+
+
+def test_config_keeps_a_row_major_k_step_inside_its_expert():
+    """B's experts are stacked along K when row-major, so BK divides K there; K-major they are stacked along N."""
+    assert grouped_config(7168, torch.bfloat16, True) == LARGE_SUBTILED_16BIT
+    assert grouped_config(520, torch.bfloat16, True) == LARGE_SUBTILED_16BIT
+    assert grouped_config(2048, torch.float32, False) == LARGE_SUBTILED_FP32
+    assert grouped_config(160, torch.bfloat16, False).block_k == 32
+    assert grouped_config(528, torch.float16, False).block_k == 16
+    with pytest.raises(ValueError, match="^b: a row-major b needs K a multiple of 16, got K = 520"):
+        grouped_config(520, torch.bfloat16, False)
+
+
+SPECS = {"bf16 kmajor": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True),
+         "fp16 fp32 rowmajor BK=32": grouped_spec(replace(LARGE_SUBTILED_FP32, block_k=32), "fp16", "fp32", False)}
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return dict(zip(SPECS, compile_kernels(list(SPECS.values()))))
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_kernel_compiles_for_sm90_without_spills(reports, name):
+    """wgmma main loop, TMA loads and stores, the masked register store of a spilling tile, no spills, and shared
+    memory as the plan counts it (within the 227 KB a block may take)."""
+    report = reports[name]
+    assert not isinstance(report, Exception), report
+    assert report.target == "sm_90a" and report.spill_stores == report.spill_loads == 0
+    assert report.count("wgmma.mma_async") >= 1 and report.count("cp.async.bulk.tensor") >= 3
+    assert report.count("cp.async.bulk.tensor.2d.global.shared") >= 1  # D's TMA store
+    assert report.count("st.global") >= 1  # a spilling tile's masked rows
+    assert report.count("setmaxnreg") >= 2
+    assert report.shared <= 227 * 1024
+
+
+@pytest.fixture(scope="module")
+def protocols():
+    return grouped_protocols()
+
+
+def test_protocol_passes_and_matches_the_traced_kernel(protocols):
+    assert [p.config.split()[0] for p in protocols] == ["grouped_mm", "grouped_mm"]
+    for protocol in protocols:
+        result = check(protocol, trace=True)
+        assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result
+
+
+def test_seeded_wrong_arrive_count_deadlocks_the_load_role(protocols):
+    """The input ring declared with two consumer arrivals (only the mma role releases): the checker finds the load
+    role stuck on it."""
+    result = check(replace(with_pipeline(protocols[0], "input", consumer_arrivals=2), trace=None))
+    assert not result.ok
+    assert any(f.kind == "deadlock" and (f.role, f.pipeline) == ("load", "input") for f in result.findings)
