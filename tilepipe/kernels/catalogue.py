@@ -101,8 +101,8 @@ def shipped_variants() -> list[Variant]:
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
     dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain and +bias, static), the
     sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
-    2x1 and 1x2 clusters), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the restaging
-    copy, and the pipeline examples the demo runs."""
+    2x1 and 1x2 clusters), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise)
+    and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})

@@ -61,11 +61,11 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
         row, col = work.origin(BM, BN)
         spills = work.spills()
         for j in gl.static_range(PARTS):
-            part = column_part(acc, j, PARTS).to(outputs.tiles.dtype)
-            if spills:
-                masked_store(d_ptr, ld_d, part, row, col + j * SUB_N, work.end, sched.N)
             with outputs.produce() as out:
-                if not spills:
+                part = column_part(acc, j, PARTS).to(outputs.tiles.dtype)
+                if spills:
+                    masked_store(d_ptr, ld_d, part, row, col + j * SUB_N, work.end, sched.N)
+                else:
                     out.tile().store(part)
                 out.arrive()
         work = work.next()
