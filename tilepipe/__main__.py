@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                              "report: compile every kernel and print its resources (no GPU needed); "
                              "check: the pipeline protocol checker")
     parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes; with "
-                             "--clusters, clusters)")
+                             "--clusters, clusters; with --grouped, grouped-h200)")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", action="store_true",
                         help="bench: every shape a model runs (tilepipe.tools.bench_shapes: decode, prefill, ragged, "
                              "FP8) against torch, with each row's predicted time, in one JSON")
+    parser.add_argument("--grouped", action="store_true",
+                        help="bench: issue 39's grouped GEMM (tilepipe.grouped_mm) on MoE shapes against "
+                             "torch._grouped_mm and the dense GEMM over the same rows (tilepipe.tools.bench_grouped)")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -186,11 +189,17 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
-    name = args.name or ("shapes" if args.shapes else "clusters" if args.clusters else "matmul-bf16")
+    name = args.name or ("shapes" if args.shapes else "clusters" if args.clusters else
+                         "grouped-h200" if args.grouped else "matmul-bf16")
     if args.command == "bench" and args.shapes:
         from tilepipe.tools import bench_shapes
 
         bench_shapes.run(name, pairs=args.pairs)
+        return 0
+    if args.command == "bench" and args.grouped:
+        from tilepipe.tools import bench_grouped
+
+        bench_grouped.run(name, pairs=args.pairs)
         return 0
     if args.command == "bench" and args.schedulers:
         bench.run_schedulers(name, pairs=args.pairs)
