@@ -27,14 +27,14 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_commit, tensor_memory_descriptor
+from triton.experimental.gluon.language.nvidia import blackwell  # as a module: see pipeline/storage.py
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, tma
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.pieces import PiecedTile, tile_store
 from tilepipe.pipeline.ring import ConsumerStage, GuardedTiles, ProducerConsumerPipeline, ProducerStage
 
-Stages = gl.shared_memory_descriptor | PiecedTile | tensor_memory_descriptor
+Stages = gl.shared_memory_descriptor | PiecedTile | blackwell.tensor_memory_descriptor
 """What an output pipeline's stages are: shared-memory tiles, whole or in pieces (sm_90a), or TMEM accumulators
 (sm_100a)."""
 
@@ -104,7 +104,7 @@ class OutputStage:
     def commit(self, _semantic=None):
         """MMA role (sm_100a): signal the stage with a tcgen05 commit, which arrives once every MMA this thread issued
         so far completed: the tile's accumulator is then final."""
-        tcgen05_commit(self.stage.mbar(_semantic=_semantic), _semantic=_semantic)
+        blackwell.tcgen05_commit(self.stage.mbar(_semantic=_semantic), _semantic=_semantic)
 
     @gluon.jit
     def store(self, desc, coords):

@@ -27,8 +27,9 @@ from typing import ClassVar
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, TensorMemoryScalesLayout,
-                                                                 allocate_tensor_memory, tensor_memory_descriptor)
+# Gluon's Blackwell API through its module, never names bound from it: tilepipe's namespaces outlive exit (held via
+# triton's JIT registry), and a bound name keeps the package's uncleared one, so GluonOpBuilder leaks (test_quiet.py).
+from triton.experimental.gluon.language.nvidia import blackwell
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.language import core as tl
 
@@ -189,8 +190,8 @@ class BlockScaledTiles:
     b_tiles: gl.shared_memory_descriptor
     sfa_tiles: gl.shared_memory_descriptor
     sfb_tiles: gl.shared_memory_descriptor
-    sfa_tmem: tensor_memory_descriptor
-    sfb_tmem: tensor_memory_descriptor
+    sfa_tmem: blackwell.tensor_memory_descriptor
+    sfb_tmem: blackwell.tensor_memory_descriptor
 
 
 @aggregate
@@ -287,8 +288,9 @@ class BlockScaledTileStorage(StandardTileStorage):
     def allocate(self, _semantic=None):
         """The stage arrays (A, B, SFA, SFB) and the two TMEM scale buffers, as BlockScaledTiles."""
         tiles = [part.allocate(_semantic) for part in self.parts()]
-        scales = [allocate_tensor_memory(dtype_of(self.sf_dtype), list(part.block), TensorMemoryScalesLayout(),
-                                         _semantic=_semantic) for part in self.tmem_parts()]
+        scales = [blackwell.allocate_tensor_memory(dtype_of(self.sf_dtype), list(part.block),
+                                                   blackwell.TensorMemoryScalesLayout(), _semantic=_semantic)
+                  for part in self.tmem_parts()]
         return self.device(*tiles, *scales)
 
 
@@ -433,10 +435,10 @@ class TmemAccumulatorStorage(Storage):
     def allocate(self, _semantic=None):
         """The accumulators: a [stages, BM, BN] fp32 tensor-memory descriptor (one column per fp32 value; two_ctas:
         split by rows over the pair, the layout that makes tcgen05_mma a cta_group::2 MMA)."""
-        layout = TensorMemoryLayout((self.cta_rows, self.block_n), col_stride=1,
-                                    cga_layout=[[1, 0]] if self.two_ctas else [], two_ctas=self.two_ctas)
-        return allocate_tensor_memory(gl.float32, [self.stages, self.block_m, self.block_n], layout,
-                                      _semantic=_semantic)
+        layout = blackwell.TensorMemoryLayout((self.cta_rows, self.block_n), col_stride=1,
+                                              cga_layout=[[1, 0]] if self.two_ctas else [], two_ctas=self.two_ctas)
+        return blackwell.allocate_tensor_memory(gl.float32, [self.stages, self.block_m, self.block_n], layout,
+                                                _semantic=_semantic)
 
 
 # ---- pipeline (barrier) storages --------------------------------------------------------------

@@ -30,8 +30,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.blackwell import (tcgen05_copy, tcgen05_mma, tcgen05_mma_barrier_count,
-                                                                 tcgen05_mma_scaled)
+from triton.experimental.gluon.language.nvidia import blackwell  # as a module: see pipeline/storage.py
 from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 from triton.language.core import _unwrap_if_constexpr, base_value
 
@@ -209,7 +208,8 @@ class InputConsumerStage(_TileStage):
         declared for it (pair_mma="consumer"), whose empty count is the commits Gluon says land per phase. Returns the
         advanced consumer."""
         _check_pair_mma(self.stage.pipe, a, b, acc)
-        tcgen05_mma(a, b, acc, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)], _semantic=_semantic)
+        blackwell.tcgen05_mma(a, b, acc, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)],
+                              _semantic=_semantic)
         return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
 
     @gluon.must_use_result("Rebind the consumer: `consumer = tiles.tcgen05_mma_scaled(acc, use_acc)`.")
@@ -221,12 +221,12 @@ class InputConsumerStage(_TileStage):
         the copies run before it in issue order, and the commit covers them too. Returns the advanced consumer."""
         a, b, sfa, sfb = self.get_tile(_semantic=_semantic)
         payload = self.payload
-        tcgen05_copy(_mma_scales(sfa, _semantic), payload.sfa_tmem, _semantic=_semantic)
-        tcgen05_copy(_mma_scales(sfb, _semantic), payload.sfb_tmem, _semantic=_semantic)
+        blackwell.tcgen05_copy(_mma_scales(sfa, _semantic), payload.sfa_tmem, _semantic=_semantic)
+        blackwell.tcgen05_copy(_mma_scales(sfb, _semantic), payload.sfb_tmem, _semantic=_semantic)
         a_format, b_format = (gl.constexpr(MMA_FORMATS[str(tile.dtype)]) for tile in (a, b))
-        tcgen05_mma_scaled(a, b.permute((1, 0), _semantic=_semantic), acc, payload.sfa_tmem, payload.sfb_tmem,
-                           a_format, b_format, use_acc=use_acc, mbarriers=[self.stage.mbar(_semantic=_semantic)],
-                           _semantic=_semantic)
+        blackwell.tcgen05_mma_scaled(a, b.permute((1, 0), _semantic=_semantic), acc, payload.sfa_tmem,
+                                     payload.sfb_tmem, a_format, b_format, use_acc=use_acc,
+                                     mbarriers=[self.stage.mbar(_semantic=_semantic)], _semantic=_semantic)
         return TileConsumer(self.stage.release_without_signal(_semantic=_semantic), self.payload, self.k_group_size)
 
 
@@ -237,7 +237,7 @@ def _check_pair_mma(pipe, a, b, acc) -> None:
     if two_ctas != (_unwrap_if_constexpr(pipe.pair_side) == "full"):
         raise _trace.ProtocolError(f"pipeline '{name}': a {'two' if two_ctas else 'one'}-CTA MMA needs an input ring "
                                    f"declared with pair_mma={'consumer' if two_ctas else ''!r}")
-    commits = tcgen05_mma_barrier_count.fn([a, b], True, True) if two_ctas else 1
+    commits = blackwell.tcgen05_mma_barrier_count.fn([a, b], True, True) if two_ctas else 1
     if commits != _unwrap_if_constexpr(pipe.consumer_arrivals):
         raise _trace.ProtocolError(f"pipeline '{name}': {commits} MMA commit(s) land on each empty barrier per phase, "
                                    f"the ring declares {_unwrap_if_constexpr(pipe.consumer_arrivals)}")
