@@ -1,5 +1,6 @@
 """Skip tests marked `gpu` when there is no CUDA GPU, so the same suite runs here and on the device machine; share
-compiled kernels across the session's tests and the commands they start (one compile per kernel spec)."""
+compiled kernels and explored protocols across the session's tests and the commands they start (one compile per
+kernel spec, one exploration per protocol model)."""
 
 import os
 import shutil
@@ -10,18 +11,26 @@ import pytest
 _SESSION_CACHE: list[str] = []
 
 
+SESSION_CACHES = {"TILEPIPE_COMPILE_CACHE": "compile", "TILEPIPE_CHECK_CACHE": "check"}
+"""The session's caches (tilepipe.verify.compile's reports, tilepipe.verify.checker's explorations), by variable."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """A report cache for the session (tilepipe.verify.compile): tests, and `python -m tilepipe` commands run by
-    tests, compile a spec once. A cache directory the caller set is kept as it is."""
-    if not os.environ.get("TILEPIPE_COMPILE_CACHE"):
-        _SESSION_CACHE.append(tempfile.mkdtemp(prefix="tilepipe-compile-cache-"))
-        os.environ["TILEPIPE_COMPILE_CACHE"] = _SESSION_CACHE[0]
+    """Caches for the session: tests, and the `python -m tilepipe` commands tests run, compile a spec and explore a
+    protocol once. A cache directory the caller set is kept as it is."""
+    unset = [name for name in SESSION_CACHES if not os.environ.get(name)]
+    if unset:
+        _SESSION_CACHE.append(tempfile.mkdtemp(prefix="tilepipe-test-cache-"))
+    for name in unset:
+        os.environ[name] = os.path.join(_SESSION_CACHE[0], SESSION_CACHES[name])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     for directory in _SESSION_CACHE:
         shutil.rmtree(directory, ignore_errors=True)
-        os.environ.pop("TILEPIPE_COMPILE_CACHE", None)
+        for name, sub in SESSION_CACHES.items():
+            if os.environ.get(name) == os.path.join(directory, sub):
+                del os.environ[name]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

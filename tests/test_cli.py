@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tilepipe.kernels.catalogue import shipped_variants
+from tilepipe.verify.report import FIRST_CALLS, shape
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,45 +34,59 @@ def report():
     return tilepipe_cli("report")
 
 
-def test_report_lists_every_kernel_with_its_resources(report):
+@pytest.fixture(scope="module")
+def report_all():
+    return tilepipe_cli("report", "--all")
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The report table's rows, split at its column gaps (a label holds single spaces)."""
+    lines = output.splitlines()
+    end = lines.index("") if "" in lines else len(lines)
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[1:end]]
+
+
+def test_report_lists_what_the_first_calls_run(report):
     assert report.returncode == 0, report.stderr[-3000:]
     lines = report.stdout.splitlines()
-    assert lines[0].split()[:4] == ["kernel", "target", "smem", "B"]
-    rows = [line for line in lines if line.startswith(("stress_kernel", "wgmma_kernel", "matmul_kernel",
-                                                       "scaled_matmul_kernel", "blockwise_matmul_kernel",
-                                                       "sm100_matmul_kernel"))]
-    matmul_variants = [v for v in shipped_variants() if v.kernel == "matmul_kernel" and "pingpong" not in v.options]
-    pingpong = [line for line in lines if line.startswith("matmul_pingpong_kernel")]  # its own kernel: plain, +bias
-    assert len(pingpong) == 2 and all("TILE=(128, 128)" in row and "EPILOGUE_N=64" in row for row in pingpong)
-    assert sum("sm_100a" in row for row in rows) >= 3
-    assert sum(row.startswith("matmul_kernel") for row in rows) == len(matmul_variants) + 4  # each at one tile, + 4
-    assert sum("TILE=" in row for row in rows) == sum(  # pieced tiles and D in sub-tiles (+ an fp32 D's 128x256)
-        "tile" in v.options or "epilogue_n" in v.options for v in matmul_variants) + 1 > 1
-    assert sum(bool(re.search(r"EPILOGUE_N=\d", row)) for row in rows) == sum(
-        "epilogue_n" in v.options for v in matmul_variants) + 1 > 1
-    assert any("STAGES=8" in row and "SCHEDULE=streamk" in row for row in rows)  # small M's tile under split-K
-    assert any("SCHEDULE=dynamic" in row for row in rows) and any("SCHEDULE=streamk" in row for row in rows)
-    assert any("HAS_BIAS=True" in row for row in rows)
-    # 4 + 2 clusters of each FP8 kernel + 2 swap-AB
-    assert sum(row.startswith(("scaled_matmul_kernel", "blockwise_matmul_kernel")) for row in rows) == 10
-    assert sum(row.startswith("blockwise_matmul_kernel") and ("CLUSTER_M=2" in row or "CLUSTER_N=2" in row)
-               for row in rows) == 2
-    sm100 = [row.split() for row in rows if row.startswith("sm100_matmul_kernel")]  # each epilogue + the medium tile
-    assert len(sm100) == sum(v.kernel.startswith("sm100_matmul_kernel") for v in shipped_variants()) + 1
-    assert sum("CLUSTER_M=2" in " ".join(row) for row in sm100) == 1  # the two-CTA form
-    assert all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] in ("256", "512") for row in sm100)
-    assert "tensor memory plan of sm100_matmul_kernel" in report.stdout and "TMEM total" in report.stdout
-    scaled = [row.split() for row in lines if row.startswith("sm100_block_scaled_kernel")]  # 3 formats x 2 tiles
-    assert len(scaled) == 6 and all(row[-9] == "sm_100a" and int(row[-8]) <= 227 * 1024 and row[-7] == "512"
-                                    and row[-3] == "4" for row in scaled)  # 4 MMAs a k-step
-    assert all(int(row[-2]) == 4 + int(row[-1]) for row in scaled)  # A, B, SFA, SFB loads; a store per TMEM load
-    assert {row[-1] for row in scaled} == {"8", "4"} and "operands.sfb" in report.stdout  # TMEM loads: BN / 32
-    blockwise = [row.split() for row in lines if row.startswith("sm100_blockwise_matmul_kernel")]
-    assert len(blockwise) == 1 and blockwise[0][-9] == "sm_100a"  # 4 MMAs a K tile, into 2 x 128 TMEM columns
-    assert int(blockwise[0][-8]) <= 227 * 1024 and blockwise[0][-7] == "256" and blockwise[0][-3] == "4"
-    assert "plan of sm100_blockwise_matmul_kernel" in report.stdout and "scale_ring.scales.full" in report.stdout
+    assert lines[0].split()[:4] == ["kernel", "config", "target", "smem"]
+    assert max(map(len, lines)) <= 120
+    rows = {row[0]: row for row in table_rows(report.stdout)}
+    for M, N, K in FIRST_CALLS:
+        assert rows[f"matmul {shape(M, N, K)}"][2] == "sm_90a"
+    assert "swap" in rows["matmul 16x4096x4096"][1]  # decode takes swap-AB's tile
+    assert rows["addmm 4096³"][1] == rows["matmul 4096³"][1]
+    assert {"fp8 per-tensor 4096³", "fp8 blockwise 4096x2048x7168", "sm100 nvfp4 4096³"} <= set(rows)
+    sm100 = [row for row in rows.values() if row[2] == "sm_100a"]
+    assert len(sm100) == 4 and all(int(row[4]) in (256, 512) for row in sm100)
+    assert all(float(row[3]) <= 227 and row[6] == "0" for row in rows.values())  # smem KB, spills
+    assert "never run" in report.stdout and "report --all" in report.stdout
+    assert "compiled 11/11 kernels" in report.stderr
+
+
+def test_report_all_lists_every_kernel_with_its_resources(report_all):
+    assert report_all.returncode == 0, report_all.stderr[-3000:]
+    assert max(map(len, report_all.stdout.splitlines())) <= 120
+    rows = table_rows(report_all.stdout)
     assert all("FAILED" not in row for row in rows)
-    assert "shared-memory plan of matmul_kernel" in report.stdout and "pipelines.input.full" in report.stdout
+    checked = [v for v in shipped_variants() if not v.kernel.startswith("pipeline_demo")]
+    labels = [row[0] for row in rows]
+    assert all(v.name in labels for v in checked)
+    assert labels.count("sm100 block_scaled nvfp4") == 2  # each format at both tiles
+    assert sum(row[2] == "sm_100a" for row in rows) >= 15 and sum(label.startswith("stress") for label in labels) == 6
+    pingpong = [row for row in rows if "pingpong" in row[0]]
+    assert len(pingpong) == 2 and all(row[1] == "128x128x64 s6 pp D/64" for row in pingpong)
+    scaled = [row for row in rows if row[0].startswith("sm100 block_scaled")]  # 3 formats x 2 tiles
+    assert len(scaled) == 6 and all(int(row[3].split(".")[0]) <= 227 and row[4] == "512" and row[8] == "4"
+                                    for row in scaled)  # 4 MMAs a k-step
+    assert all(int(row[9]) == 4 + int(row[10]) for row in scaled)  # A, B, SFA, SFB loads; a store per TMEM load
+    assert {row[10] for row in scaled} == {"8", "4"} and "operands.sfb" in report_all.stdout  # TMEM loads: BN / 32
+    blockwise = [row for row in rows if row[0] == "sm100 matmul_fp8 blockwise"]
+    assert len(blockwise) == 1 and blockwise[0][4] == "256" and blockwise[0][8] == "4"  # 4 MMAs a K tile
+    assert "plan of sm100_blockwise_matmul_kernel" in report_all.stdout and "scale_ring.scales.full" in report_all.stdout
+    assert "tensor memory plan of sm100_matmul_kernel" in report_all.stdout and "TMEM total" in report_all.stdout
+    assert "shared-memory plan of matmul_kernel" in report_all.stdout and "pipelines.input.full" in report_all.stdout
+    assert any(row[0] == "matmul bf16 D streamk" and " s8 " in f"{row[1]} " for row in rows)  # split-K's 64-row tile
 
 
 def test_check_runs_the_protocol_checker_on_every_shipped_kernel():

@@ -291,7 +291,17 @@ def streamk_step_cost(M: int, N: int, cfg: MatmulConfig) -> float:
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
                device: int, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
                ) -> MatmulConfig:
-    """The configuration matmul uses: the one tilepipe.autotune cached for this problem on this GPU, else for small
+    """The configuration matmul uses on CUDA device `device`: the one tilepipe.autotune cached for this problem on
+    this GPU, else modelled_config's for its SM count."""
+    cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
+    if cached is not None and not (cached.pingpong and has_c):  # the ping-pong kernel takes no C
+        return cached
+    return modelled_config(M, N, K, dtype, out_dtype, b_kmajor, sm_count(device), own_source, scheduler, has_c)
+
+
+def modelled_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool, sms: int,
+                    own_source: bool = False, scheduler: str | None = None, has_c: bool = False) -> MatmulConfig:
+    """The configuration the cost model gives a GPU of `sms` SMs: for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
@@ -313,10 +323,6 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
     bench/results/archive/small-m-stages-moves-h100.json; 128x128 with five stages for an fp32 D (six with a C) against four
     1.00-1.16x on all 72 grid cases where it moves (geomean 1.059): medium-stages-moves-h100.json. docs/perf-log.md
     rows 88-89."""
-    cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
-    if cached is not None and not (cached.pingpong and has_c):  # the ping-pong kernel takes no C
-        return cached
-    sms = sm_count(device)
     if M <= DECODE_M and not own_source:
         return small_m_config(M, N, K, out_dtype, sms, b_kmajor, has_c)
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)

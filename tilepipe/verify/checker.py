@@ -31,10 +31,17 @@ other side's roles of both CTAs arrive on the lead CTA's pair barrier (counting 
 lands on that side's barrier in every CTA. The CTAs run independently otherwise, so either may be the slower one.
 """
 
+import hashlib
+import multiprocessing
+import os
+import pickle
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from itertools import product
+from functools import cache
+from itertools import product, repeat
+from pathlib import Path
 
 from tilepipe._text import format_table
 from tilepipe.pipeline import _trace
@@ -814,14 +821,63 @@ def check(protocol: Protocol, trace: bool = False) -> CheckResult:
         return result
     seen = set()
     for case in protocol.cases:
-        explorer = _AsyncExplorer(protocol, dict(case))
-        result.states += explorer.run()
+        states, findings = _explored(protocol, case)
+        result.states += states
         result.cases += 1
-        for finding in explorer.findings.values():
+        for finding in findings:
             if (finding.kind, finding.role, finding.pipeline) not in seen:
                 seen.add((finding.kind, finding.role, finding.pipeline))
                 result.findings.append(finding)
     return result
+
+
+def check_all(protocols: Callable[[], Sequence[Protocol]], trace: bool = False) -> list[CheckResult]:
+    """check() over every protocol `protocols()` builds (a module-level function, which worker processes call
+    again), spread over as many processes as there are cores: the explorations are independent."""
+    count = len(protocols())
+    jobs = min(count, len(os.sched_getaffinity(0)))
+    if jobs < 2:
+        return [check(protocol, trace) for protocol in protocols()]
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_check_one, repeat(protocols), range(count), repeat(trace),
+                             chunksize=max(1, count // (4 * jobs))))
+
+
+def _check_one(protocols: Callable[[], Sequence[Protocol]], index: int, trace: bool) -> CheckResult:
+    return check(_built(protocols)[index], trace)
+
+
+@cache
+def _built(protocols: Callable[[], Sequence[Protocol]]) -> Sequence[Protocol]:
+    """A worker's protocols, built once."""
+    return protocols()
+
+
+def _explored(protocol: Protocol, case: tuple[tuple[str, int], ...]) -> tuple[int, tuple[Finding, ...]]:
+    """(states, findings) of one trip-count case. Protocols of the same storages and roles explore alike (a kernel
+    and its variants often do), so each is explored once per process, and once per test session where
+    TILEPIPE_CHECK_CACHE names a directory (keyed by the model, the case and this checker's source)."""
+    model = repr((protocol.storages, protocol.roles, protocol.ctas, case))
+    key = hashlib.sha256((model + _CHECKER_SOURCE).encode()).hexdigest()
+    if key in _EXPLORED:
+        return _EXPLORED[key]
+    directory = os.environ.get("TILEPIPE_CHECK_CACHE")
+    path = Path(directory) / f"{key}.pickle" if directory else None
+    if path is not None and path.exists():
+        _EXPLORED[key] = pickle.loads(path.read_bytes())
+        return _EXPLORED[key]
+    explorer = _AsyncExplorer(protocol, dict(case))
+    _EXPLORED[key] = explorer.run(), tuple(explorer.findings.values())
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(f".{os.getpid()}.part")
+        part.write_bytes(pickle.dumps(_EXPLORED[key]))
+        part.replace(path)
+    return _EXPLORED[key]
+
+
+_EXPLORED: dict[str, tuple[int, tuple[Finding, ...]]] = {}
+_CHECKER_SOURCE = Path(__file__).read_text()
 
 
 def trip_cases(**ranges: Iterable[int]) -> tuple[tuple[tuple[str, int], ...], ...]:

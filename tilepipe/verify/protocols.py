@@ -22,7 +22,7 @@ from tilepipe.kernels.matmul_pingpong import pingpong_plan
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
 from tilepipe.schedulers import SCHEDULERS
 from tilepipe.verify.checker import (CheckResult, Commit, Drain, Flush, Loop, PassOver, Protocol, Role, Signal, Step,
-                                     Wait, check, consume, loop, produce, trip_cases, wait_filled)
+                                     Wait, check_all, consume, loop, produce, trip_cases, wait_filled)
 
 
 def tile_cases(stages: int):
@@ -570,8 +570,8 @@ def shipped_protocols() -> list[Protocol]:
 
 
 def check_shipped_kernels(trace: bool = True) -> list[CheckResult]:
-    """Check every kernel configuration the library ships."""
-    return [check(protocol, trace) for protocol in shipped_protocols()]
+    """Check every kernel configuration the library ships (in parallel: checker.check_all)."""
+    return check_all(shipped_protocols, trace)
 
 
 UNCHECKED = {
