@@ -66,7 +66,8 @@ def test_report_lists_what_the_first_calls_run(report):
 
 def test_report_all_lists_every_kernel_with_its_resources(report_all):
     assert report_all.returncode == 0, report_all.stderr[-3000:]
-    assert max(map(len, report_all.stdout.splitlines())) <= 120
+    lines = report_all.stdout.splitlines()
+    assert max(map(len, lines[:lines.index("")])) <= 120  # the table; the storage plans below it are wider
     rows = table_rows(report_all.stdout)
     assert all("FAILED" not in row for row in rows)
     checked = [v for v in shipped_variants() if not v.kernel.startswith("pipeline_demo")]
