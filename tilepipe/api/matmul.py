@@ -14,6 +14,7 @@ from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOp
                                   ticket_descriptor, ticket_slots)
 from tilepipe.host.plans import CallPlan, PlanCache
 from tilepipe.host.staging import aligned_empty, sector_aligned, tma_addressable, tma_ready
+from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok, side_pieces
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
@@ -74,12 +75,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
             c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None, scheduler: str | None,
-            key: tuple | None, probe: str | os.PathLike | bool | None = None) -> torch.Tensor:
+            key: tuple | None, probe: str | os.PathLike | bool | None = None, epilogue: object = None) -> torch.Tensor:
     """matmul with every check, staging copies where TMA needs them, and a _Plan for the call's geometry (none for
-    debug and trace launches: matmul() sends those here with no key)."""
+    debug and trace launches: matmul() sends those here with no key). `epilogue`: the sm_90a kernel's EPILOGUE
+    function (kernels/epilogue_functions.py; api/linear.py passes its activations), None for matmul's; a gated one
+    gives D half of B's columns (a new `out` only, K > 0)."""
     M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
     if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+        out = torch.empty((M, N // columns_in(epilogue)), device=a.device, dtype=out_dtype)
     else:
         check_no_overlap(out, a, b, c)
     bias = None
@@ -99,6 +102,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     arch = device_target(device)
     own_source = source is not None and source.dtype != out_dtype
     check_schedule(scheduler, arch)
+    if arch == "sm_100a" and epilogue is not None:
+        raise ValueError("fused epilogues (activations, gated linears) are built for sm_90a (Hopper) only")
     if arch == "sm_100a":
         schedule = scheduler or "static"
         source_dtype = None if source is None else source.dtype
@@ -115,7 +120,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     check_pingpong(cfg, schedule, arch, source is not None)
     a_view, b_view = sector_aligned(tma_ready(a), tma_ready(b.t() if b_kmajor else b), M, N, K, cfg, device)
     launcher, grid, args = _launch(a_view, b_view, target, source, bias, alpha, beta, b_kmajor, device, cfg, schedule,
-                                   probe, arch)
+                                   probe, arch, epilogue)
     if target is not out:
         out.copy_(target)
     elif launcher is not None and key is not None and a_view is a and (
@@ -317,14 +322,15 @@ def probe_request(debug: bool | None, trace: str | os.PathLike | None) -> str | 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
             alpha: float, beta: float, b_kmajor: bool, device: int, cfg: MatmulConfig, schedule: str = "static",
-            probe: str | os.PathLike | bool | None = None, arch: str = "sm_90a"
+            probe: str | os.PathLike | bool | None = None, arch: str = "sm_90a", epilogue: object = None
             ) -> tuple[FastLauncher | None, tuple[int, int, int], tuple]:
     """Launch the GEMM of `arch` (matmul_kernel, or sm100_matmul_kernel, which takes the same arguments with D in
     sub-tile boxes): the first call per configuration through Triton's JIT, later ones through FastLauncher.
     Returns the fast launcher (None if there is none yet), the grid and the kernel's arguments. Debug and trace
-    launches (`probe`, from probe_request) always go through the JIT, to their own binaries."""
+    launches (`probe`, from probe_request) always go through the JIT, to their own binaries. `epilogue`: EPILOGUE
+    (sm_90a), the function itself, so Triton keys the binary on its source."""
     M, K = a.shape
-    N = out.shape[1]
+    N = b.shape[1]  # the GEMM's columns (D's, but for a gated epilogue: twice D's)
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
     first, second, rows, cols = (b, a, N, M) if cfg.swap_ab else (a, b, M, N)  # the kernel's operands, D^T's shape
@@ -338,12 +344,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     tickets, rows = ticket_slots(workspace, cfg, scalars[-1], sm_count(device))
     # the bias pointer and the workspace are never read without a bias or by the static scheduler: null ones keep
     # cached plans free of stale tensors
-    tiling = cfg.tiling() if arch == "sm_90a" else {}  # matmul_kernel's TILE and EPILOGUE_N
+    tiling = {**cfg.tiling(), "EPILOGUE": epilogue} if arch == "sm_90a" else {}  # matmul_kernel's TILE, EPILOGUE_N
     args = (TmaOperand.of(first), TmaOperand.of(second), TmaOperand.of(out), TmaOperand.of(source),
             bias.data_ptr() if has_bias else 0, workspace.data_ptr() if workspace is not None else 0, *scalars,
             *cluster, cfg.swap_ab, None, 0, partials, tickets, *tiling.values())
     key = (cfg, a.dtype, out.dtype, source.dtype, bias.dtype if has_bias else None, b_kmajor, has_c, scalars[-1],
-           device, arch)
+           device, arch, epilogue)
     launcher = _LAUNCHERS.launch(key, grid, stream, args) if probe is None else None
     if launcher is not None:
         return launcher, grid, args

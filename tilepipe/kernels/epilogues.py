@@ -1,49 +1,40 @@
-"""The GEMM epilogues the kernels share: the per-column bias read, the sm_90a epilogue (whole or in sub-tiles), a
-pieced tile's epilogue (its accumulators, with C or a bias: pipeline/pieces.py), and the sm_100a GEMMs' epilogue role
-(TMEM sub-tiles to TMA stores)."""
+"""The GEMM epilogues the kernels share: the sm_90a store of a finished tile through its epilogue function
+(kernels/epilogue_functions.py; whole, in sub-tiles, or pieced: pipeline/pieces.py), and the sm_100a GEMMs' epilogue
+role (TMEM sub-tiles to TMA stores; it keeps its own bias and C, not the epilogue functions)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+from tilepipe.kernels.epilogue_functions import EpilogueArgs, column_bias, columns_in, epilogue_function
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
-from tilepipe.pipeline.pieces import piece_col, piece_count
-
-
-@gluon.jit
-def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr):
-    """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
-    cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
-
-
-@gluon.jit
-def scaled(d, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr):
-    """The sm_90a epilogue without C: alpha * d, plus beta * bias[col] (HAS_BIAS) for d's columns from first_col."""
-    if HAS_BIAS:
-        return alpha * d + beta * column_bias(bias_ptr, N, first_col, d.shape[1], d.type.layout)[None, :]
-    return alpha * d
+from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count
 
 
 @gluon.jit
 def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, beta, bias_ptr, N, first_col,
-               HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, STREAMK: gl.constexpr):
-    """The sm_90a epilogue of D's finished tile `d` (first_col: its first column of D): alpha * d plus beta times C
-    (HAS_C: waited for in `sources`, landed in the output stage or its own source stage) or the bias, into the output
-    stages, a stage per sub-tile where a stage is narrower than the tile (each split off in registers); under STREAMK
-    each stage use takes its empty fill. Returns (outputs, sources), advanced."""
-    SUB_N: gl.constexpr = outputs.tiles.shape[2]
-    PARTS: gl.constexpr = d.shape[1] // SUB_N
+               HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, STREAMK: gl.constexpr, EPILOGUE: gl.constexpr = None,
+               first_row=0):
+    """The sm_90a epilogue of D's finished tile `d` (at first_row, first_col of the GEMM's output): the EPILOGUE
+    function (epilogue_function; C waited for in `sources` where HAS_C, landed in the output stage or its own source
+    stage) into the output stages, a stage per sub-tile where a stage is narrower than the tile (each split off in
+    registers, COLUMNS_IN accumulator columns per column of the stage); under STREAMK each stage use takes its empty
+    fill. Returns (outputs, sources), advanced."""
+    epilogue: gl.constexpr = epilogue_function(EPILOGUE, HAS_C)
+    gl.static_assert(columns_in(EPILOGUE) == 1 or not (HAS_C or STREAMK), "a gated epilogue runs without C or stream-K")
+    PART_N: gl.constexpr = outputs.tiles.shape[2] * columns_in(EPILOGUE)
+    PARTS: gl.constexpr = d.shape[1] // PART_N
+    args = EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS)
     for j in gl.static_range(PARTS):
         part = column_part(d, j, PARTS)
         with outputs.produce() as out:
+            c = None
             if HAS_C:
                 source, sources = sources.wait()
-                part = alpha * part + beta * source.load(part.type.layout).to(gl.float32)
-            else:
-                if STREAMK:
-                    _, sources = sources.wait()  # this use's empty fill
-                part = scaled(part, alpha, beta, bias_ptr, N, first_col + j * SUB_N, HAS_BIAS)
+                c = source.load(part.type.layout).to(gl.float32)
+            elif STREAMK:
+                _, sources = sources.wait()  # this use's empty fill
+            part = epilogue(part, c, args, first_row, first_col + j * PART_N)
             out.tile().store(part.to(outputs.tiles.dtype))
             out.arrive()
     return outputs, sources
@@ -51,37 +42,49 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
 
 @gluon.jit
 def store_pieced(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alpha, beta, bias_ptr, N, first_col,
-                 COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr):
+                 COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr = None,
+                 first_row=0):
     """A pieced tile's epilogue (pipeline/pieces.py) with COLS columns: each piece's accumulator into its array of one
     output stage (store_pieces, C landed there), or, where a stage holds a sub-tile of D (a tile pieced by its
     columns), through store_tile's sub-tile stages piece after piece, in the column order the C loads and the TMA
     stores walk. Returns (outputs, sources), advanced."""
     ROWS: gl.constexpr = outputs.tiles.shape[1]
+    gl.static_assert(columns_in(EPILOGUE) == 1, "a pieced tile takes epilogues that write every column they read")
     if outputs.tiles.shape[2] < COLS:
         for p in gl.static_range(piece_count(ROWS, COLS)):
             outputs, sources = store_tile(outputs, sources, acc[p], alpha, beta, bias_ptr, N,
-                                          first_col + piece_col(ROWS, COLS, p), HAS_C, HAS_BIAS, False)
+                                          first_col + piece_col(ROWS, COLS, p), HAS_C, HAS_BIAS, False, EPILOGUE,
+                                          first_row)
     else:
         with outputs.produce() as out:
-            sources = store_pieces(out.tile(), acc, alpha, beta, bias_ptr, N, first_col, HAS_BIAS, sources, HAS_C)
+            sources = store_pieces(out.tile(), acc, EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS), first_row,
+                                   first_col, sources, HAS_C, EPILOGUE)
             out.arrive()
     return outputs, sources
 
 
+@gluon.constexpr_function
+def piece_row(rows, cols, p):
+    """The first row of piece p of a rows x cols tile (PiecedTile's order)."""
+    return TilePieces(rows, cols).shapes[p][0][0]
+
+
 @gluon.jit
-def store_pieces(tile, acc, alpha, beta, bias_ptr, N, first_col, HAS_BIAS: gl.constexpr, sources, HAS_C: gl.constexpr):
-    """A pieced tile's epilogue (pipeline/pieces.py): each piece's accumulator, scaled, plus beta times its piece of C
-    (HAS_C: waited for in `sources`, landed in this output stage) or of the bias, into its array of the output stage
-    `tile`; first_col: the tile's first column of D. Returns `sources`, advanced past C."""
+def store_pieces(tile, acc, args: EpilogueArgs, first_row, first_col, sources, HAS_C: gl.constexpr,
+                 EPILOGUE: gl.constexpr):
+    """A pieced tile's epilogue (pipeline/pieces.py): the EPILOGUE function of each piece's accumulator and its piece
+    of C (HAS_C: waited for in `sources`, landed in this output stage) into its array of the output stage `tile`;
+    first_row, first_col: the tile's origin. Returns `sources`, advanced past C."""
     ROWS: gl.constexpr = tile.shape[0]
     COLS: gl.constexpr = tile.shape[1]
+    epilogue: gl.constexpr = epilogue_function(EPILOGUE, HAS_C)
     if HAS_C:
         source, sources = sources.wait()
     for p in gl.static_range(piece_count(ROWS, COLS)):
+        c = None
         if HAS_C:
-            d = alpha * acc[p] + beta * source.piece(p).load(acc[p].type.layout).to(gl.float32)
-        else:
-            d = scaled(acc[p], alpha, beta, bias_ptr, N, first_col + piece_col(ROWS, COLS, p), HAS_BIAS)
+            c = source.piece(p).load(acc[p].type.layout).to(gl.float32)
+        d = epilogue(acc[p], c, args, first_row + piece_row(ROWS, COLS, p), first_col + piece_col(ROWS, COLS, p))
         tile.piece(p).store(d.to(tile.dtype))
     return sources
 

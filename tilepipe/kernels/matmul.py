@@ -11,15 +11,12 @@ Roles (one CTA per SM; tiles in grouped order, from the static, dynamic or strea
 Stream-K: a unit may be part of a tile's k-steps; a program that does not finish the tile passes its partial sum
 through output stages to its workspace slot (store role), and the finisher's epilogue-load role brings each slot
 back into output stages for the mma role to add before its epilogue (pipeline/partials.py).
-A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). C of D's dtype lands in the output stage
-it will be stored from, fp32 C (a 16-bit D) in its own source stages. C may be D: each tile is read, then written.
-A per-column bias (HAS_BIAS: + beta * bias[col]) needs no C pipeline: the epilogue reads it from global memory.
-Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T on the swapped operands, the mma role transposing each
-finished tile into D's output stage.
-A tile with a side of 96, 160 or 192 (TILE; static or dynamic, C of D's dtype, no cluster or swap-AB) is held as
-power-of-two pieces (pipeline/pieces.py): an array per piece of A, B and the output stages, an accumulator per piece.
-With EPILOGUE_N an output stage holds a BM x EPILOGUE_N sub-tile of D, which leaves room for more operand stages (a
-tile pieced by its columns writes each piece's sub-tiles in turn).
+A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N. C of D's dtype lands in the output stage it is stored
+from, fp32 C (a 16-bit D) in its own source stages; C may be D. A bias (HAS_BIAS) is read from global memory. The
+epilogue is a function (EPILOGUE, kernels/epilogue_functions.py; default alpha * acc + beta * (C or bias)).
+Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T, the mma role transposing each tile into D's stage.
+A tile with a side of 96, 160 or 192 (TILE) is held as power-of-two pieces (pipeline/pieces.py): an array per piece
+of A, B and output stages, an accumulator per piece. With EPILOGUE_N a stage holds a BM x EPILOGUE_N sub-tile of D.
 """
 
 from dataclasses import replace
@@ -27,7 +24,7 @@ from dataclasses import replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import store_pieced, store_tile
+from tilepipe.kernels.epilogues import columns_in, store_pieced, store_tile
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
@@ -52,15 +49,12 @@ SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one
 def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
                 dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False, streamk=False, epilogue_n=None):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
-    another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id
-    ring: every other role consumes it). In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's
-    tiles: the operand its CTAs share is multicast, so its input ring counts both CTAs' releases, and the dynamic
-    scheduler's tile ids reach both CTAs by multicast too (its ring a multicast ring). With `swap_ab`
-    the kernel computes D^T = B^T A^T: its block_m x block_n tile is D's block_n x block_m one, which the output
-    and source stages hold. Under `streamk` the epilogue-load role also brings partial sums into the output stages
-    (pipeline/partials.py), so the C pipeline exists without C. With `epilogue_n` an output (and source) stage holds
-    a block_m x epilogue_n sub-tile of D: the epilogue writes the tile a sub-tile at a time, which leaves room for
-    one more operand stage."""
+    another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id ring).
+    In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's tiles: the operand its CTAs share is
+    multicast, so its input ring counts both CTAs' releases (the dynamic scheduler's tile-id ring is multicast too).
+    With `swap_ab` the output and source stages hold D's block_n x block_m tile. Under `streamk` the epilogue-load
+    role also brings partial sums into the output stages (pipeline/partials.py). With `epilogue_n` an output (and
+    source) stage holds a block_m x epilogue_n sub-tile of D."""
     cluster = Cluster(cluster_m, cluster_n)
     if swap_ab and cluster.num_ctas > 1:
         raise ValueError("swap-AB is built without clusters")
@@ -87,11 +81,10 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
 @gluon.jit
 def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched, k_tiles, alpha,
              beta, bias_ptr, D_COLS, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
-             HAS_BIAS: gl.constexpr, SWAP_AB: gl.constexpr, STREAMK: gl.constexpr = False):
-    """The output stages hold D's tiles (D_BN columns), or its sub-tiles where a stage is narrower: with SWAP_AB the
-    transpose of the accumulator (D^T = B^T A^T), which the epilogue turns into D's tile first. D_COLS: D's columns
-    (the bias's length). STREAMK: partial sums pass through the output stages too, every stage use in lockstep with
-    an epi_load one (pipeline/partials.py)."""
+             HAS_BIAS: gl.constexpr, SWAP_AB: gl.constexpr, STREAMK: gl.constexpr, EPILOGUE: gl.constexpr):
+    """Tiles of D_BN accumulator columns (with SWAP_AB transposed into D's tile first) into the output stages, whole or
+    a sub-tile a stage, through the EPILOGUE function (store_tile). D_COLS: the GEMM's columns (the bias's length).
+    STREAMK: partial sums pass through the output stages too, in lockstep with the epi_load ring (partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
@@ -102,13 +95,14 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if PIECED:  # an accumulator per piece: into its arrays of the output stage, or through sub-tile stages
-            outputs, sources = store_pieced(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS,
-                                            output_origin(work, D_BM, D_BN)[1], D_BN, HAS_C, HAS_BIAS)
+            row, col = output_origin(work, D_BM, D_BN)
+            outputs, sources = store_pieced(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS, col, D_BN, HAS_C,
+                                            HAS_BIAS, EPILOGUE, row)
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
-            _, first_col = output_origin(work, D_BM, D_BN, SWAP_AB)
+            row, col = output_origin(work, D_BM, D_BN, SWAP_AB)
             outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
-                                          bias_ptr, D_COLS, first_col, HAS_C, HAS_BIAS, STREAMK)  # D's tile
+                                          bias_ptr, D_COLS, col, HAS_C, HAS_BIAS, STREAMK, EPILOGUE, row)  # D's tile
         else:
             outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
@@ -120,21 +114,25 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                   C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
                   HAS_BIAS: gl.constexpr, SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1,
                   CLUSTER_N: gl.constexpr = 1, SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0,
-                  partial_desc=None, ticket_desc=None, TILE: gl.constexpr = None, EPILOGUE_N: gl.constexpr = None):
+                  partial_desc=None, ticket_desc=None, TILE: gl.constexpr = None, EPILOGUE_N: gl.constexpr = None,
+                  EPILOGUE: gl.constexpr = None):
     """SCHEDULE: "static", "dynamic" or "streamk" (tilepipe/schedulers/). `workspace`: the scheduler's int32
     global state, left as found by every launch: the dynamic scheduler's tile counter, or stream-K's flags and
     partial tiles (tilepipe/pipeline/partials.py); the static scheduler never reads it. Launched with
     num_ctas = CLUSTER_M * CLUSTER_N, the descriptors' blocks are a cluster's tiles and a program is a cluster.
-    SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and
-    the kernel computes D^T, storing it as D's tiles (d_desc's blocks are the transposed tile). `partial_desc`
-    (stream-K): a TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic,
-    in a cluster): one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) where the descriptors' blocks do
-    not give it (a pieced tile, or D in sub-tiles: EPILOGUE_N, d_desc's and c_desc's block width), else None."""
+    SWAP_AB: the operands come swapped (a_desc over the problem's B^T, b_desc over A, K-major; M and N swapped) and the
+    kernel computes D^T, storing it as D's tiles (d_desc's blocks: the transposed tile). `partial_desc` (stream-K): a
+    TMA descriptor over the workspace's partial tiles (pipeline/partials.py); `ticket_desc` (dynamic, in a cluster):
+    one over its ticket rows (schedulers/dynamic.py). TILE: (BM, BN) where the descriptors' blocks do not give it (a
+    pieced tile, or D in sub-tiles of EPILOGUE_N columns), else None. EPILOGUE: a function or its "module:name"
+    (kernels/epilogue_functions.py); a gated one (COLUMNS_IN = 2) writes BN / 2 of D's columns a tile."""
+    RATIO: gl.constexpr = columns_in(EPILOGUE)  # accumulator columns per column of D
     BM: gl.constexpr = a_desc.block_type.shape[0] if TILE is None else TILE[0]
     BN: gl.constexpr = TILE[1] if TILE is not None else d_desc.block_type.shape[0 if SWAP_AB else 1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else BN  # the columns of D's tile
+    D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else BN // RATIO  # the columns of D's tile
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
+    gl.static_assert(RATIO == 1 or EPILOGUE_N is not None, "a gated epilogue writes D in sub-tiles (EPILOGUE_N)")
     gl.static_assert(TILE is None or not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1),
                      "a pieced tile or D in sub-tiles runs without swap-AB or a cluster")
     gl.static_assert(EPILOGUE_N is None or TILE is not None, "D in sub-tiles takes TILE")
@@ -151,9 +149,9 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     smem = PLAN.allocate(probe)
     # what the scheduler shares through global memory besides the workspace pointer
     shared = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else ticket_desc
-    # edge tiles inside D (TileGrid) but where it spills: a whole 128x256 stage with a bias, split-K's 64-row tiles
+    # edge tiles inside D (TileGrid) but where that spills (a 128x256 stage with a bias, split-K's 64 rows) or is gated
     INWARD: gl.constexpr = not (HAS_C or SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or (STREAMK and BM == 64) or (
-        HAS_BIAS and EPILOGUE_N is None and BM * BN >= 128 * 256))
+        HAS_BIAS and EPILOGUE_N is None and BM * BN >= 128 * 256) or RATIO > 1)
     sched = scheduler_class(SCHEDULE).from_kernel(M, N, k_tiles, BM, BN, GROUP_M, smem.pipelines, workspace, shared,
                                                   INWARD)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
@@ -161,7 +159,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
     sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C, STREAMK)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
-                                 D_BN, B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK)),
+                                 D_BN * RATIO, B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK, EPILOGUE)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, HAS_C), WORKER_WARPS,
                       WORKER_REGS),
                      (store_role, (outputs, sources, d_desc, sched, SOURCES, SWAP_AB, D_BN), WORKER_WARPS,
@@ -186,15 +184,17 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static", cluster: tuple | None = None,
                 swap_ab: bool | None = None, tile: tuple | None = None, epilogue_n: int | None = None,
-                pingpong: bool | None = None):
+                pingpong: bool | None = None, epilogue: str | None = None):
     """matmul_kernel (matmul_pingpong_kernel for a ping-pong config) for one configuration and scheduler as a KernelSpec
     (sm_90a): D of `c_dtype`, with C of `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe`
-    is PROBE, `schedule` SCHEDULE; `cluster`, `swap_ab`, `tile`, `epilogue_n` and `pingpong` replace the config's."""
+    is PROBE, `schedule` SCHEDULE, `epilogue` EPILOGUE ("module:name": kernels/epilogue_functions.py); `cluster`,
+    `swap_ab`, `tile`, `epilogue_n`, `pingpong` replace the config's (a gated epilogue takes epilogue_n)."""
     fields = dict(zip(("block_m", "block_n"), tile or ()), **dict(zip(("cluster_m", "cluster_n"), cluster or ())),
                   epilogue_n=epilogue_n, swap_ab=swap_ab, pingpong=pingpong)
     cfg = replace(cfg, **{name: value for name, value in fields.items() if value is not None})
     kernel = "tilepipe.kernels.matmul_pingpong:matmul_pingpong_kernel" if cfg.pingpong else f"{__name__}:matmul_kernel"
     spec = gemm_spec(kernel, cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor), "sm_90a", has_c,
                      source_dtype, bias_dtype, probe, schedule)
-    return replace(spec, signature={**spec.signature, "TILE": "constexpr", "EPILOGUE_N": "constexpr"},
-                   constexprs={**spec.constexprs, **cfg.tiling()})
+    return replace(spec, signature={**spec.signature, "TILE": "constexpr", "EPILOGUE_N": "constexpr",
+                                    "EPILOGUE": "constexpr"}, constexprs={**spec.constexprs, **cfg.tiling(),
+                                                                          "EPILOGUE": epilogue})

@@ -9,14 +9,14 @@ Roles (one CTA per SM; static schedule, the program's tiles dealt alternately to
   load   (1 warp)  TMA A and B tiles of every tile of the program, in order, into the one input ring
   store  (1 warp, turn 0 and turn 1)  TMA-stores its turn's output stages
 A is M x K row-major; B is N x K (K-major, B_KMAJOR) or K x N (row-major). D is 16-bit; with EPILOGUE_N an output stage
-holds a BM x EPILOGUE_N sub-tile of D. Takes matmul_kernel's arguments; C, clusters, swap-AB, pieced tiles and the
-other schedules are matmul_kernel's.
+holds a BM x EPILOGUE_N sub-tile of D. Takes matmul_kernel's arguments, its EPILOGUE function included (a gated one
+writes BN / 2 of D's columns a tile); C, clusters, swap-AB, pieced tiles and the other schedules are matmul_kernel's.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import store_tile
+from tilepipe.kernels.epilogues import columns_in, store_tile
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_steps
 from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
@@ -52,10 +52,11 @@ def pingpong_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b
 @gluon.jit
 def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, order: TurnOrder,
                   sched, k_tiles, alpha, beta, bias_ptr, N, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr,
-                  HAS_BIAS: gl.constexpr):
-    """One turn's tiles: the main loop in its turn (the last wgmmas retired after the turn passed), then the epilogue
-    into this turn's output stages while the other turn's main loop runs. Every stage of the other turn's tiles is
-    passed over (all tiles have k_tiles). `sources`: the epilogue's C pipeline, a stand-in never used (no C)."""
+                  HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr):
+    """One turn's tiles: the main loop in its turn (the last wgmmas retired after the turn passed), then the EPILOGUE
+    function into this turn's output stages while the other turn's main loop runs. Every stage of the other turn's
+    tiles is passed over (all tiles have k_tiles). `sources`: the epilogue's C pipeline, a stand-in never used (no C).
+    D_BN: the accumulator's columns."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), D_BN)
     consumer = inputs.consumer().with_release_lag(1).taking_turns(TURNS)
@@ -67,8 +68,9 @@ def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, source
             acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, D_BN, acc_layout, B_KMAJOR)
         acc, consumer = consumer.retire(acc)
         consumer = consumer.pass_over(k_tiles)  # the other turn's next tile
-        outputs, sources = store_tile(outputs, sources, acc, alpha, beta, bias_ptr, N, work.origin(BM, D_BN)[1],
-                                      False, HAS_BIAS, False)
+        row, col = work.origin(BM, D_BN)
+        outputs, sources = store_tile(outputs, sources, acc, alpha, beta, bias_ptr, N, col, False, HAS_BIAS, False,
+                                      EPILOGUE, row)
         work = work.next()
     outputs.drain()
 
@@ -79,7 +81,8 @@ def matmul_pingpong_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, 
                            B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr,
                            SCHEDULE: gl.constexpr, CLUSTER_M: gl.constexpr = 1, CLUSTER_N: gl.constexpr = 1,
                            SWAP_AB: gl.constexpr = False, probe_buf=None, PROBE: gl.constexpr = 0, partial_desc=None,
-                           ticket_desc=None, TILE: gl.constexpr = None, EPILOGUE_N: gl.constexpr = None):
+                           ticket_desc=None, TILE: gl.constexpr = None, EPILOGUE_N: gl.constexpr = None,
+                           EPILOGUE: gl.constexpr = None):
     """matmul_kernel's arguments; c_desc, workspace, partial_desc and ticket_desc are never read. Launched with
     num_warps=4 (the turn-0 MMA warpgroup)."""
     gl.static_assert(SCHEDULE == "static", "the ping-pong GEMM runs static")
@@ -89,23 +92,27 @@ def matmul_pingpong_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, 
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else TILE[1]
+    gl.static_assert(columns_in(EPILOGUE) == 1 or EPILOGUE_N is not None, "a gated epilogue writes D in sub-tiles")
+    D_BN: gl.constexpr = BN // columns_in(EPILOGUE)  # the columns of D's tile
     PLAN: gl.constexpr = pingpong_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, EPILOGUE_N)
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)
     smem = PLAN.allocate(probe)
-    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD=True)  # edge tiles inside the problem
+    # edge tiles inside the problem, but for a gated epilogue (D's tiles start at half the accumulator's columns)
+    sched = StaticTileScheduler.create(M, N, BM, BN, GROUP_M, INWARD=columns_in(EPILOGUE) == 1)
     inputs = InputTilePipeline(smem.input, smem.operands, 1)
     out0 = OutputTilePipeline(smem.output0, smem.c_tiles0)
     out1 = OutputTilePipeline(smem.output1, smem.c_tiles1)
     no_c = EpiLoadPipeline(smem.output0, smem.c_tiles0)  # the roles' C arguments, never used
     no_order = LoadOrderBarrier(smem.output0)
     warp_specialize([(mma_turn_role, (inputs, out0, no_c, TurnOrder(smem.turns, 0), sched.taking_turns(0, TURNS),
-                                      k_tiles, alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS)),
+                                      k_tiles, alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS, EPILOGUE)),
                      (mma_turn_role, (inputs, out1, no_c, TurnOrder(smem.turns, 1), sched.taking_turns(1, TURNS),
-                                      k_tiles, alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS), 4, MMA_REGS),
+                                      k_tiles, alpha, beta, bias_ptr, N, BN, B_KMAJOR, HAS_BIAS, EPILOGUE), 4,
+                      MMA_REGS),
                      (load_role, (inputs, no_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
                       WORKER_REGS),
-                     (store_role, (out0, no_c, d_desc, sched.taking_turns(0, TURNS), False, False, BN), WORKER_WARPS,
+                     (store_role, (out0, no_c, d_desc, sched.taking_turns(0, TURNS), False, False, D_BN), WORKER_WARPS,
                       WORKER_REGS),
-                     (store_role, (out1, no_c, d_desc, sched.taking_turns(1, TURNS), False, False, BN), WORKER_WARPS,
+                     (store_role, (out1, no_c, d_desc, sched.taking_turns(1, TURNS), False, False, D_BN), WORKER_WARPS,
                       WORKER_REGS)])

@@ -1,0 +1,186 @@
+"""The epilogue functions: an epilogue is a @gluon.jit function the sm_90a GEMMs take as the constexpr EPILOGUE.
+`epilogue(acc, c, args, first_row, first_col)` gets an fp32 accumulator tile (or sub-tile, or piece), C's matching
+part in fp32 (None without C), the kernel's EpilogueArgs and the part's first row and column in the GEMM's output (A's
+rows, B's columns), and returns the tile to store. A new fusion is a new function, not a kernel flag: pass it to the
+kernel itself (a launch) or as "module:name" (a KernelSpec). Shipped: `bias` and `residual` (matmul's, the default
+without and with C), activations over either (`relu`, `gelu`, `gelu_tanh`, `silu`) and gated ones (`swiglu`, `geglu`,
+`geglu_tanh`, `reglu`: gate and up columns interleaved in GATE_COLUMNS blocks, api/linear.py pack_gate_up), which
+write half the columns they read (COLUMNS_IN = 2). kernels/epilogues.py stores what they return."""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import aggregate
+from triton.experimental.gluon import language as gl
+
+from tilepipe.pipeline.output import column_join, column_parts
+
+GATE_COLUMNS = gl.constexpr(64)
+"""A gated epilogue's interleave: B's columns alternate GATE_COLUMNS gate columns and the matching up columns, so a
+tile (or a sub-tile of 2 * 64 * n columns) holds whole pairs; D's column j is act(gate j) * up j."""
+
+
+@aggregate
+class EpilogueArgs:
+    """What an epilogue reads besides its tiles: alpha, beta, the bias pointer (read only where HAS_BIAS), and the
+    GEMM's output columns N (the bias's length)."""
+    alpha: gl.tensor
+    beta: gl.tensor
+    bias_ptr: gl.tensor
+    N: gl.tensor
+    HAS_BIAS: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, alpha, beta, bias_ptr, N, HAS_BIAS):
+        self.alpha = alpha
+        self.beta = beta
+        self.bias_ptr = bias_ptr
+        self.N = N
+        self.HAS_BIAS = gl.constexpr(HAS_BIAS)
+
+
+@gluon.constexpr_function
+def epilogue_function(epilogue, has_c=False):
+    """The @gluon.jit function EPILOGUE names: the function itself (a launch: Triton keys the binary on its source), or
+    "module:name" (a KernelSpec, whose constexprs travel as JSON); None is matmul's: residual with C, else bias."""
+    if epilogue is None:
+        return residual if has_c else bias
+    if not isinstance(epilogue, str):
+        return epilogue
+    module, _, name = epilogue.partition(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+@gluon.constexpr_function
+def columns_in(epilogue):
+    """Accumulator columns per column of D that EPILOGUE writes: its COLUMNS_IN (2 for a gated one), else 1."""
+    return getattr(epilogue_function(epilogue), "COLUMNS_IN", 1)
+
+
+@gluon.jit
+def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr):
+    """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
+    cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
+
+
+@gluon.jit
+def bias(acc, c, args: EpilogueArgs, first_row, first_col):
+    """matmul's epilogue without C: alpha * acc, plus beta * bias[col] where the kernel has a bias."""
+    if args.HAS_BIAS:
+        return args.alpha * acc + args.beta * column_bias(args.bias_ptr, args.N, first_col, acc.shape[1],
+                                                          acc.type.layout)[None, :]
+    return args.alpha * acc
+
+
+@gluon.jit
+def residual(acc, c, args: EpilogueArgs, first_row, first_col):
+    """matmul's epilogue with C: alpha * acc + beta * C."""
+    return args.alpha * acc + args.beta * c
+
+
+@gluon.jit
+def affine(acc, c, args: EpilogueArgs, first_row, first_col):
+    """residual with C, else bias: what the activations apply to. (An if-else: Triton still traces the code after a
+    constexpr if's return, which would read a None C.)"""
+    if c is None:
+        d = bias(acc, c, args, first_row, first_col)
+    else:
+        d = residual(acc, c, args, first_row, first_col)
+    return d
+
+
+LOG2E = gl.constexpr(1.4426950408889634)
+SQRT_HALF = gl.constexpr(0.7071067811865476)
+SQRT_2_OVER_PI = gl.constexpr(0.7978845608028654)
+
+
+@gluon.jit
+def relu_of(x):
+    """max(x, 0)."""
+    return gl.maximum(x, 0.0)
+
+
+@gluon.jit
+def gelu_of(x):
+    """GELU with erf, torch's F.gelu: x / 2 * (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * (1.0 + gl.erf(x * SQRT_HALF))
+
+
+@gluon.jit
+def gelu_tanh_of(x):
+    """GELU's tanh form, F.gelu(approximate="tanh"): x / 2 * (1 + tanh z) = x * sigmoid(2z), z = sqrt(2 / pi) * (x +
+    0.044715 x^3)."""
+    z = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+    return gl.fdiv(x, 1.0 + gl.exp2(-2.0 * LOG2E * z))
+
+
+@gluon.jit
+def silu_of(x):
+    """x * sigmoid(x) (F.silu)."""
+    return gl.fdiv(x, 1.0 + gl.exp2(-LOG2E * x))
+
+
+@gluon.jit
+def relu(acc, c, args: EpilogueArgs, first_row, first_col):
+    """relu(affine)."""
+    return relu_of(affine(acc, c, args, first_row, first_col))
+
+
+@gluon.jit
+def gelu(acc, c, args: EpilogueArgs, first_row, first_col):
+    """gelu(affine), with erf."""
+    return gelu_of(affine(acc, c, args, first_row, first_col))
+
+
+@gluon.jit
+def gelu_tanh(acc, c, args: EpilogueArgs, first_row, first_col):
+    """gelu(affine), tanh form."""
+    return gelu_tanh_of(affine(acc, c, args, first_row, first_col))
+
+
+@gluon.jit
+def silu(acc, c, args: EpilogueArgs, first_row, first_col):
+    """silu(affine)."""
+    return silu_of(affine(acc, c, args, first_row, first_col))
+
+
+@gluon.jit
+def gated(d, ACTIVATION: gl.constexpr):
+    """act(gate) * up for d's columns in GATE_COLUMNS pairs (gate block, then its up block): half d's columns."""
+    PAIRS: gl.constexpr = d.shape[1] // (2 * GATE_COLUMNS)
+    gl.static_assert(PAIRS >= 1 and d.shape[1] == PAIRS * 2 * GATE_COLUMNS,
+                     "a gated epilogue takes whole gate-up pairs: 128 accumulator columns per 64 of D")
+    parts = column_parts(d, 2 * PAIRS)
+    out = ACTIVATION(parts[0]) * parts[1]
+    if PAIRS > 1:
+        outs = (out, )
+        for p in gl.static_range(1, PAIRS):
+            outs = outs + (ACTIVATION(parts[2 * p]) * parts[2 * p + 1], )
+        out = column_join(outs)
+    return out
+
+
+@gluon.jit
+def swiglu(acc, c, args: EpilogueArgs, first_row, first_col):
+    """SwiGLU: silu(gate) * up of affine, over gate-up pairs (GATE_COLUMNS)."""
+    return gated(affine(acc, c, args, first_row, first_col), silu_of)
+
+
+@gluon.jit
+def geglu(acc, c, args: EpilogueArgs, first_row, first_col):
+    """GeGLU: gelu(gate) * up (erf), over gate-up pairs."""
+    return gated(affine(acc, c, args, first_row, first_col), gelu_of)
+
+
+@gluon.jit
+def geglu_tanh(acc, c, args: EpilogueArgs, first_row, first_col):
+    """GeGLU with GELU's tanh form, over gate-up pairs."""
+    return gated(affine(acc, c, args, first_row, first_col), gelu_tanh_of)
+
+
+@gluon.jit
+def reglu(acc, c, args: EpilogueArgs, first_row, first_col):
+    """ReGLU: relu(gate) * up, over gate-up pairs."""
+    return gated(affine(acc, c, args, first_row, first_col), relu_of)
+
+
+swiglu.COLUMNS_IN = geglu.COLUMNS_IN = geglu_tanh.COLUMNS_IN = reglu.COLUMNS_IN = 2
