@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tilepipe.kernels.catalogue import shipped_variants
+from tilepipe.kernels.catalogue import MATMUL_PINGPONG, shipped_variants
 from tilepipe.verify.report import FIRST_CALLS, shape
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,7 +76,7 @@ def test_report_all_lists_every_kernel_with_its_resources(report_all):
     assert labels.count("sm100 block_scaled nvfp4") == 2  # each format at both tiles
     assert sum(row[2] == "sm_100a" for row in rows) >= 15 and sum(label.startswith("stress") for label in labels) == 6
     pingpong = [row for row in rows if "pingpong" in row[0]]
-    assert len(pingpong) == 2 and all(row[1] == "128x128x64 s6 pp D/64" for row in pingpong)
+    assert len(pingpong) == len(MATMUL_PINGPONG) and all(row[1] == "128x128x64 s6 pp D/64" for row in pingpong)
     scaled = [row for row in rows if row[0].startswith("sm100 block_scaled")]  # 3 formats x 2 tiles
     assert len(scaled) == 6 and all(int(row[3].split(".")[0]) <= 227 and row[4] == "512" and row[8] == "4"
                                     for row in scaled)  # 4 MMAs a k-step

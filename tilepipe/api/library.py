@@ -1,4 +1,5 @@
 from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
+from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
 from tilepipe.api.grouped import grouped_config, grouped_mm
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
 from tilepipe.host.checks import check_grouped_mm
@@ -94,3 +95,22 @@ def _grouped_mm_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, *, ou
 
 GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs", "ScalarType? out_dtype=None", grouped_mm,
                       _grouped_mm_like)
+
+
+def _linear_like(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *, activation: str | None = None,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    check_activation(activation, ACTIVATIONS, optional=True)
+    shape = check_linear(x, w, bias, activation, out)[3]
+    return out if out is not None else x.new_empty(shape)
+
+
+def _gated_linear_like(x: torch.Tensor, w_gate_up: torch.Tensor, *, activation: str = "silu",
+                       out: torch.Tensor | None = None) -> torch.Tensor:
+    check_activation(activation, GATED, optional=False)
+    shape = check_linear(x, w_gate_up, None, activation, out, rows_per_column=2)[3]
+    return out if out is not None else x.new_empty(shape)
+
+
+LINEAR = register("linear", "Tensor x, Tensor w, Tensor? bias=None", "str? activation=None", linear, _linear_like)
+GATED_LINEAR = register("gated_linear", "Tensor x, Tensor w_gate_up", 'str activation="silu"', gated_linear,
+                        _gated_linear_like)

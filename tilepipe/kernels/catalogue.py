@@ -54,12 +54,34 @@ MATMUL_SUBTILED = {
 }
 """matmul_kernel writing D in sub-tiles of epilogue_n columns (host/configs.py LARGE_SUBTILED_16BIT), as matmul_spec
 arguments, under every scheduler."""
+EPILOGUES = "tilepipe.kernels.epilogue_functions"
+"""The module of the shipped epilogue functions (a variant's `epilogue` is "module:name": spec constexprs are JSON)."""
+MATMUL_ACTIVATIONS = {
+    f"matmul {bias}{name}": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:{name}", epilogue_n=64,
+                                 **({"bias_dtype": "bf16"} if bias else {}))
+    for bias, name in (("", "relu"), ("+bias ", "gelu"), ("+bias ", "gelu_tanh"), ("+bias ", "silu"))}
+"""matmul_kernel with an activation epilogue (tilepipe.linear), as matmul_spec arguments, under ACTIVATION_SCHEDULES,
+with D in sub-tiles as linear writes the 128x256 tile (its whole stage spills GELU's erf: api/linear.py)."""
+ACTIVATION_SCHEDULES = ("static", "streamk")
+"""The schedules the activation variants are compiled and checked under (stream-K: its finisher's epilogue)."""
+MATMUL_GATED = {
+    "matmul swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu", epilogue_n=64),
+    "matmul geglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:geglu", epilogue_n=64),
+}
+"""matmul_kernel with a gated epilogue (tilepipe.gated_linear: act(gate) * up of 128-column gate-up pairs into 64
+columns of D, in sub-tiles: host/configs.py LARGE_SUBTILED_16BIT), as matmul_spec arguments, under GATED_SCHEDULES."""
+GATED_SCHEDULES = ("static", "dynamic")
+"""The schedules a gated epilogue runs under (tilepipe.gated_linear runs static; stream-K's partials are not built
+for it)."""
 MATMUL_PINGPONG = {
     "matmul pingpong": dict(dtype="bf16", c_dtype="bf16", pingpong=True),
     "matmul +bias pingpong": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", pingpong=True),
+    "matmul +bias gelu pingpong": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", pingpong=True,
+                                       epilogue=f"{EPILOGUES}:gelu"),
+    "matmul swiglu pingpong": dict(dtype="bf16", c_dtype="bf16", pingpong=True, epilogue=f"{EPILOGUES}:swiglu"),
 }
 """matmul_pingpong_kernel (two MMA warpgroups taking turns, host/configs.py PINGPONG_16BIT; static, no C), as
-matmul_spec arguments."""
+matmul_spec arguments (a gated epilogue only with D in sub-tiles, as PINGPONG_16BIT writes it)."""
 GROUPED = {
     "grouped_mm": dict(dtype="bf16", c_dtype="bf16"),
     "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),  # D in 128x32 sub-tiles
@@ -99,7 +121,8 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
     variants on its own grid), the two-CTA cluster GEMMs (static, dynamic and stream-K), swap-AB (plain and +C under
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
-    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain and +bias, static), the
+    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain, +bias, +bias with GELU and
+    SwiGLU, static), the activation epilogues (static and stream-K), the gated ones (static and dynamic), the
     sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
     2x1 and 1x2 clusters), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise)
     and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
@@ -115,6 +138,10 @@ def shipped_variants() -> list[Variant]:
                  for schedule in SCHEDULERS for name, options in MATMUL_SUBTILED.items()]
     variants += [Variant("matmul_kernel", f"{name} static", {**options, "schedule": "static"})
                  for name, options in MATMUL_PINGPONG.items()]
+    variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in ACTIVATION_SCHEDULES for name, options in MATMUL_ACTIVATIONS.items()]
+    variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for schedule in GATED_SCHEDULES for name, options in MATMUL_GATED.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant("sm100_matmul_kernel 2-CTA", f"{name} static", options)

@@ -15,8 +15,10 @@ import torch
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (GROUPED, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_PIECED, MATMUL_PINGPONG,
+from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, GATED_SCHEDULES, GROUPED, MATMUL_ACTIVATIONS,
+                                       MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED, MATMUL_PIECED, MATMUL_PINGPONG,
                                        MATMUL_SWAP, PIECED_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
+from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
 from tilepipe.pipeline.storage import BarrierPair, SmemPlan, Storage
@@ -167,12 +169,14 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     variant name), a two-CTA cluster (static, up to two tiles, or stream-K, cluster_streamk_cases; both CTAs' roles
     over their multicast input ring), swap-AB (the plain pipelines, D's tile transposed in the output stages) or a
     pieced tile (the plain pipelines, each stage an array per piece: its `tile`, and D's sub-tiles if it names them,
-    in the stages host/configs.py variant_config gives them, replace cfg)."""
-    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP, **MATMUL_PIECED}[variant]
-    cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args else cfg
+    in the stages host/configs.py variant_config gives them, replace cfg) or a fused epilogue (the pipelines of
+    its tile; a gated one's tile writes half its accumulator's columns, so half the sub-tiles)."""
+    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP, **MATMUL_PIECED, **MATMUL_ACTIVATIONS,
+            **MATMUL_GATED}[variant]
+    cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args or "epilogue" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
-    subtiles = cfg.tile_n // cfg.epilogue_cols
+    subtiles = cfg.tile_n // cfg.epilogue_cols // columns_in(args.get("epilogue"))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk",
@@ -296,13 +300,24 @@ def pingpong_protocols() -> list[Protocol]:
     for cfg in (configs.PINGPONG_16BIT, replace(configs.PINGPONG_16BIT, stages=5, epilogue_n=None)):
         plan = pingpong_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", True,
                                 cfg.epilogue_n)
-        roles = pingpong_roles(cfg.tile_n // cfg.epilogue_cols)
         config = f"PINGPONG_16BIT stages={cfg.stages} epilogue_n={cfg.epilogue_n}"
-        protocols += [Protocol(variant, config, plan_storages(plan), roles, pingpong_cases((1, 2, 3, 4),
-                                                                                          (1, cfg.stages + 1)),
-                               lambda cfg=cfg, args=args: matmul_spec(cfg, b_kmajor=True, **args))
-                      for variant, args in MATMUL_PINGPONG.items()]
+        for variant, args in MATMUL_PINGPONG.items():
+            gated = columns_in(args.get("epilogue"))  # a gated epilogue writes half the sub-tiles, D in sub-tiles only
+            if gated > 1 and cfg.epilogue_n is None:
+                continue
+            protocols.append(Protocol(variant, config, plan_storages(plan),
+                                      pingpong_roles(cfg.tile_n // cfg.epilogue_cols // gated),
+                                      pingpong_cases((1, 2, 3, 4), (1, cfg.stages + 1)),
+                                      lambda cfg=cfg, args=args: matmul_spec(cfg, b_kmajor=True, **args)))
     return protocols
+
+
+def fused_protocols() -> list[Protocol]:
+    """The fused epilogues' variants (kernels/catalogue.py: the activations under ACTIVATION_SCHEDULES, the gated
+    ones under GATED_SCHEDULES) in the tile their options give (D in sub-tiles of LARGE_SUBTILED_16BIT's tile)."""
+    return [matmul_protocol("LARGE_SUBTILED_16BIT", configs.LARGE_SUBTILED_16BIT, variant, schedule)
+            for variants, schedules in ((MATMUL_ACTIVATIONS, ACTIVATION_SCHEDULES), (MATMUL_GATED, GATED_SCHEDULES))
+            for variant in variants for schedule in schedules]
 
 
 def fp8_protocols() -> list[Protocol]:
@@ -557,12 +572,12 @@ def grouped_protocols() -> list[Protocol]:
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
     program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), swap-AB, the pieced
-    tiles, the ping-pong GEMM, the grouped GEMM, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress
-    kernel and the wgmma kernel."""
+    tiles, the ping-pong GEMM, the grouped GEMM, the fused epilogues, the FP8 kernels, the sm_100a GEMM (its two-CTA
+    form too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
-    protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols()
+    protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols() + fused_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]

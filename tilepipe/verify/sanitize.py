@@ -102,6 +102,35 @@ def run_matmul(options: dict, config=None) -> bool:
     return close(got, reference)
 
 
+def run_fused(options: dict) -> bool:
+    """A fused-epilogue variant (kernels/catalogue.py: an activation over a bias, or gated over a weight of 2H = 384
+    rows packed by pack_gate_up) in the configuration its options name and its schedule, on SHAPE's M and K, through
+    matmul's path with the epilogue function (as tilepipe.linear and gated_linear launch it), against float64."""
+    import torch
+
+    from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS, pack_gate_up
+    from tilepipe.api.matmul import _matmul
+    from tilepipe.host.configs import LARGE_16BIT, variant_config
+    from tilepipe.kernels.epilogue_functions import epilogue_function
+
+    M, N, K = SHAPE
+    epilogue = epilogue_function(options["epilogue"])
+    gated = epilogue in GATED.values()
+    act = TORCH_ACTIVATIONS[next(name for name, fn in {**ACTIVATIONS, **GATED}.items() if fn is epilogue)]
+    a = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(384 if gated else N, K, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(N, dtype=torch.bfloat16, device="cuda") if options.get("bias_dtype") else None
+    y = a.cpu().double() @ w.cpu().double().t() + (0.0 if bias is None else bias.cpu().double())
+    if gated:
+        gate, up = y.chunk(2, dim=1)
+        reference, w = act(gate) * up, pack_gate_up(w)
+    else:
+        reference = act(y)
+    got = _matmul(a, w.t(), None, None, None if bias is None else bias.expand(M, N), 1.0, 0.0 if bias is None else 1.0,
+                  variant_config(options, torch.bfloat16, LARGE_16BIT), options.get("schedule"), None, None, epilogue)
+    return close(got, reference)
+
+
 def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, schedule: str | None = None,
             swap: bool = False) -> bool:
     """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE: in a two-CTA `cluster` when given, under
@@ -194,6 +223,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     from tilepipe.examples import pipeline_demo
 
     options = variant.options
+    if variant.kernel == "matmul_kernel" and "epilogue" in options:
+        return lambda: run_fused(options)
     if variant.kernel == "matmul_kernel":
         return lambda: run_matmul(options)
     if variant.kernel == "sm100_matmul_kernel":  # tilepipe.matmul dispatches to it on sm_100/sm_103 only
