@@ -8,6 +8,7 @@
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
 # names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
+# `epilogues` (issue 40, about 4 minutes): tests/gpu/test_linear_gpu.py, then tools/bench_epilogues.py into $OUT.
 # `shapes` (issue 20, about 6 minutes): `python -m tilepipe bench --shapes`
 # (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled,
 # ping-pong and FP8 stream-K GPU cases, one process each.
@@ -36,6 +37,19 @@ if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_cluste
     cat "$out/bench.log"
     echo "bench --clusters exit=$bench"
     exit $bench
+fi
+if [ "$part" = epilogues ]; then  # issue 40: the fused epilogues' GPU cases, then their bench (about 4 minutes)
+    timeout 360 python3 -m pytest -q -m gpu tests/gpu/test_linear_gpu.py --junitxml="$out/junit.xml" \
+        > "$out/pytest.log" 2>&1
+    tests=$?
+    tail -40 "$out/pytest.log"
+    name="${BENCH_NAME:-epilogues-h200}"
+    timeout 150 python3 -m tilepipe.tools.bench_epilogues "$name" "$out" > "$out/bench.log" 2>&1
+    bench=$?
+    cat "$out/bench.log"
+    echo "epilogue gpu cases exit=$tests, bench_epilogues exit=$bench"
+    [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
+    exit
 fi
 if [ "$part" = shapes ]; then
     name="${BENCH_NAME:-shapes-h100}"
