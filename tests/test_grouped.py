@@ -128,7 +128,7 @@ def test_kernel_compiles_for_sm90_without_spills(reports, name):
 def test_wgmmas_stay_in_flight(reports, name):
     """ptxas keeps one wgmma in flight only where no other instruction reads the accumulator inside a pipeline stage;
     otherwise it waits after every wgmma (C7514), which cost the first grouped kernel 7-11% against the dense GEMM
-    on one expert (bench/results/grouped-one-group-h200.json). The bundled ptxas must not report it."""
+    on one expert (bench/results/archive/grouped-one-group-h200.json). The bundled ptxas must not report it."""
     import subprocess
 
     from triton.backends.nvidia.compiler import get_ptxas
