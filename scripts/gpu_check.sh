@@ -15,18 +15,9 @@
 set -uo pipefail
 part="${1:-all}"
 cd "$(dirname "$0")/.."
-out="${OUT:-gpu-logs}"
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-# The GPU image's own Triton is older than the one tilepipe needs: unpack the bundle that
-# ../shared/tools/triton-bundle.sh packs into .whl/ (carried with the repo) and put it first on the path.
-bundle=$(ls .whl/triton-*.tar.xz 2>/dev/null | head -n 1)
-if [ -n "$bundle" ]; then
-    mkdir -p /tmp/site && tar -xJf "$bundle" -C /tmp/site && . /tmp/site/activate-triton.sh || exit 1
-fi
+. scripts/gpu_env.sh
 python3 -c 'import triton; print("triton", triton.__version__, "from", triton.__file__)'
 python3 -c 'import triton, sys; sys.exit(not triton.__version__.startswith("3.9."))' || { echo "tilepipe needs triton 3.9" >&2; exit 1; }
-{ nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
 tests=0 demo=0 bench=0 sweep=0 fuzz=0 sanitize=0
 runs() { [ "$part" = all ] || [ "$part" = "$1" ] || { [ "$1" = tests ] && [[ "$part" =~ ^tests-(matmul|rest)$ ]]; }; }
 if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_clusters.py), about 6 minutes

@@ -6,14 +6,7 @@
 # grouped-h200, copied to $OUT) and `one-group` (its one-group mode, grouped-one-group-h200).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-gpu-logs}"
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-bundle=$(ls .whl/triton-*.tar.xz 2>/dev/null | head -n 1)
-if [ -n "$bundle" ]; then
-    mkdir -p /tmp/site && tar -xJf "$bundle" -C /tmp/site && . /tmp/site/activate-triton.sh || exit 1
-fi
-{ nvidia-smi; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'; } > "$out/env.txt" 2>&1
+. scripts/gpu_env.sh
 status=0
 for part in ${PARTS:-tests bench}; do
     case "$part" in
