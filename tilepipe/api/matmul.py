@@ -330,7 +330,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: torch.Tensor
     launches (`probe`, from probe_request) always go through the JIT, to their own binaries. `epilogue`: EPILOGUE
     (sm_90a), the function itself, so Triton keys the binary on its source."""
     M, K = a.shape
-    N = b.shape[1]  # the GEMM's columns (D's, but for a gated epilogue: twice D's)
+    N = b.shape[0] if b_kmajor else b.shape[1]  # the GEMM's columns (D's; a gated epilogue's: twice D's); `b` is
+    # the kernel's view of B: N x K when K-major
     has_c, has_bias = c is not None, bias is not None
     source = c if has_c else out  # without C the kernel never reads its descriptor
     first, second, rows, cols = (b, a, N, M) if cfg.swap_ab else (a, b, M, N)  # the kernel's operands, D^T's shape
