@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tilepipe.host import configs
+from tilepipe.host.gpus import H100
 from tilepipe.tools import bench_shapes
 from tilepipe.tools.bench_shapes import SHAPE_TABLE, ShapeRow, format_shapes, plan, shapes_record
 
@@ -34,10 +35,10 @@ def test_the_table_holds_every_row_of_the_issue():
 
 @pytest.fixture
 def h100(monkeypatch, tmp_path):
-    """132 SMs and an empty autotune cache, without a GPU."""
+    """The H100's model and an empty autotune cache, without a GPU."""
     monkeypatch.setenv("TILEPIPE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
-    monkeypatch.setattr(bench_shapes, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
+    monkeypatch.setattr(bench_shapes, "device_model", lambda device: H100)
 
 
 def test_every_row_gets_a_configuration_and_a_predicted_time(h100):
@@ -90,6 +91,6 @@ def test_predicted_parts_name_the_bound_and_sum_to_the_prediction():
              (8192, 8192, 8192, configs.default_configs(torch.bfloat16)[0], "static"): "mma",
              (96, 4096, 14336, configs.small_m_configs(torch.bfloat16)[0], "static"): "stream"}
     for (M, N, K, cfg, schedule), bound in cases.items():
-        parts = configs.predicted_parts(M, N, K, cfg, schedule, 132)
+        parts = configs.predicted_parts(M, N, K, cfg, schedule, H100)
         assert bound in parts and not {"mma", "stream", "dram"} - {bound} & parts.keys(), (M, N, K, parts)
-        assert math.isclose(sum(parts.values()), configs.predict_us(M, N, K, cfg, schedule, 132))
+        assert math.isclose(sum(parts.values()), configs.predict_us(M, N, K, cfg, schedule, H100))

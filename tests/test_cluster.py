@@ -13,6 +13,7 @@ from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
 from tilepipe.api.matmul import check_cluster
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, MatmulConfig, schedule_for
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.pipeline.cluster import Cluster, ctas_splitting
 from tilepipe.pipeline.storage import Storage
@@ -74,7 +75,7 @@ def test_a_cluster_scheduler_ring_is_a_multicast_ring_the_scheduler_also_consume
 def test_clusters_run_the_schedules_the_host_takes():
     """The host takes dynamic, stream-K and split-K with a cluster on sm_90a, and on sm_100a nothing but static,
     naming the scheduler."""
-    assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), 132) == "static"
+    assert schedule_for(7000, 5000, 3000, MatmulConfig(128, 128, 64, 4, cluster_m=2), H100) == "static"
     assert MatmulConfig(128, 256, 64, 3, cluster_m=2).tile_m == 256
     for shape in CLUSTERS.values():
         cfg = MatmulConfig(128, 128, 64, 4, cluster_m=shape[0], cluster_n=shape[1])
@@ -389,14 +390,14 @@ def test_matmul_chooses_a_pair_where_it_measured_faster(monkeypatch):
     """A 2x1 cluster of the 128x256 tile for large GEMMs whose rows are off 32-byte sectors (K = 3000: measured faster
     than the tile alone in every run), the tile alone elsewhere; a cluster's schedule is the wave arithmetic over
     cluster tiles on sms / 2 programs (stream-K at 2304x2304x9216: 81 cluster tiles on 66 programs)."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     pair = replace(LARGE_16BIT, cluster_m=2)
     for shape in ((7000, 5000, 3000), (8192, 8192, 3000), (7919, 4133, 3000)):
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == pair, shape
-        assert schedule_for(*shape, pair, 132) == "static"
+        assert schedule_for(*shape, pair, H100) == "static"
     for shape in ((8192, 8192, 8192), (2560, 2560, 2560), (1536, 8960, 1536), (2048, 2048, 3000), (512, 4096, 3000)):
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0).cluster.num_ctas == 1, shape
-    assert schedule_for(2304, 2304, 9216, pair, 132) == "streamk"
-    assert configs.predict_us(7000, 5000, 3000, pair, "static", 132) == pytest.approx(
-        configs.predict_us(7000, 5000, 3000, LARGE_16BIT, "static", 132), rel=0.05)
+    assert schedule_for(2304, 2304, 9216, pair, H100) == "streamk"
+    assert configs.predict_us(7000, 5000, 3000, pair, "static", H100) == pytest.approx(
+        configs.predict_us(7000, 5000, 3000, LARGE_16BIT, "static", H100), rel=0.05)

@@ -7,6 +7,7 @@ import torch
 import tilepipe
 from tilepipe.host.configs import MAX_STAGES, WS_SCRATCH_BYTES
 from tilepipe.host.configs import fp8_configs as configs
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul_fp8 import fp8_plan, scaled_spec
 from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
 from tilepipe.pipeline.storage import SMEM_LIMIT_BYTES, BlockwiseFP8TileStorage
@@ -170,27 +171,27 @@ def test_fp8_splits_k_where_few_tiles_hold_long_k():
     from tilepipe.host.configs import fp8_config_for, fp8_configs, fp8_schedule_for
 
     def pick(M, N, K, blockwise=False):
-        return fp8_schedule_for(M, N, K, fp8_config_for(M, N, K, blockwise, torch.bfloat16, 132), blockwise, 132)
+        return fp8_schedule_for(M, N, K, fp8_config_for(M, N, K, blockwise, torch.bfloat16, H100), blockwise, H100)
 
     rows64 = fp8_configs(False, torch.bfloat16)[-1]  # the 64-row tile (matmul_fp8 takes swap-AB's at M = 64 now)
-    assert fp8_schedule_for(64, 2048, 14336, rows64, False, 132) == pick(64, 2048, 16384, blockwise=True) == "splitk"
-    assert pick(64, 2048, 14336) == "static" and fp8_config_for(64, 2048, 14336, False, torch.bfloat16, 132).swap_ab
+    assert fp8_schedule_for(64, 2048, 14336, rows64, False, H100) == pick(64, 2048, 16384, blockwise=True) == "splitk"
+    assert pick(64, 2048, 14336) == "static" and fp8_config_for(64, 2048, 14336, False, torch.bfloat16, H100).swap_ab
     assert pick(16, 2048, 14336) == pick(16, 4096, 14336) == pick(64, 2048, 7168) == "static"
     assert pick(64, 2048, 7168, blockwise=True) == "static"
     assert pick(16, 14336, 4096) == pick(64, 7168, 2048) == pick(8192, 14336, 4096) == "static"
     assert pick(4096, 7168, 2048, blockwise=True) == "static"
-    assert fp8_schedule_for(64, 2048, 7168, BLOCKWISE, True, 132) == "static"  # 16 tiles: one partial wave
+    assert fp8_schedule_for(64, 2048, 7168, BLOCKWISE, True, H100) == "static"  # 16 tiles: one partial wave
 
 
 def test_blockwise_128_row_tile_runs_stream_k_where_its_last_wave_is_nearly_empty():
     """The blockwise kernel's 128-row tile under stream-K where the best static tile is predicted
-    BLOCKWISE_STREAMK_MIN_GAIN slower: the four probe shapes that measured 1.08-1.17x faster move, those that measured
+    blockwise_streamk_min_gain slower: the four probe shapes that measured 1.08-1.17x faster move, those that measured
     0.92-1.01x stay static (bench/results/archive/blockwise-streamk-probe-h100.json)."""
     from tilepipe.host.configs import fp8_config_for, fp8_schedule_for
 
     def choice(M, N, K):
-        cfg = fp8_config_for(M, N, K, True, torch.bfloat16, 132)
-        return cfg.block_m, fp8_schedule_for(M, N, K, cfg, True, 132)
+        cfg = fp8_config_for(M, N, K, True, torch.bfloat16, H100)
+        return cfg.block_m, fp8_schedule_for(M, N, K, cfg, True, H100)
 
     for shape in ((1024, 4608, 7168), (3072, 1536, 7168), (512, 4608, 7168), (1536, 1536, 7168)):
         assert choice(*shape) == (128, "streamk"), shape

@@ -8,10 +8,11 @@ import torch
 
 import tilepipe
 from tilepipe.host import staging
-from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32, LAUNCH_US,
+from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32,
                                    MEDIUM, MEDIUM_FP32_SOURCE, NARROW, SMALL, SPLIT_MIN_STEPS, choose_config,
                                    predict_us, schedule_for, schedule_programs, small_m_config, small_m_configs,
                                    tile_count, tile_us)
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.verify.compile import CompileError, compile_kernels
 
@@ -126,14 +127,14 @@ def test_streamk_is_picked_where_whole_tiles_waste_part_of_a_wave():
     450 of K = 4096 (1.018x; bench/results/archive/whole-wave-tiles-h100.json); static for short tiles, full waves, fewer tiles
     than SMs, and where the saved part of a wave leaves too little to gain."""
     pick = schedule_for
-    assert pick(896, 4864, 4096, LARGE_16BIT, 132) == "streamk"  # 133 tiles
-    assert pick(2304, 4096, 8192, LARGE_16BIT, 132) == "streamk"  # 288 tiles
-    assert pick(896, 4864, 1024, LARGE_16BIT, 132) == "static"  # 12 us tiles: the 20 us fixup outweighs the wave
-    assert pick(8192, 8192, 1024, LARGE_16BIT, 132) == "static"  # 15.5 waves: measured 0.96x static
-    assert pick(3840, 3840, 4096, LARGE_16BIT, 132) == "streamk"  # 450 tiles: 1.018x static (0.996x under 3.6)
-    assert pick(2304, 2816, 8192, LARGE_16BIT, 132) == "streamk"  # 198 tiles: 1.155x static, 1.034x 128x128 static
-    assert pick(1536, 2816, 4096, LARGE_16BIT, 132) == "static"  # exactly 132 tiles
-    assert pick(2048, 2048, 2048, LARGE_16BIT, 132) == "static"  # 128 tiles
+    assert pick(896, 4864, 4096, LARGE_16BIT, H100) == "streamk"  # 133 tiles
+    assert pick(2304, 4096, 8192, LARGE_16BIT, H100) == "streamk"  # 288 tiles
+    assert pick(896, 4864, 1024, LARGE_16BIT, H100) == "static"  # 12 us tiles: the 20 us fixup outweighs the wave
+    assert pick(8192, 8192, 1024, LARGE_16BIT, H100) == "static"  # 15.5 waves: measured 0.96x static
+    assert pick(3840, 3840, 4096, LARGE_16BIT, H100) == "streamk"  # 450 tiles: 1.018x static (0.996x under 3.6)
+    assert pick(2304, 2816, 8192, LARGE_16BIT, H100) == "streamk"  # 198 tiles: 1.155x static, 1.034x 128x128 static
+    assert pick(1536, 2816, 4096, LARGE_16BIT, H100) == "static"  # exactly 132 tiles
+    assert pick(2048, 2048, 2048, LARGE_16BIT, H100) == "static"  # 128 tiles
 
 
 def test_small_m_tiles_fill_shared_memory_with_stages():
@@ -153,7 +154,7 @@ def test_matmul_fills_its_64_and_128_row_tiles_with_stages_after_choosing_them(m
     from tilepipe.host import configs
     from tilepipe.host.configs import PIECED_SUBTILED_16BIT, config_for
 
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
 
     def choice(M, N, K, out=torch.bfloat16, **kw):
@@ -176,15 +177,14 @@ def test_small_m_takes_split_k_where_its_programs_would_stream_longer_than_dram(
     bytes take from DRAM plus the split's fixup (32 tiles x 4 splits at N x K = 4096 x 14336: 60.8 us against 69.6
     static on the H100, bench/results/archive/shapes-h100.json), static where DRAM bounds the tiles already (4096 x 4096:
     static 25.3 against split-K 28.1 us; 112 tiles at 14336 x 4096)."""
-    sms = 132
     for M in (1, 8, 32, 64):
-        cfg = small_m_config(M, 4096, 14336, torch.bfloat16, sms)
-        assert cfg == DECODE and schedule_for(M, 4096, 14336, cfg, sms) == "splitk"
-        assert schedule_programs(M, 4096, 14336, cfg, sms, "splitk") == 128
+        cfg = small_m_config(M, 4096, 14336, torch.bfloat16, H100)
+        assert cfg == DECODE and schedule_for(M, 4096, 14336, cfg, H100) == "splitk"
+        assert schedule_programs(M, 4096, 14336, cfg, H100.sms, "splitk") == 128
         for N, K in ((4096, 4096), (14336, 4096)):
-            assert schedule_for(M, N, K, small_m_config(M, N, K, torch.bfloat16, sms), sms) == "static"
-    assert predict_us(1, 4096, 14336, DECODE, "splitk", sms) < 0.7 * predict_us(1, 4096, 14336, MEDIUM, "static",
-                                                                                 sms)
+            assert schedule_for(M, N, K, small_m_config(M, N, K, torch.bfloat16, H100), H100) == "static"
+    assert predict_us(1, 4096, 14336, DECODE, "splitk", H100) < 0.7 * predict_us(1, 4096, 14336, MEDIUM, "static",
+                                                                                  H100)
 
 
 def test_split_k_grid_splits_every_tile_evenly():
@@ -203,12 +203,11 @@ def test_split_k_grid_splits_every_tile_evenly():
 def test_predicted_time_agrees_with_the_tile_model_where_compute_bound():
     """At 8192^3 the model is schedule_for's: whole waves of full-rate tiles (plus the launch); stream-K at 133
     tiles costs the tiles' share of the SMs plus its fixup."""
-    sms = 132
-    waves = -(-tile_count(8192, 8192, LARGE_16BIT) // sms)
-    assert predict_us(8192, 8192, 8192, LARGE_16BIT, "static", sms) == pytest.approx(
-        waves * tile_us(LARGE_16BIT, 8192) + LAUNCH_US)
-    static, split = (predict_us(896, 4864, 4096, LARGE_16BIT, s, sms) for s in ("static", "streamk"))
-    assert static == pytest.approx(2 * tile_us(LARGE_16BIT, 4096) + LAUNCH_US) and split < static
+    waves = -(-tile_count(8192, 8192, LARGE_16BIT) // H100.sms)
+    assert predict_us(8192, 8192, 8192, LARGE_16BIT, "static", H100) == pytest.approx(
+        waves * tile_us(LARGE_16BIT, 8192, H100) + H100.launch_us)
+    static, split = (predict_us(896, 4864, 4096, LARGE_16BIT, s, H100) for s in ("static", "streamk"))
+    assert static == pytest.approx(2 * tile_us(LARGE_16BIT, 4096, H100) + H100.launch_us) and split < static
 
 
 def test_predicted_time_is_within_10_percent_of_the_h100_scheduler_bench():
@@ -227,7 +226,7 @@ def test_predicted_time_is_within_10_percent_of_the_h100_scheduler_bench():
             continue
         cfg = tiles[row["variant"].split("tiles of ")[1].rstrip(")")]
         measured = 2.0 * M * N * K / row["tilepipe_tflops"] * 1e-6
-        predicted = predict_us(M, N, K, cfg, "streamk" if "streamk" in row["variant"] else "static", 132)
+        predicted = predict_us(M, N, K, cfg, "streamk" if "streamk" in row["variant"] else "static", H100)
         assert 0.9 < measured / predicted < 1.1, (row["shape"], row["variant"], measured, predicted)
         checked += 1
     assert checked >= 20
@@ -242,8 +241,8 @@ NOT_MODELLED = {("96x14336x4096", "streamk"): "224 tiles in two rows, 1.7 a prog
 
 
 def test_predicted_time_is_within_15_percent_of_the_h100_decode_rows():
-    """Calibration of small M (the decode terms of predict_us: DRAM_BYTES_PER_US, L2_DIRTY_BYTES,
-    SM_DRAM_BYTES_PER_US, streamk_fixup_us) against the 16 "decode bf16" rows of bench/results/archive/shapes-h100.json (H100,
+    """Calibration of small M (the decode terms of predict_us: the H100's dram_bytes_per_us, l2_dirty_bytes,
+    sm_dram_bytes_per_us, streamk_fixup_us) against the 16 "decode bf16" rows of bench/results/archive/shapes-h100.json (H100,
     M = 1 to 96): every schedule timed on the chosen 64-row tile within DECODE_ERROR, but NOT_MODELLED; and the tile
     and schedule the model picks (small_m_config, schedule_for) the measured fastest of those timed, the old choice
     ("before: ...") included, or within CHOICE_SLACK of it."""
@@ -257,16 +256,16 @@ def test_predicted_time_is_within_15_percent_of_the_h100_decode_rows():
     assert len(rows) == 16
     for row in rows:
         M, N, K = map(int, row["shape"].split("x"))
-        cfg = small_m_config(M, N, K, torch.bfloat16, 132)
+        cfg = small_m_config(M, N, K, torch.bfloat16, H100)
         narrow = cfg == NARROW  # chosen since this run: its choice is checked on its own timings (next test)
         cfg = DECODE if narrow else cfg
         assert describe(cfg) == row["config"], row["shape"]
         measured = {name: timing["measured_us"] for name, timing in row["schedules"].items()}
         for schedule, us in measured.items():
             if not schedule.startswith("before") and (row["shape"], schedule) not in NOT_MODELLED:
-                predicted = predict_us(M, N, K, cfg, schedule, 132)
+                predicted = predict_us(M, N, K, cfg, schedule, H100)
                 assert abs(us / predicted - 1) < DECODE_ERROR, (row["shape"], schedule, us, predicted)
-        chosen = schedule_for(M, N, K, cfg, 132)
+        chosen = schedule_for(M, N, K, cfg, H100)
         assert narrow or measured[chosen] <= CHOICE_SLACK * min(measured.values()), (row["shape"], chosen, measured)
 
 
@@ -285,7 +284,7 @@ def test_narrow_tile_is_taken_where_it_ran_within_choice_slack_of_the_fastest():
     for N, K in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)):
         shape = f"96x{N}x{K}"
         narrow, before = times[shape, "64x64 s10 w4 static"], times[shape, "default"]
-        if small_m_config(96, N, K, torch.bfloat16, 132, b_kmajor=True) == NARROW:
+        if small_m_config(96, N, K, torch.bfloat16, H100, b_kmajor=True) == NARROW:
             assert narrow <= CHOICE_SLACK * min(narrow, before), (shape, narrow, before)
             taken += 1
         else:
@@ -375,7 +374,7 @@ def test_restaging_copy_compiles_to_16_byte_vectors():
     ((7168, 5120, 4000), 0),  # 8000-byte rows: on 32-byte sectors, nothing to save
 ])
 def test_rows_off_sectors_are_restaged_where_the_model_says_it_pays(monkeypatch, shape, restaged):
-    monkeypatch.setattr(staging, "sm_count", lambda device: 132)
+    monkeypatch.setattr(staging, "device_model", lambda device: H100)
     monkeypatch.setattr(staging, "restaged", lambda t, device: "restaged")
     M, N, K = shape
     a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K, dtype=torch.bfloat16)

@@ -10,6 +10,7 @@ import torch
 from tilepipe.api.matmul import check_pieced
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, PIECED_16BIT, PIECED_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec, operand_blocks
 from tilepipe.pipeline.pieces import TilePieces, row_side_ok, side_pieces
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -114,37 +115,37 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     with an fp32 C, not off 32-byte sectors (the 2x1 cluster's), and not where the largest tile's waves are full or its
     stream-K is predicted faster (5120x5120x2560). With C (the ping-pong tile, which takes 1536x8960x1536 without C,
     takes none)."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((1536, 8960, 1536), (2304, 2816, 8192)):
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_WHOLE_16BIT
         assert not TilePieces(*(lambda c: (c.block_m, c.block_n))(
             configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, own_source=True))).pieced
-        assert configs.schedule_for(*shape, PIECED_16BIT[0], 132) == "static"
+        assert configs.schedule_for(*shape, PIECED_16BIT[0], H100) == "static"
     assert configs.config_for(1536, 8960, 1544, torch.bfloat16, torch.bfloat16, True, 0).cluster_m == 2
     # against stream-K a pieced tile needs only be predicted no slower (its prediction is the more reliable one):
     # 1.24x and 1.22x stream-K measured here (bench/results/archive/pieced-vs-streamk-h100.json)
     for shape, pieced in (((512, 11008, 4096), PIECED_SUBTILED_16BIT), ((1536, 4096, 11008), PIECED_WHOLE_16BIT)):
-        assert configs.schedule_for(*shape, LARGE_16BIT, 132) == "streamk", shape
+        assert configs.schedule_for(*shape, LARGE_16BIT, H100) == "streamk", shape
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == pieced, shape
-    assert configs.static_alternative(1536, 4096, 11008, 132, LARGE_16BIT, "streamk") == PIECED_WHOLE_16BIT
-    streamk_us, pieced_us = (configs.predict_us(1536, 4096, 11008, cfg, schedule, 132)
+    assert configs.static_alternative(1536, 4096, 11008, H100, LARGE_16BIT, "streamk") == PIECED_WHOLE_16BIT
+    streamk_us, pieced_us = (configs.predict_us(1536, 4096, 11008, cfg, schedule, H100)
                              for cfg, schedule in ((LARGE_16BIT, "streamk"), (PIECED_16BIT[0], "static")))
     assert pieced_us <= streamk_us < configs.PIECED_MIN_GAIN * pieced_us  # not 5% faster: taken as no slower
-    # a grid of at most 4 rows of 128-row tiles counts stream-K's split k-steps at STREAMK_FEW_ROWS_COST (1.18-1.24x
+    # a grid of at most 4 rows of 128-row tiles counts stream-K's split k-steps at streamk_few_rows_cost (1.18-1.24x
     # measured for the pieced tile that this picks at M = 384: bench/results/archive/streamk-few-rows-h100.json)
-    assert configs.streamk_step_cost(384, 14336, LARGE_16BIT) == configs.STREAMK_FEW_ROWS_COST > 1
-    assert configs.streamk_step_cost(640, 14336, LARGE_16BIT) == configs.streamk_step_cost(96, 4096, LARGE_16BIT) == 1
+    assert configs.streamk_step_cost(384, 14336, LARGE_16BIT, H100) == H100.streamk_few_rows_cost > 1
+    assert all(configs.streamk_step_cost(M, N, LARGE_16BIT, H100) == 1 for M, N in ((640, 14336), (96, 4096)))
     assert configs.config_for(384, 14336, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[0]
     # 128x160 over 128x256 under stream-K there: 77.5 -> 72.1 us (bench/results/archive/tile-widths-moves-h100.json)
     assert configs.config_for(384, 12288, 4096, torch.bfloat16, torch.bfloat16, True, 0) == PIECED_16BIT[2]
     # against stream-K the largest tile's own static waves (D in sub-tiles) count too: 1.23x at 256x28672x8192
     # (where 128x160, predicted 3% faster than both, then measured 3% slower than D in sub-tiles)
-    assert configs.static_alternative(256, 28672, 8192, 132, LARGE_16BIT, "streamk") == PIECED_16BIT[2]
+    assert configs.static_alternative(256, 28672, 8192, H100, LARGE_16BIT, "streamk") == PIECED_16BIT[2]
     with monkeypatch.context() as patched:
         patched.setattr(configs, "PIECED_16BIT", PIECED_16BIT[:2])
-        assert configs.static_alternative(256, 28672, 8192, 132, LARGE_16BIT, "streamk") == configs.LARGE_SUBTILED_16BIT
-    assert configs.schedule_for(256, 28672, 8192, configs.LARGE_SUBTILED_16BIT, 132) == "static"
+        assert configs.static_alternative(256, 28672, 8192, H100, LARGE_16BIT, "streamk") == configs.LARGE_SUBTILED_16BIT
+    assert configs.schedule_for(256, 28672, 8192, configs.LARGE_SUBTILED_16BIT, H100) == "static"
     # against the wave heuristic's 128x128 and 64x128 tiles as well (1.13-1.73x on the 23 grid shapes this moves:
     # bench/results/archive/wave-heuristic-moves-h100.json), not where those are predicted no slower (320x4096x4096 with C:
     # not 192 wide, where 128x128 measured best, but 96, one wave of 129 tiles: 33.9 us against 128x128's 37.4 in
@@ -175,7 +176,7 @@ def test_every_piece_is_swizzled_as_the_box_that_moves_it():
 def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
     """128x160 and 128x96 where predicted PIECED_MIN_GAIN faster than the choice before them (bench/results/archive/
     tile-widths-moves-h100.json: 50 of the 56 grid shapes this moves ran faster, median 1.116x)."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     wide, narrow = PIECED_16BIT[2:]
     assert (wide.block_n, narrow.block_n) == (160, 96)
@@ -183,7 +184,8 @@ def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == wide, shape
     for shape in ((384, 4096, 14336), (640, 2048, 7168), (256, 4608, 7168)):  # 1.17x, 1.26x, 1.23x
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == narrow, shape
-    assert configs.mma_step_cost(narrow) > configs.mma_step_cost(wide) > configs.mma_step_cost(PIECED_16BIT[1])
+    cost = lambda cfg: configs.mma_step_cost(cfg, H100)  # noqa: E731
+    assert cost(narrow) > cost(wide) > cost(PIECED_16BIT[1])
 
 
 def test_a_tie_at_the_dram_floor_goes_to_the_tile_on_more_programs(monkeypatch):
@@ -191,18 +193,18 @@ def test_a_tie_at_the_dram_floor_goes_to_the_tile_on_more_programs(monkeypatch):
     same predicted time; 128x96 ran 1.02-1.04x faster (bench/results/archive/dram-tie-moves-h100.json). Not where the pieced
     tile runs no more programs or more than one wave, off the DRAM floor, nor with C over a last row of tiles half
     empty or less (160x6144x4096 with C: 0.94x)."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     narrow = PIECED_16BIT[3]
     cooperative = configs.with_stages_that_fit(configs.MEDIUM, torch.bfloat16)
-    assert configs.predict_us(256, 6144, 4096, narrow, "static", 132) == configs.predict_us(
-        256, 6144, 4096, cooperative, "static", 132)
-    assert configs.dram_tie_pays(256, 6144, 4096, 132, cooperative, narrow, has_c=True)
-    assert not configs.dram_tie_pays(256, 6144, 4096, 132, narrow, cooperative, has_c=False)  # fewer programs
-    assert not configs.dram_tie_pays(2048, 6144, 4096, 132, cooperative, narrow, has_c=False)  # compute-bound
-    assert not configs.dram_tie_pays(512, 8192, 1024, 132, LARGE_16BIT, PIECED_16BIT[2], has_c=False)  # 208 tiles
-    assert configs.dram_tie_pays(160, 6144, 4096, 132, cooperative, narrow, has_c=False)
-    assert not configs.dram_tie_pays(160, 6144, 4096, 132, cooperative, narrow, has_c=True)  # 32 of 128 rows
+    assert configs.predict_us(256, 6144, 4096, narrow, "static", H100) == configs.predict_us(
+        256, 6144, 4096, cooperative, "static", H100)
+    assert configs.dram_tie_pays(256, 6144, 4096, H100, cooperative, narrow, has_c=True)
+    assert not configs.dram_tie_pays(256, 6144, 4096, H100, narrow, cooperative, has_c=False)  # fewer programs
+    assert not configs.dram_tie_pays(2048, 6144, 4096, H100, cooperative, narrow, has_c=False)  # compute-bound
+    assert not configs.dram_tie_pays(512, 8192, 1024, H100, LARGE_16BIT, PIECED_16BIT[2], has_c=False)  # 208 tiles
+    assert configs.dram_tie_pays(160, 6144, 4096, H100, cooperative, narrow, has_c=False)
+    assert not configs.dram_tie_pays(160, 6144, 4096, H100, cooperative, narrow, has_c=True)  # 32 of 128 rows
     for has_c in (False, True):
         assert configs.config_for(256, 6144, 4096, torch.bfloat16, torch.bfloat16, True, 0, has_c=has_c) == narrow
 
@@ -212,7 +214,7 @@ def test_small_m_takes_the_64x96_tile_where_it_wins_the_tie_on_more_programs(mon
     floor: 128x6144x4096 (128 programs against the 64x128 tile's 96; 31.11 -> 30.27 us) and 192x4096x4096 (129 against
     96; 26.39 -> 24.58: bench/results/archive/narrow-pieced-probe-h100.json). Not where NARROW already runs 128 programs, past
     one wave (N = 14336), for an fp32 D, nor with C over a half-empty last row (M = 96)."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     narrow_pieced = configs.NARROW_PIECED_16BIT
     assert (narrow_pieced.block_m, narrow_pieced.block_n, narrow_pieced.num_warps) == (64, 96, 4)

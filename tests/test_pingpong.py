@@ -11,6 +11,7 @@ import torch
 from tilepipe.api.matmul import check_pingpong
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, PINGPONG_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_spec, operand_blocks
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -78,7 +79,7 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
     moves, bench/results/archive/pingpong-moves-h100.json): short K (the epilogue a larger share of a tile), and 128x128's own
     waves at few rows. Not with C, a scheduler other than static, an fp32 D, rows off 32-byte sectors, long K (4096:
     1.05x slower, pingpong-survey-h100.json), nor on two rows of tiles against another tile than 128x128."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
 
     def chosen(M, N, K, out_dtype=torch.bfloat16, **options):
@@ -86,7 +87,7 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
 
     for shape in ((1536, 8960, 1536), (4096, 4096, 1024), (8192, 8192, 1024), (512, 4096, 4096), (384, 5120, 2560)):
         assert chosen(*shape) == PINGPONG_16BIT, shape
-        assert configs.schedule_for(*shape, PINGPONG_16BIT, 132) == "static"
+        assert configs.schedule_for(*shape, PINGPONG_16BIT, H100) == "static"
     assert chosen(1536, 8960, 1536, has_c=True) == PIECED_WHOLE_16BIT
     assert chosen(384, 5120, 2560, has_c=True) == replace(MEDIUM, stages=6)  # with its stages filled (perf-log row 89)
     for scheduler in ("dynamic", "streamk", "splitk"):
@@ -97,21 +98,21 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
     for shape in ((4096, 4096, 4096), (2560, 2560, 2560), (2304, 2304, 9216), (129, 14336, 4096), (384, 8960, 1536)):
         assert not chosen(*shape).pingpong, shape
     assert chosen(129, 14336, 4096) == LARGE_SUBTILED_16BIT  # two rows: 0.68x measured against it
-    # the fit behind the rule: a cooperative tile's epilogue costs EPILOGUE_STEPS of its k-steps, a 128x128 k-step
-    # PINGPONG_STEP_COST; at equal waves the ping-pong tile wins at K = 1024 and loses at 4096
-    assert configs.mma_step_cost(PINGPONG_16BIT) == configs.PINGPONG_STEP_COST > 1
-    assert configs.mma_step_cost(MEDIUM) == 1.0 and configs.mma_step_cost(configs.SMALL) > 1
+    # the fit behind the rule: a cooperative tile's epilogue costs epilogue_steps of its k-steps, a 128x128 k-step
+    # pingpong_step_cost; at equal waves the ping-pong tile wins at K = 1024 and loses at 4096
+    assert configs.mma_step_cost(PINGPONG_16BIT, H100) == H100.pingpong_step_cost > 1
+    assert configs.mma_step_cost(MEDIUM, H100) == 1.0 and configs.mma_step_cost(configs.SMALL, H100) > 1
 
 
 def test_the_ping_pong_tile_replaces_the_cooperative_128x128_under_static(monkeypatch):
     """Where matmul's choice is the cooperative 128x128 tile run static, the ping-pong tile takes its place whatever the
     prediction: the same tiles in the same waves, six operand stages against four and the epilogues hidden (20 of 22
     grid shapes 1.08-1.18x faster, bench/results/archive/pingpong-same-tile-moves-h100.json). Not with C."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((256, 6144, 4096), (129, 8192, 8192), (1024, 2048, 8192)):  # 1.18x, 1.10x, 1.16x
         assert configs.choose_config(shape[0], shape[1], torch.bfloat16, 132) == MEDIUM
-        assert configs.pingpong_alternative(*shape, 132, MEDIUM, "static") == PINGPONG_16BIT
+        assert configs.pingpong_alternative(*shape, H100, MEDIUM, "static") == PINGPONG_16BIT
         if shape[0] == 256:  # a pieced tile on more programs takes the tie at the DRAM floor first (perf-log row 95)
             assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0).block_n == 96
             continue

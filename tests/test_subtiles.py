@@ -12,6 +12,7 @@ import torch
 from tilepipe.api.matmul import check_subtiles
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec, operand_blocks
 from tilepipe.verify.compile import CompileError, compile_kernels
 from tilepipe.verify.protocols import partial_subtiles
@@ -84,15 +85,15 @@ def test_matmul_writes_the_largest_tile_in_sub_tiles_where_it_runs_static(monkey
     """Static 128x256 tiles take LARGE_SUBTILED_16BIT (bench/results/archive/subtile-ab-h100.json); stream-K keeps the whole
     output stage (its partial sums would travel in eight sub-tiles: no faster there), and so do the 2x1 cluster (off
     32-byte sectors) and the pieced tiles."""
-    monkeypatch.setattr(configs, "sm_count", lambda device: 132)
+    monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
 
     def chosen(M, N, K):
         return configs.config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, 0)
 
     for shape in ((2560, 2560, 2560), (4096, 4096, 4096), (3584, 3584, 3584), (16384, 6144, 4096)):
-        assert chosen(*shape) == SUB and configs.schedule_for(*shape, SUB, 132) == "static", shape
-    assert chosen(5120, 5120, 2560) == LARGE_16BIT and configs.schedule_for(5120, 5120, 2560, LARGE_16BIT, 132) == \
+        assert chosen(*shape) == SUB and configs.schedule_for(*shape, SUB, H100) == "static", shape
+    assert chosen(5120, 5120, 2560) == LARGE_16BIT and configs.schedule_for(5120, 5120, 2560, LARGE_16BIT, H100) == \
         "streamk"
     assert chosen(4000, 6000, 3500).cluster_m == 2
     with_c = configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)

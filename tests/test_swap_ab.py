@@ -11,6 +11,7 @@ import torch
 from tilepipe.api.matmul import check_swap_ab
 from tilepipe.host.configs import (DECODE_M, MatmulConfig, schedule_for, small_m_config, swap_config,
                                    tile_count)
+from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_spec, operand_blocks
 from tilepipe.tools.bench_shapes import describe
 from tilepipe.verify.compile import compile_kernels
@@ -64,15 +65,14 @@ def test_swap_ab_tiles_d_transposed():
 
 
 def test_small_m_takes_swap_ab_only_with_b_kmajor_up_to_64_rows():
-    """predict_us's SWAP_FLOOR_US makes swap-AB's tile the faster predicted while its width is at most 64."""
-    sms = 132
+    """predict_us's swap_floor_us makes swap-AB's tile the faster predicted while its width is at most 64."""
     for M in (1, 8, 32, 48, 64):
         for N, K in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)):
-            cfg = small_m_config(M, N, K, torch.bfloat16, sms, b_kmajor=True)
-            assert cfg == swap_config(M, torch.bfloat16) and schedule_for(M, N, K, cfg, sms) == "static"
-            assert not small_m_config(M, N, K, torch.bfloat16, sms, b_kmajor=False).swap_ab  # row-major B
-    assert not small_m_config(65, 4096, 4096, torch.bfloat16, sms, b_kmajor=True).swap_ab
-    assert not small_m_config(96, 4096, 4096, torch.bfloat16, sms, b_kmajor=True).swap_ab
+            cfg = small_m_config(M, N, K, torch.bfloat16, H100, b_kmajor=True)
+            assert cfg == swap_config(M, torch.bfloat16) and schedule_for(M, N, K, cfg, H100) == "static"
+            assert not small_m_config(M, N, K, torch.bfloat16, H100, b_kmajor=False).swap_ab  # row-major B
+    assert not small_m_config(65, 4096, 4096, torch.bfloat16, H100, b_kmajor=True).swap_ab
+    assert not small_m_config(96, 4096, 4096, torch.bfloat16, H100, b_kmajor=True).swap_ab
 
 
 def test_swap_ab_choice_is_the_fastest_timed_on_the_h100_decode_rows():
@@ -86,11 +86,11 @@ def test_swap_ab_choice_is_the_fastest_timed_on_the_h100_decode_rows():
     swapped = 0
     for row in rows:
         M, N, K = map(int, row["shape"].split("x"))
-        cfg = small_m_config(M, N, K, torch.bfloat16, 132, b_kmajor=True)
+        cfg = small_m_config(M, N, K, torch.bfloat16, H100, b_kmajor=True)
         if not cfg.swap_ab:  # M = 96, 128: swap-AB's split-K 2-4% faster at K = 14336 only, slower elsewhere
             continue
         measured = {name: timing["measured_us"] for name, timing in row["schedules"].items()}
-        key = f"{describe(cfg)} {schedule_for(M, N, K, cfg, 132)}"
+        key = f"{describe(cfg)} {schedule_for(M, N, K, cfg, H100)}"
         assert measured[key] <= CHOICE_SLACK * min(measured.values()), (row["shape"], key, measured)
         swapped += 1
     assert swapped == 20  # M = 1, 8, 32, 48, 64
@@ -138,10 +138,10 @@ def test_fp8_takes_swap_ab_for_small_m_per_tensor_and_per_row():
     from tilepipe.host.configs import fp8_config_for
 
     for M in (1, 16, 48, 64):
-        assert fp8_config_for(M, 4096, 4096, False, torch.bfloat16, 132) == swap_config(M, torch.bfloat16,
+        assert fp8_config_for(M, 4096, 4096, False, torch.bfloat16, H100) == swap_config(M, torch.bfloat16,
                                                                                         kernel="scaled")
-    assert not fp8_config_for(65, 4096, 4096, False, torch.bfloat16, 132).swap_ab
-    assert not fp8_config_for(16, 4096, 4096, True, torch.bfloat16, 132).swap_ab
+    assert not fp8_config_for(65, 4096, 4096, False, torch.bfloat16, H100).swap_ab
+    assert not fp8_config_for(16, 4096, 4096, True, torch.bfloat16, H100).swap_ab
     rows = [row for name in ("shapes-h100-v5.json", "fp8-mid-m-h100.json")
             for row in json.loads((RESULTS.parent / name).read_text())["rows"]
             if row["group"] == "FP8 per-tensor" and int(row["shape"].split("x")[0]) <= 64]

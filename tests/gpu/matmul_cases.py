@@ -62,14 +62,15 @@ def run_splitk(dtype: str, out_dtype: str, layout: str) -> dict:
     """SPLITK_SHAPES under scheduler="splitk", and with CHOSEN_SPLITK_SHAPES under matmul's own choice, which must
     pick split-K for the latter (else this would test the static schedule twice)."""
     from tilepipe.host.configs import config_for, schedule_for, schedule_programs, tile_count
-    from tilepipe.host.device import sm_count
+    from tilepipe.host.gpus import device_model
 
-    sms, device = sm_count(torch.cuda.current_device()), torch.cuda.current_device()
+    device = torch.cuda.current_device()
+    gpu = device_model(device)
     chosen, split = [], 0
     for M, N, K in SPLITK_SHAPES + CHOSEN_SPLITK_SHAPES:
         cfg = config_for(M, N, K, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor", device)
-        chosen.append(schedule_for(M, N, K, cfg, sms))
-        split += schedule_programs(M, N, K, cfg, sms, "splitk") > tile_count(M, N, cfg)
+        chosen.append(schedule_for(M, N, K, cfg, gpu))
+        split += schedule_programs(M, N, K, cfg, gpu.sms, "splitk") > tile_count(M, N, cfg)
     results = [run(dtype, out_dtype, layout, SPLITK_SHAPES, scheduler="splitk"),
                run(dtype, out_dtype, layout, SPLITK_SHAPES + CHOSEN_SPLITK_SHAPES)]
     ok = (all(r["ok"] for r in results) and chosen[len(SPLITK_SHAPES):] == ["splitk"] * len(CHOSEN_SPLITK_SHAPES)
@@ -134,12 +135,15 @@ that overlaps the one before it."""
 
 
 def run_restaged(dtype: str, out_dtype: str, layout: str) -> dict:
-    """Operands whose rows start off 32-byte sectors, always restaged through the copy kernel (RESTAGE_GAIN raised
-    so the cost model says yes), with A also at a base 16 bytes into its rows; counts the restaged operands."""
+    """Operands whose rows start off 32-byte sectors, always restaged through the copy kernel (the device model's
+    restage_gain raised so the cost model says yes), with A also at a base 16 bytes into its rows; counts the
+    restaged operands."""
+    from dataclasses import replace
 
     from tilepipe.host import staging
 
-    staging.RESTAGE_GAIN = 1e9
+    model = staging.device_model
+    staging.device_model = lambda device: replace(model(device), restage_gain=1e9)
     restaged, restage = [], staging.restaged
     staging.restaged = lambda t, device: restaged.append(tuple(t.shape)) or restage(t, device)
     results = [run(dtype, out_dtype, layout, RESTAGED_SHAPES), run(dtype, out_dtype, layout, RESTAGED_SHAPES, 8)]

@@ -23,6 +23,7 @@ from tilepipe.host.checks import (check_block_scaled, check_fp8_operands, check_
 from tilepipe.host.configs import (SM100_BLOCKWISE_CONFIGS, MatmulConfig, fp8_config_for, fp8_schedule_for,
                                    sm100_block_scaled_config, sm100_blockwise_config, sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count
+from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import (TMA_ALIGN_BYTES, LauncherCache, LaunchPlan, TmaOperand, persistent_grid,
                                   partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor)
 from tilepipe.host.plans import CallPlan, PlanCache
@@ -101,9 +102,9 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     elif arch == "sm_100a":
         cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
     else:
-        cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, sm_count(device))
+        cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, device_model(device))
         schedule = ("static" if cfg.cluster.num_ctas > 1 else  # the scaled kernel's stream-K takes them; none asks
-                    fp8_schedule_for(M, N, K, cfg, mode == "blockwise", sm_count(device)))
+                    fp8_schedule_for(M, N, K, cfg, mode == "blockwise", device_model(device)))
     check_cluster(cfg, schedule, arch, pair=False)  # the sm_100a FP8 GEMM has no two-CTA form
     check_swap_ab(cfg, True, arch)  # FP8's B is always K-major
     operands = (tma_ready(a), tma_ready(b.t()))

@@ -9,6 +9,7 @@ from tilepipe.host.checks import (check_no_overlap, check_operands, check_out, c
                                   check_scalar, is_column_bias)
 from tilepipe.host.configs import NARROW_PIECED_16BIT, MatmulConfig, config_for, schedule_for, sm100_config
 from tilepipe.host.device import device_index, device_target, sm_count
+from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import (FastLauncher, LauncherCache, LaunchPlan, TmaOperand, launch_probed, persistent_grid,
                                   partial_descriptor, partial_tiles, scheduler_workspace, tensor_descriptor,
                                   ticket_descriptor, ticket_slots)
@@ -111,7 +112,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     else:
         cfg = config or config_for(M, N, K, a.dtype, out_dtype, b_kmajor, device, own_source, scheduler,
                                    source is not None)
-        schedule = scheduler or schedule_for(M, N, K, cfg, sm_count(device))
+        schedule = scheduler or schedule_for(M, N, K, cfg, device_model(device))
     check_cluster(cfg, schedule, arch, source is not None)
     b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
     check_swap_ab(cfg, b_kmajor, arch)

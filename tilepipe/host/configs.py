@@ -1,5 +1,6 @@
 """Every configuration decision in one place: the tile/stage tables of the bf16/fp16 and FP8 GEMMs, the cost model
-(wave efficiency, stream-K, restaging), the heuristics that choose per shape, and the autotune cache lookup."""
+(wave efficiency, stream-K, restaging) on a GPU model's figures and fitted constants (host/gpus: GpuModel, passed as
+`gpu`), the heuristics that choose per shape, and the autotune cache lookup."""
 
 import json
 import os
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from tilepipe.host.device import GL_DTYPES, sm_count
+from tilepipe.host.device import GL_DTYPES
+from tilepipe.host.gpus import GpuModel, device_model
 from tilepipe.kernels.blockwise_scales import SCALE_BLOCK as BLOCKWISE_SCALE_BLOCK
 from tilepipe.pipeline.cluster import Cluster
 from tilepipe.pipeline.pieces import TilePieces
@@ -81,15 +83,14 @@ and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal 
 LARGE_SUBTILED_FP32 = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=32)
 """The 128x256 tile for an fp32 D, which only D in sub-tiles lets fit (the whole fp32 tile is 128 KiB): 128x32
 sub-tiles through two 16 KiB stages beside four operand stages; static (wide_fp32_pays)."""
-WIDE_FP32_MIN_K_WITH_C = 2560
-"""With C, LARGE_SUBTILED_FP32 only from this K: at K = 1024 (16 k-steps a tile) its C sub-tiles' loads cost more
-than the wider tile saves (0.92-1.02x the 128x128 tile on 9 grid cases), at 2048 0.98-1.07x, from 2560 on 1.01-1.34x
-(bench/results/archive/fp32-d-large-tile-moves-h100.json)."""
+# gpu.wide_fp32_min_k_with_c: With C, LARGE_SUBTILED_FP32 only from this K: at K = 1024 (16 k-steps a tile) its C sub-
+# tiles' loads cost more than the wider tile saves (0.92-1.02x the 128x128 tile on 9 grid cases), at 2048 0.98-1.07x,
+# from 2560 on 1.01-1.34x (bench/results/archive/fp32-d-large-tile-moves-h100.json).
 MEDIUM = MatmulConfig(128, 128, 64, stages=4)
 PINGPONG_16BIT = MatmulConfig(128, 128, 64, stages=6, c_stages=1, num_warps=4, epilogue_n=64, pingpong=True)
 """Two MMA warpgroups taking turns at 128x128 tiles (kernels/matmul_pingpong.py), D in 128x64 sub-tiles through one
 16 KiB stage a turn beside six operand stages; static, 16-bit D, no C. It hides each tile's epilogue under the other
-turn's main loop, at PINGPONG_STEP_COST a k-step: 1.06x the pieced 192x128 tile at 1536x8960x1536 and 1.01-1.15x
+turn's main loop, at gpu.pingpong_step_cost a k-step: 1.06x the pieced 192x128 tile at 1536x8960x1536 and 1.01-1.15x
 matmul's earlier choice on the 19 of 40 grid shapes pingpong_alternative takes it for (perf-log row 72)."""
 LARGE_FP32 = MEDIUM  # fp32 tiles are twice as large: the largest with a whole output stage is the medium one
 MEDIUM_FP32_SOURCE = MEDIUM
@@ -110,7 +111,7 @@ PIECED_16BIT = (PIECED_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig(128, 160
                 MatmulConfig(128, 96, 64, stages=7))
 """Tiles with a side held as power-of-two pieces (pipeline/pieces.py), 16-bit D and C, static or dynamic, as many
 operand stages as fit: widths between the powers of two fill waves that those tiles leave short. 128x192 first, which
-takes ties (equal waves) up to SUBTILED_FIRST_MAX_M. At 1536x8960x1536 192x128 measured 71.3 us against 72.3 for
+takes ties (equal waves) up to gpu.subtiled_first_max_m. At 1536x8960x1536 192x128 measured 71.3 us against 72.3 for
 128x192 with four stages, 72.9 for 192x192 (whose 64-row tail runs at 0.947 of the full rate) and 76.3 / 74.5 for
 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
 (bench/results/archive/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each) as cuBLAS's 128x160 and 128x96 at
@@ -123,17 +124,15 @@ bench/results/archive/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144). On
 bench/results/archive/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then
 (192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was 1-11%
 slower."""
-SUBTILED_FIRST_MAX_M = 1280
-"""Up to this M (10 rows of 128-row tiles) PIECED_SUBTILED_16BIT takes the ties with 192x128, above it 192x128 does:
-where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes: 768x4096x4096 44.1 -> 41.8 us,
-384x7168x2048 30.1 -> 27.0) and 0.969-1.064x above (9 of 14 slower: 2304x4096x11008 296.5 -> 305.9). The fifth stage
-hides the first loads' latency, which counts for less the more waves follow (docs/perf-log.md row 85,
-bench/results/archive/pieced-subtiled-moves-h100.json)."""
-PIECED_STEP_COST = {160: 1.03, 96: 1.15}
-"""What predict_us counts a k-step of a 128-row tile of these widths at, against the 8-warp rate: their measured over
-predicted times beside 128x192's over 15 shapes (tile-widths-probe-h100.json: 128x160 a median 1.03x 128x192's, 128x96
-1.13-1.15x its prediction on the one-wave shapes where it is fastest). A 32-wide piece reads A once more a k-step for
-a quarter (160) or a third (96) of the width."""
+# gpu.subtiled_first_max_m: Up to this M (10 rows of 128-row tiles) PIECED_SUBTILED_16BIT takes the ties with 192x128,
+# above it 192x128 does: where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes:
+# 768x4096x4096 44.1 -> 41.8 us, 384x7168x2048 30.1 -> 27.0) and 0.969-1.064x above (9 of 14 slower: 2304x4096x11008
+# 296.5 -> 305.9). The fifth stage hides the first loads' latency, which counts for less the more waves follow
+# (docs/perf-log.md row 85, bench/results/archive/pieced-subtiled-moves-h100.json).
+# gpu.pieced_step_cost: What predict_us counts a k-step of a 128-row tile of these widths at, against the 8-warp rate:
+# their measured over predicted times beside 128x192's over 15 shapes (tile-widths-probe-h100.json: 128x160 a median
+# 1.03x 128x192's, 128x96 1.13-1.15x its prediction on the one-wave shapes where it is fastest). A 32-wide piece reads
+# A once more a k-step for a quarter (160) or a third (96) of the width.
 PIECED_MIN_GAIN = 1.05
 """config_for takes a pieced tile where LARGE_16BIT's static waves are predicted at least this much slower."""
 PIECED_OVER_STREAMK_GAIN = 1.0
@@ -146,36 +145,33 @@ STREAMK_MIN_GAIN = 1.05
 """schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
 
 STREAMK_FEW_ROWS = 4
-STREAMK_FEW_ROWS_COST = 1.17
-"""Where a large-M grid has at most STREAMK_FEW_ROWS rows of tiles, predict_us counts a stream-K split k-step as this
-many: at M = 512 in 128-row tiles stream-K ran 1.26, 1.19 and 1.05x its predicted time (mean 1.17) on all three shapes
-measured, while static waves ran 0.90-0.94x theirs (bench/results/archive/streamk-choice-h100.json, small-m-survey-h100.json).
-Few rows of tiles share each B panel among few tiles, which the static order reads once a wave and split units out
-of step (the likely cause; not measured apart). It moves config_for's choice to a pieced tile at M = 320 and 384 with
-N = 14336 and 13824 (static_alternative), 1.18-1.24x faster (streamk-few-rows-h100.json; docs/perf-log.md row 68);
-schedule_for keeps its own arithmetic (moving it sent some grids to the wave heuristic's 128x128 or 64x128 tiles)."""
+# gpu.streamk_few_rows_cost: Where a large-M grid has at most STREAMK_FEW_ROWS rows of tiles, predict_us counts a
+# stream-K split k-step as this many: at M = 512 in 128-row tiles stream-K ran 1.26, 1.19 and 1.05x its predicted time
+# (mean 1.17) on all three shapes measured, while static waves ran 0.90-0.94x theirs (bench/results/archive/streamk-
+# choice-h100.json, small-m-survey-h100.json). Few rows of tiles share each B panel among few tiles, which the static
+# order reads once a wave and split units out of step (the likely cause; not measured apart). It moves config_for's
+# choice to a pieced tile at M = 320 and 384 with N = 14336 and 13824 (static_alternative), 1.18-1.24x faster
+# (streamk-few-rows-h100.json; docs/perf-log.md row 68); schedule_for keeps its own arithmetic (moving it sent some
+# grids to the wave heuristic's 128x128 or 64x128 tiles).
 
-STREAMK_FIXUP_US = 10.0
-"""What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with the per-warp protocol
-(H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3; docs/perf-log.md row
-14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json). Those launches add
-one partial a finisher; streamk_fixup_us scales it to other tiles and shares. Measured with the partial tiles moved
-by the mma warps themselves; through shared memory and TMA (docs/perf-log.md row 46) about 2 us a launch less was
-measured (shapes-h100-v9.json): not refit yet, since that moves schedule_for's choices."""
+# gpu.streamk_fixup_us: What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with
+# the per-warp protocol (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3;
+# docs/perf-log.md row 14), rounded up; it was 15-21 us on the H100 with the per-thread one (scheduler-h100-v5.json).
+# Those launches add one partial a finisher; streamk_fixup_us scales it to other tiles and shares. Measured with the
+# partial tiles moved by the mma warps themselves; through shared memory and TMA (docs/perf-log.md row 46) about 2 us
+# a launch less was measured (shapes-h100-v9.json): not refit yet, since that moves schedule_for's choices.
 
-UNIT_FILL_US = 2.5
-"""What a unit of work's first k-step costs over a steady one (its pipeline fills): about 2.5 us against 0.75 at
-128x256x64 in the H100 timelines of 2560^3 (docs/perf-log.md row 36). Stream-K at large M gives a program two
-partial units (a tile's head and another's tail) where whole tiles start once."""
+# gpu.unit_fill_us: What a unit of work's first k-step costs over a steady one (its pipeline fills): about 2.5 us
+# against 0.75 at 128x256x64 in the H100 timelines of 2560^3 (docs/perf-log.md row 36). Stream-K at large M gives a
+# program two partial units (a tile's head and another's tail) where whole tiles start once.
 SECTOR_BYTES, LINE_BYTES = 32, 128
-RESTAGE_GAIN = 0.25
-"""What rows off 32-byte sectors cost a GEMM whose A and B both have them, as a share of its aligned time: H100,
-K = 3000 and 1000, 20-50% (docs/perf-log.md rows 17-18 and 22); the low side, so restaging errs towards not copying."""
-COPY_BYTES_PER_US = 2.5e6
-"""What the restaging copy moves, reads plus writes (~2.5 TB/s on an H100)."""
+# gpu.restage_gain: What rows off 32-byte sectors cost a GEMM whose A and B both have them, as a share of its aligned
+# time: H100, K = 3000 and 1000, 20-50% (docs/perf-log.md rows 17-18 and 22); the low side, so restaging errs towards
+# not copying.
+# gpu.copy_bytes_per_us: What the restaging copy moves, reads plus writes (~2.5 TB/s on an H100).
 
-SM_FLOPS = 700e12 / 132
-"""One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into microseconds."""
+# gpu.sm_flops: One SM's share of the H100's sustained bf16 rate (about 700 TFLOP/s at 8192^3), to turn a tile into
+# microseconds.
 
 
 @cache
@@ -203,64 +199,66 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
     return (MEDIUM, SMALL) if out_dtype == torch.float32 else (LARGE_16BIT, MEDIUM, SMALL)
 
 
-EPILOGUE_STEPS = 1.64
-"""How long a cooperative tile's epilogue holds its SM's tensor core, in the tile's own k-steps (about 1.3 us at
-128x256): fitted with PINGPONG_STEP_COST to the ping-pong tile's time over matmul's choice on 40 grid shapes of equal
-waves (bench/results/archive/pingpong-survey-h100.json: 1.03x at K = 1024, 0.98x at 2048, 0.96x at 4096). predict_us leaves it
-out (every cooperative tile pays it), so only the ping-pong comparison counts it."""
-PINGPONG_STEP_COST = 1.072
-"""A k-step of a 128x128 tile against half of one of 128x256 (the same fit): a 128-row wgmma pair reads B once per
-64 rows and lands 33% more TMA bytes per flop, which shared memory's bandwidth feels; the cooperative 128x128's too."""
+# gpu.epilogue_steps: How long a cooperative tile's epilogue holds its SM's tensor core, in the tile's own k-steps
+# (about 1.3 us at 128x256): fitted with gpu.pingpong_step_cost to the ping-pong tile's time over matmul's choice on 40
+# grid shapes of equal waves (bench/results/archive/pingpong-survey-h100.json: 1.03x at K = 1024, 0.98x at 2048, 0.96x
+# at 4096). predict_us leaves it out (every cooperative tile pays it), so only the ping-pong comparison counts it.
+# gpu.pingpong_step_cost: A k-step of a 128x128 tile against half of one of 128x256 (the same fit): a 128-row wgmma
+# pair reads B once per 64 rows and lands 33% more TMA bytes per flop, which shared memory's bandwidth feels; the
+# cooperative 128x128's too.
 PINGPONG_MIN_GAIN = 1.02
 """How much faster pingpong_alternative must predict the ping-pong tile (the fit's residuals are 1-3%)."""
-LARGE_FEW_ROWS_RATE = 0.86
-"""What 128x256 (D in sub-tiles) ran against its predict_us time on grids of at most STREAMK_FEW_ROWS rows of tiles
-(M <= 512): the median of bench/results/archive/tile-rates-h100.json (perf-log row 71). Without it pingpong_alternative took
-the ping-pong tile over 128x256 at M = 320-512 and lost 3-5% there (pingpong-moves-h100.json)."""
+# gpu.large_few_rows_rate: What 128x256 (D in sub-tiles) ran against its predict_us time on grids of at most
+# STREAMK_FEW_ROWS rows of tiles (M <= 512): the median of bench/results/archive/tile-rates-h100.json (perf-log row
+# 71). Without it pingpong_alternative took the ping-pong tile over 128x256 at M = 320-512 and lost 3-5% there
+# (pingpong-moves-h100.json).
 
 
-def mma_step_cost(cfg: MatmulConfig) -> float:
-    """What predict_us counts a k-step of `cfg` at against its full-rate flops: PINGPONG_STEP_COST for the ping-pong
-    tile, else the reciprocal of its MMA warps' MMA_EFFICIENCY, times PIECED_STEP_COST for a pieced width."""
+def mma_step_cost(cfg: MatmulConfig, gpu: GpuModel) -> float:
+    """What predict_us counts a k-step of `cfg` at against its full-rate flops: gpu.pingpong_step_cost for the ping-pong
+    tile, else the reciprocal of its MMA warps' gpu.mma_efficiency, times gpu.pieced_step_cost for a pieced width."""
     if cfg.pingpong:
-        return PINGPONG_STEP_COST
-    return PIECED_STEP_COST.get(cfg.block_n, 1.0) / MMA_EFFICIENCY[cfg.num_warps]
+        return gpu.pingpong_step_cost
+    return gpu.pieced_step_cost.get(cfg.block_n, 1.0) / gpu.mma_efficiency[cfg.num_warps]
 
 
-def pingpong_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
-    """PINGPONG_16BIT in place of the cooperative 128x128 tile under the static schedule (the same tiles and waves:
-    20 of the 22 grid shapes this takes ran 1.08-1.18x faster, two at M = 448 0.92-0.95x:
+def pingpong_alternative(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, schedule: str
+                         ) -> MatmulConfig | None:
+    """PINGPONG_16BIT in place of the cooperative 128x128 tile under the static schedule (the same tiles and waves: 20
+    of the 22 grid shapes this takes ran 1.08-1.18x faster, two at M = 448 0.92-0.95x:
     bench/results/archive/pingpong-same-tile-moves-h100.json; perf-log row 76), and elsewhere where predicted
     PINGPONG_MIN_GAIN faster than `cfg` under `schedule`, whose prediction then adds what predict_us leaves out of a
-    cooperative tile: its exposed epilogues (EPILOGUE_STEPS a tile) and, for the cooperative 128x128 (under
-    stream-K), PINGPONG_STEP_COST; on few rows of 128-row tiles it also takes row 71's measured rate of 128x256 there
-    (LARGE_FEW_ROWS_RATE), and on two rows or fewer it weighs only the cooperative 128x128 (the same tile: the other
-    tiles' errors there exceed the gain). The predicted rule moves 66 of 400 grid shapes, each measured 1.00-1.19x
-    faster (bench/results/archive/pingpong-moves-h100.json; perf-log row 72)."""
+    cooperative tile: its exposed epilogues (gpu.epilogue_steps a tile) and, for the cooperative 128x128 (under
+    stream-K), gpu.pingpong_step_cost; on few rows of 128-row tiles it also takes row 71's measured rate of 128x256
+    there (gpu.large_few_rows_rate), and on two rows or fewer it weighs only the cooperative 128x128 (the same tile:
+    the other tiles' errors there exceed the gain). The predicted rule moves 66 of 400 grid shapes, each measured
+    1.00-1.19x faster (bench/results/archive/pingpong-moves-h100.json; perf-log row 72)."""
     rows = -(-M // PINGPONG_16BIT.block_m)
     same_tile = (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8)
     if same_tile and schedule == "static":  # the same waves: ping-pong's six stages and hidden epilogues
         return PINGPONG_16BIT
     if rows <= 2 and not same_tile:
         return None
-    parts = predicted_parts(M, N, K, cfg, schedule, sms)
-    tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, sms, schedule))
-    cooperative = sum(parts.values()) + tiles * EPILOGUE_STEPS * tile_us(cfg, cfg.block_k) * mma_step_cost(cfg)
+    parts = predicted_parts(M, N, K, cfg, schedule, gpu)
+    tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, gpu.sms, schedule))
+    cooperative = (sum(parts.values())
+                   + tiles * gpu.epilogue_steps * tile_us(cfg, cfg.block_k, gpu) * mma_step_cost(cfg, gpu))
     if same_tile:
-        cooperative += parts.get("mma", 0.0) * (PINGPONG_STEP_COST - 1)
+        cooperative += parts.get("mma", 0.0) * (gpu.pingpong_step_cost - 1)
     elif rows <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
-        cooperative *= LARGE_FEW_ROWS_RATE
-    pingpong = predict_us(M, N, K, PINGPONG_16BIT, "static", sms)
+        cooperative *= gpu.large_few_rows_rate
+    pingpong = predict_us(M, N, K, PINGPONG_16BIT, "static", gpu)
     return PINGPONG_16BIT if cooperative >= PINGPONG_MIN_GAIN * pingpong else None
 
 
-def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
+def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel) -> str:
     """The tile scheduler matmul uses when not told (tilepipe/schedulers/): stream-K with `cfg`'s tiles where an even
-    split of the k-steps plus its fixup (STREAMK_FIXUP_US) and two more pipeline fills (UNIT_FILL_US) is predicted
-    STREAMK_MIN_GAIN faster than `cfg`'s whole tiles in waves, else static. Predictions count full-rate tile times
-    (SM_FLOPS). Tiles of another size are config_for's choice, not this one's: weighing 128x128 tiles' waves here as
-    well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096, where stream-K then measured
-    1.155x and 1.018x the static 128x256 tiles that ran (bench/results/archive/whole-wave-tiles-h100.json; perf-log row 55).
+    split of the k-steps plus its fixup (gpu.streamk_fixup_us) and two more pipeline fills (gpu.unit_fill_us) is
+    predicted STREAMK_MIN_GAIN faster than `cfg`'s whole tiles in waves, else static. Predictions count full-rate
+    tile times (gpu.sm_flops). Tiles of another size are config_for's choice, not this one's: weighing 128x128
+    tiles' waves here as well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096,
+    where stream-K then measured 1.155x and 1.018x the static 128x256 tiles that ran
+    (bench/results/archive/whole-wave-tiles-h100.json; perf-log row 55).
 
     A partial wave of fewer tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler
     is never picked: with equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M)
@@ -271,37 +269,39 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, sms: int) -> str:
     if cfg.pieced or cfg.epilogue_n is not None or cfg.pingpong:
         return "static"
     if M <= DECODE_M:
-        return schedule_by_time(M, N, K, cfg, sms)
-    sms //= cfg.cluster.num_ctas
+        return schedule_by_time(M, N, K, cfg, gpu)
+    sms = gpu.sms // cfg.cluster.num_ctas
     tiles = tile_count(M, N, cfg)
     if tiles <= sms or tiles % sms == 0:
         return "static"
-    whole = -(-tiles // sms) * tile_us(cfg, K)
-    split = tiles / sms * tile_us(cfg, K) + STREAMK_FIXUP_US + 2 * UNIT_FILL_US
+    whole = -(-tiles // sms) * tile_us(cfg, K, gpu)
+    split = tiles / sms * tile_us(cfg, K, gpu) + gpu.streamk_fixup_us + 2 * gpu.unit_fill_us
     return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
 
 
-def streamk_step_cost(M: int, N: int, cfg: MatmulConfig) -> float:
-    """What predict_us counts a stream-K k-step against a static one on a large-M grid (STREAMK_FEW_ROWS_COST where it
-    has few rows of tiles, else 1); small M keeps its own calibration (SWAP_FLOOR_US, split-K's fixup)."""
+def streamk_step_cost(M: int, N: int, cfg: MatmulConfig, gpu: GpuModel) -> float:
+    """What predict_us counts a stream-K k-step against a static one on a large-M grid (gpu.streamk_few_rows_cost where
+    it has few rows of tiles, else 1); small M keeps its own calibration (gpu.swap_floor_us, split-K's fixup)."""
     rows = -(-(N if cfg.swap_ab else M) // cfg.tile_m)
-    return STREAMK_FEW_ROWS_COST if M > DECODE_M and rows <= STREAMK_FEW_ROWS else 1.0
+    return gpu.streamk_few_rows_cost if M > DECODE_M and rows <= STREAMK_FEW_ROWS else 1.0
 
 
 def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
                device: int, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
                ) -> MatmulConfig:
     """The configuration matmul uses on CUDA device `device`: the one tilepipe.autotune cached for this problem on
-    this GPU, else modelled_config's for its SM count."""
+    this GPU, else modelled_config's for its model (device_model: its figures, fitted constants and SM count)."""
     cached = None if own_source else cached_config(M, N, K, dtype, out_dtype, b_kmajor, device)
     if cached is not None and not (cached.pingpong and has_c):  # the ping-pong kernel takes no C
         return cached
-    return modelled_config(M, N, K, dtype, out_dtype, b_kmajor, sm_count(device), own_source, scheduler, has_c)
+    return modelled_config(M, N, K, dtype, out_dtype, b_kmajor, device_model(device), own_source, scheduler,
+                           has_c)
 
 
-def modelled_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool, sms: int,
-                    own_source: bool = False, scheduler: str | None = None, has_c: bool = False) -> MatmulConfig:
-    """The configuration the cost model gives a GPU of `sms` SMs: for small
+def modelled_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
+                    gpu: GpuModel, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
+                    ) -> MatmulConfig:
+    """The configuration the cost model gives GPU model `gpu` (its SM count and fitted constants): for small
     M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
     stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
     are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
@@ -324,55 +324,56 @@ def modelled_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
     1.00-1.16x on all 72 grid cases where it moves (geomean 1.059): medium-stages-moves-h100.json. docs/perf-log.md
     rows 88-89."""
     if M <= DECODE_M and not own_source:
-        return small_m_config(M, N, K, out_dtype, sms, b_kmajor, has_c)
+        return small_m_config(M, N, K, out_dtype, gpu, b_kmajor, has_c)
     candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
-    schedule = schedule_for(M, N, K, candidates[0], sms)
-    cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, sms, candidates)
-    if out_dtype == torch.float32 and cfg == MEDIUM and schedule == "static" and wide_fp32_pays(M, N, K, has_c, sms):
+    schedule = schedule_for(M, N, K, candidates[0], gpu)
+    cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, gpu.sms, candidates)
+    if out_dtype == torch.float32 and cfg == MEDIUM and schedule == "static" and wide_fp32_pays(M, N, K, has_c, gpu):
         cfg = LARGE_SUBTILED_FP32
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     pair = replace(cfg, cluster_m=2)
-    if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (sms // 2):
+    if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (gpu.sms // 2):
         return pair
     others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
     if others and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
-        its_schedule = schedule_for(M, N, K, cfg, sms)
-        tie = dram_tie_winner(M, N, K, sms, cfg, has_c) if b_kmajor and its_schedule == "static" else None  # measured
-        cfg = static_alternative(M, N, K, sms, cfg, its_schedule) or tie or cfg
+        its_schedule = schedule_for(M, N, K, cfg, gpu)
+        tie = dram_tie_winner(M, N, K, gpu, cfg, has_c) if b_kmajor and its_schedule == "static" else None  # measured
+        cfg = static_alternative(M, N, K, gpu, cfg, its_schedule) or tie or cfg
     cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
     if others and not has_c and scheduler in (None, "static"):
-        cfg = pingpong_alternative(M, N, K, sms, cfg, schedule_for(M, N, K, cfg, sms)) or cfg
+        cfg = pingpong_alternative(M, N, K, gpu, cfg, schedule_for(M, N, K, cfg, gpu)) or cfg
     fill = cfg in (SMALL, MEDIUM) and not own_source  # an fp32 C's own stages leave no room for more
     return with_stages_that_fit(cfg, out_dtype) if fill else cfg
 
 
-def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, sms: int) -> bool:
+def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, gpu: GpuModel) -> bool:
     """Whether an fp32 D that the wave heuristic gives the 128x128 tile under the static schedule (config_for's own
     schedule_for of it) takes LARGE_SUBTILED_FP32 instead: where its waves are as full (half the tiles, each a k-step
-    of ~7% less time a flop) and, with C, K reaches WIDE_FP32_MIN_K_WITH_C. On the grid cases it moves (M 160-8192 by
-    10 N x K): 1.06x the 128x128 tile with five stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 ->
+    of ~7% less time a flop) and, with C, K reaches gpu.wide_fp32_min_k_with_c. On the grid cases it moves (M 160-8192
+    by 10 N x K): 1.06x the 128x128 tile with five stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 ->
     65.7 us); where its waves are emptier it ran 0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us).
     bench/results/archive/fp32-d-large-tile-moves-h100.json, docs/perf-log.md row 93."""
-    if has_c and K < WIDE_FP32_MIN_K_WITH_C:
+    if has_c and K < gpu.wide_fp32_min_k_with_c:
         return False
-    return wave_efficiency(M, N, LARGE_SUBTILED_FP32, sms) >= wave_efficiency(M, N, MEDIUM, sms)
+    return wave_efficiency(M, N, LARGE_SUBTILED_FP32, gpu.sms) >= wave_efficiency(M, N, MEDIUM, gpu.sms)
 
 
-def static_alternative(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, schedule: str) -> MatmulConfig | None:
+def static_alternative(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, schedule: str
+                       ) -> MatmulConfig | None:
     """The static tile config_for takes instead of its choice `cfg` under `schedule`, if any: a PIECED_16BIT tile
     predicted PIECED_MIN_GAIN faster than static waves of cfg, or, against stream-K, the fastest predicted of the
     pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
-    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to SUBTILED_FIRST_MAX_M, then 192x128). Rows off
+    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to gpu.subtiled_first_max_m, then 192x128). Rows off
     32-byte sectors are left to the cluster that measured faster there."""
-    pieced = PIECED_16BIT if M <= SUBTILED_FIRST_MAX_M else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
+    pieced = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                              *PIECED_16BIT[2:])
     options = pieced + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
-    best = min(options, key=lambda option: predict_us(M, N, K, option, "static", sms))
+    best = min(options, key=lambda option: predict_us(M, N, K, option, "static", gpu))
     gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
-    return best if predict_us(M, N, K, cfg, schedule, sms) >= gain * predict_us(M, N, K, best, "static", sms) else None
+    return best if predict_us(M, N, K, cfg, schedule, gpu) >= gain * predict_us(M, N, K, best, "static", gpu) else None
 
 
-def dram_tie_winner(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, has_c: bool,
+def dram_tie_winner(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, has_c: bool,
                     tiles: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig | None:
     """Of `tiles` (default every pieced tile: PIECED_16BIT and NARROW_PIECED_16BIT), the one on the most programs
     that wins a tie at the DRAM floor with static `cfg` (dram_tie_pays), if any. On the 366 cases of a 3840-case grid
@@ -381,21 +382,22 @@ def dram_tie_winner(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, has_c: 
     129x4096x11008 0.94x), the 128x128 tile to 128x96 on 35 (0.997-1.092): bench/results/archive/narrow-pieced-moves-h100.json,
     docs/perf-log.md row 103."""
     tiles = (*PIECED_16BIT, NARROW_PIECED_16BIT) if tiles is None else tiles
-    winners = [tile for tile in tiles if dram_tie_pays(M, N, K, sms, cfg, tile, has_c)]
+    winners = [tile for tile in tiles if dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)]
     return max(winners, key=lambda tile: tile_count(M, N, tile), default=None)
 
 
-def dram_tie_pays(M: int, N: int, K: int, sms: int, cfg: MatmulConfig, pieced: MatmulConfig, has_c: bool) -> bool:
+def dram_tie_pays(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, pieced: MatmulConfig, has_c: bool
+                  ) -> bool:
     """Whether the static `pieced` tile wins a tie with static `cfg` at the DRAM floor (predict_us's "dram" bound for
     both: the same time) by running more programs in one wave, each streaming fewer operand bytes: the model's one-SM
-    rate where B comes from DRAM (SM_DRAM_BYTES_PER_US) is above what these programs streamed, so it misses their
+    rate where B comes from DRAM (gpu.sm_dram_bytes_per_us) is above what these programs streamed, so it misses their
     difference. With C, not where the last row of tiles is half empty or less. On the 112 cases of a 3640-case grid
     (M 129-1024) that the tie alone moved, 128x96 against the 128x128 tile: the 81 this keeps 1.006-1.086x faster
     (geomean 1.048; 256x5120x4096 33.62 -> 31.47 us); the 31 it drops 0.85-1.06x (27 with C over a last row at most
     half full, 0.89-1.06; 4 whose pieced tiles exceed one wave, 0.85-1.00): bench/results/archive/dram-tie-moves-h100.json,
     docs/perf-log.md row 95."""
-    at_floor = all(loop_bound(predicted_parts(M, N, K, tile, "static", sms)) == "dram" for tile in (cfg, pieced))
-    one_wave = tile_count(M, N, pieced) <= sms
+    at_floor = all(loop_bound(predicted_parts(M, N, K, tile, "static", gpu)) == "dram" for tile in (cfg, pieced))
+    one_wave = tile_count(M, N, pieced) <= gpu.sms
     last_rows = M % pieced.tile_m
     return (at_floor and one_wave and tile_count(M, N, pieced) > tile_count(M, N, cfg)
             and not (has_c and 0 < last_rows <= pieced.tile_m // 2))
@@ -407,37 +409,35 @@ def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
     return -(-rows // cfg.tile_m) * -(-cols // cfg.tile_n)
 
 
-def tile_us(cfg: MatmulConfig, K: int) -> float:
-    """One tile's time at the full rate of an SM."""
-    return 2.0 * cfg.block_m * cfg.block_n * K / SM_FLOPS * 1e6
+def tile_us(cfg: MatmulConfig, K: int, gpu: GpuModel) -> float:
+    """One tile's time at the full 16-bit rate of one of `gpu`'s SMs."""
+    return 2.0 * cfg.block_m * cfg.block_n * K / gpu.sm_flops * 1e6
 
 
 # ---- predicted time, and small M (decode) plans: 64-row tiles, split-K (issue 20) -------------------------
 
-DRAM_BYTES_PER_US = 2.6e6
-"""What a streaming GEMM gets from the H100's HBM3 (3.35 TB/s peak): the slope of the static decode rows of
-bench/results/archive/shapes-h100.json whose time is their bytes (the 64-row tile at N x K = 4096 x 4096, 6144 x 4096 and
-14336 x 4096, M = 1 to 96: 24.4-57.6 us for 34-121 MB; least squares 2.62 TB/s, L2_DIRTY_BYTES the intercept)."""
-L2_DIRTY_BYTES = 20e6
-"""What a GEMM at the DRAM floor moves besides its operands and output, up to its operand bytes (the same fit's
-intercept: 7.6 us at DRAM_BYTES_PER_US, 19.8 MB; cuBLAS's rows give 9.3 us with its launch): the dirty lines
-do_bench's 256 MB write leaves in the 50 MB L2, written back as the operands' reads evict them (a likely cause,
-not measured apart: docs/perf-log.md row 21). A compute-bound GEMM hides it under its k-steps."""
-LOAD_LATENCY_US = 1.5
-"""From a TMA load's issue to its landing, loaded: one SM keeps its stages' bytes in flight once per this long."""
-SM_BYTES_PER_US = 110e3
-"""The most one SM's TMA loads bring in from L2 (about 64 bytes a clock at 1.75 GHz)."""
-SM_DRAM_BYTES_PER_US = 84e3
-"""The most one SM's TMA loads bring in where B comes from DRAM: at most two rows of tiles (small M), whose programs
-read each B panel at about the same time, so none finds its lines in L2. The 64-row tile's 24 KiB k-steps took
-0.28-0.29 us (84-88 KB/us) at N x K = 4096 x 14336, M = 1 to 32, static on 32 SMs (bench/results/archive/shapes-h100.json),
-where its 8 stages at LOAD_LATENCY_US would allow 0.19; at M = 96 (two rows, 64 SMs) 0.26."""
-LAUNCH_US = 4.0
-"""What a launch adds to its main loops: the launch, the prologue, the first loads' latency, the last epilogue."""
-MMA_EFFICIENCY = {4: 0.83, 8: 1.0}
-"""Share of SM_FLOPS a tile's wgmma reaches, by MMA warps: a 4-warp 64-row tile measured 0.83 (schedule_for)."""
-FP8_SM_FLOPS = 1300e12 / 132
-"""One SM's share of the H100's sustained fp8 rate (about 1300 TFLOP/s per-tensor at 8192^3, bench v10)."""
+# gpu.dram_bytes_per_us: What a streaming GEMM gets from the H100's HBM3 (3.35 TB/s peak): the slope of the static
+# decode rows of bench/results/archive/shapes-h100.json whose time is their bytes (the 64-row tile at N x K = 4096 x
+# 4096, 6144 x 4096 and 14336 x 4096, M = 1 to 96: 24.4-57.6 us for 34-121 MB; least squares 2.62 TB/s,
+# gpu.l2_dirty_bytes the intercept).
+# gpu.l2_dirty_bytes: What a GEMM at the DRAM floor moves besides its operands and output, up to its operand bytes
+# (the same fit's intercept: 7.6 us at gpu.dram_bytes_per_us, 19.8 MB; cuBLAS's rows give 9.3 us with its launch): the
+# dirty lines do_bench's 256 MB write leaves in the 50 MB L2, written back as the operands' reads evict them (a likely
+# cause, not measured apart: docs/perf-log.md row 21). A compute-bound GEMM hides it under its k-steps.
+# gpu.load_latency_us: From a TMA load's issue to its landing, loaded: one SM keeps its stages' bytes in flight once
+# per this long.
+# gpu.sm_bytes_per_us: The most one SM's TMA loads bring in from L2 (about 64 bytes a clock at 1.75 GHz).
+# gpu.sm_dram_bytes_per_us: The most one SM's TMA loads bring in where B comes from DRAM: at most two rows of tiles
+# (small M), whose programs read each B panel at about the same time, so none finds its lines in L2. The 64-row tile's
+# 24 KiB k-steps took 0.28-0.29 us (84-88 KB/us) at N x K = 4096 x 14336, M = 1 to 32, static on 32 SMs
+# (bench/results/archive/shapes-h100.json), where its 8 stages at gpu.load_latency_us would allow 0.19; at M = 96 (two
+# rows, 64 SMs) 0.26.
+# gpu.launch_us: What a launch adds to its main loops: the launch, the prologue, the first loads' latency, the last
+# epilogue.
+# gpu.mma_efficiency: Share of gpu.sm_flops a tile's wgmma reaches, by MMA warps: a 4-warp 64-row tile measured 0.83
+# (schedule_for).
+# gpu.fp8_sm_flops: One SM's share of the H100's sustained fp8 rate (about 1300 TFLOP/s per-tensor at 8192^3, bench
+# v10).
 DECODE_M = 128
 """M up to this is small M: one or two rows of tiles, whose count the split of K must make up for."""
 SPLIT_MIN_STEPS = 4
@@ -447,42 +447,43 @@ SCHEDULES_BY_TIME = ("static", "splitk", "streamk")
 with equal tiles; split-K before stream-K: one unit a program)."""
 
 
-def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: int, in_bytes: int = 2,
-               out_bytes: int = 2, sm_flops: float = SM_FLOPS) -> float:
-    """Predicted kernel time of one GEMM: the sum of predicted_parts."""
-    return sum(predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, out_bytes, sm_flops).values())
+def predict_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu: GpuModel, in_bytes: int = 2,
+               out_bytes: int = 2) -> float:
+    """Predicted kernel time of one GEMM on GPU model `gpu`: the sum of predicted_parts."""
+    return sum(predicted_parts(M, N, K, cfg, schedule, gpu, in_bytes, out_bytes).values())
 
 
-def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, sms: int, in_bytes: int = 2,
-                    out_bytes: int = 2, sm_flops: float = SM_FLOPS) -> dict[str, float]:
-    """predict_us's terms, each in us: the main loops as their limit ("mma": the busiest program's k-steps at its
-    wgmma rate; "stream": the same k-steps at its operand loads' rate, at most SM_DRAM_BYTES_PER_US where one or two
-    rows of tiles read B from DRAM; "dram": every operand and output byte once at DRAM speed plus L2_DIRTY_BYTES),
-    whichever is longest, then "fixup" (streamk_fixup_us), "launch" (LAUNCH_US) and "swap" (a 64-row swap-AB tile's
-    SWAP_FLOOR_US). A padded tile (M below its rows) costs its full wgmma. A cluster config runs its cluster tiles
-    on sms / num_ctas programs, each CTA its own block's k-steps."""
+def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu: GpuModel, in_bytes: int = 2,
+                    out_bytes: int = 2) -> dict[str, float]:
+    """predict_us's terms, each in us: the main loops as their limit ("mma": the busiest program's k-steps at its wgmma
+    rate, gpu.flops_per_sm of `in_bytes` operands (1: fp8); "stream": the same k-steps at its operand loads' rate,
+    at most gpu.sm_dram_bytes_per_us where one or two rows of tiles read B from DRAM; "dram": every operand and
+    output byte once at DRAM speed plus gpu.l2_dirty_bytes), whichever is longest, then "fixup" (streamk_fixup_us),
+    "launch" (gpu.launch_us) and "swap" (a 64-row swap-AB tile's gpu.swap_floor_us). A padded tile (M below its
+    rows) costs its full wgmma. A cluster config runs its cluster tiles on sms / num_ctas programs, each CTA its own
+    block's k-steps."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles, k_tiles = tile_count(M, N, cfg), -(-K // bk)
-    programs = schedule_programs(M, N, K, cfg, sms, schedule)
+    programs = schedule_programs(M, N, K, cfg, gpu.sms, schedule)
     if KERNEL_SCHEDULE.get(schedule, schedule) == "streamk":
         dp_tiles, ragged = streamk_split(tiles, programs)
         split = -(-(tiles - dp_tiles) * k_tiles // programs)
         if schedule == "streamk":  # split-K (small M) keeps its own calibration
-            split *= streamk_step_cost(M, N, cfg)
+            split *= streamk_step_cost(M, N, cfg, gpu)
         steps = dp_tiles // programs * k_tiles + split
-        fixup = streamk_fixup_us(cfg, tiles - dp_tiles, programs) if ragged else 0.0
+        fixup = streamk_fixup_us(cfg, tiles - dp_tiles, programs, gpu) if ragged else 0.0
     else:
         steps, fixup = -(-tiles // programs) * k_tiles, 0.0
     stage_bytes = (bm + bn) * bk * in_bytes
-    sm_bytes = SM_DRAM_BYTES_PER_US if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else SM_BYTES_PER_US
-    stream = min(sm_bytes, cfg.stages * stage_bytes / LOAD_LATENCY_US)
+    sm_bytes = gpu.sm_dram_bytes_per_us if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else gpu.sm_bytes_per_us
+    stream = min(sm_bytes, cfg.stages * stage_bytes / gpu.load_latency_us)
     reads = (M + N) * K * in_bytes
-    loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg) / sm_flops * 1e6,
+    loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg, gpu) / gpu.flops_per_sm(in_bytes) * 1e6,
              "stream": steps * stage_bytes / stream,
-             "dram": (reads + M * N * out_bytes + min(reads, L2_DIRTY_BYTES)) / DRAM_BYTES_PER_US}
+             "dram": (reads + M * N * out_bytes + min(reads, gpu.l2_dirty_bytes)) / gpu.dram_bytes_per_us}
     bound = max(loops, key=loops.__getitem__)
-    swap_us = SWAP_FLOOR_US[cfg.block_n] if cfg.swap_ab and cfg.block_m == 64 else 0.0
-    return {bound: loops[bound], "fixup": fixup, "launch": LAUNCH_US, "swap": swap_us}
+    swap_us = gpu.swap_floor_us[cfg.block_n] if cfg.swap_ab and cfg.block_m == 64 else 0.0
+    return {bound: loops[bound], "fixup": fixup, "launch": gpu.launch_us, "swap": swap_us}
 
 
 LOOP_BOUNDS = ("mma", "stream", "dram")
@@ -494,16 +495,15 @@ def loop_bound(parts: dict[str, float]) -> str:
     return next(name for name in LOOP_BOUNDS if name in parts)
 
 
-def floor_us(M: int, N: int, K: int, sms: int, in_bytes: int = 2, out_bytes: int = 2,
-             sm_flops: float = SM_FLOPS) -> float:
+def floor_us(M: int, N: int, K: int, gpu: GpuModel, in_bytes: int = 2, out_bytes: int = 2) -> float:
     """What no kernel beats at the model's rates: every FLOP on every SM, or every operand and output byte once."""
-    dram = ((M + N) * K * in_bytes + M * N * out_bytes) / DRAM_BYTES_PER_US
-    return max(2.0 * M * N * K / (sms * sm_flops) * 1e6, dram)
+    dram = ((M + N) * K * in_bytes + M * N * out_bytes) / gpu.dram_bytes_per_us
+    return max(2.0 * M * N * K / (gpu.sms * gpu.flops_per_sm(in_bytes)) * 1e6, dram)
 
 
-def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> float:
+def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int, gpu: GpuModel) -> float:
     """What the partial tiles add to a stream-K (or split-K) launch: one fp32 tile's trip through memory (half of
-    STREAMK_FIXUP_US at 128x256, by area) for the contributors' stores (made at once), and one for each partial its
+    gpu.streamk_fixup_us at 128x256, by area) for the contributors' stores (made at once), and one for each partial its
     finisher then loads and adds, one after another. The finisher adds programs / split_tiles partials on average,
     one fewer where the programs' ranges end on tile boundaries (split-K: splits - 1), at least one where they do
     not. At 64x128, where the split schedules share static's DRAM time (the K = 4096 decode rows of
@@ -511,7 +511,7 @@ def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int) -> floa
     stream-K 3.6-6.7, against 2.5-5.0 and 2.7-6.4 here (4 splits cost less than modelled: 2.4-3.6 us, not 5.0);
     blockwise FP8 split 8 ways at 64x2048x7168 measured 25.6 us in all, 25.7 predicted."""
     share = programs / split_tiles - 1 if programs % split_tiles == 0 else max(1.0, programs / split_tiles)
-    return STREAMK_FIXUP_US / 2 * cfg.block_m * cfg.block_n / (128 * 256) * (1 + share)
+    return gpu.streamk_fixup_us / 2 * cfg.block_m * cfg.block_n / (128 * 256) * (1 + share)
 
 
 def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:
@@ -638,50 +638,50 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
     return max(s for s in range(low, (high or MAX_STAGES) + 1) if fits(s))
 
 
-SWAP_FLOOR_US = {8: -1.8, 16: -1.8, 32: -2.4, 64: -2.4, 128: 0.6}
-"""What predict_us adds to a 64-row swap-AB tile's time, by its width (block_n, M's side): the mean of measured minus
-predicted time over its static decode rows less the plain 64x128 tile's (+0.2 us over its 35 rows at K = 4096), from
-bench/results/archive/decode-swap-h100.json, decode-mid-m-h100.json and shapes-h100-v8.json (H100; width 8: 24 rows, 32: 12,
-64: 8, 128: 16; 16 is width 8's, timed only for FP8 at M = 16: -1.7 and 0.0 against the plain tile's -0.6 and +1.9).
-Narrow swap tiles reach the DRAM floor about 2 us sooner than the plain tile (the cause is not measured apart); the
-128-wide one, whose program reads all of M's rows of A (the kernel's B) a k-step, about as soon (0.6 +- 2.2 us), so
-the model keeps the plain tile at 64 < M <= 128 (docs/perf-log.md row 42)."""
+# gpu.swap_floor_us: What predict_us adds to a 64-row swap-AB tile's time, by its width (block_n, M's side): the mean
+# of measured minus predicted time over its static decode rows less the plain 64x128 tile's (+0.2 us over its 35 rows
+# at K = 4096), from bench/results/archive/decode-swap-h100.json, decode-mid-m-h100.json and shapes-h100-v8.json
+# (H100; width 8: 24 rows, 32: 12, 64: 8, 128: 16; 16 is width 8's, timed only for FP8 at M = 16: -1.7 and 0.0 against
+# the plain tile's -0.6 and +1.9). Narrow swap tiles reach the DRAM floor about 2 us sooner than the plain tile (the
+# cause is not measured apart); the 128-wide one, whose program reads all of M's rows of A (the kernel's B) a k-step,
+# about as soon (0.6 +- 2.2 us), so the model keeps the plain tile at 64 < M <= 128 (docs/perf-log.md row 42).
 
 
 @cache
-def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, sms: int, b_kmajor: bool = False,
+def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, gpu: GpuModel, b_kmajor: bool = False,
                    has_c: bool = False) -> MatmulConfig:
     """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`), NARROW's (narrow_configs) and small_m_configs, the
     one of least predicted time under the schedule schedule_for would give it (the first on a tie); past one row of
     64-row tiles with B K-major, a static plain tile gives way to NARROW_PIECED_16BIT where that wins the tie at the
     DRAM floor (dram_tie_winner; with C, `has_c`)."""
-    tiles = ((swap_config(M, out_dtype), ) if b_kmajor else ()) + narrow_configs(M, N, sms) + small_m_configs(out_dtype)
-    chosen = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms), sms,
+    tiles = (((swap_config(M, out_dtype), ) if b_kmajor else ()) + narrow_configs(M, N, gpu.sms)
+             + small_m_configs(out_dtype))
+    chosen = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, gpu), gpu,
                                                    out_bytes=out_dtype.itemsize))
-    static = schedule_by_time(M, N, K, chosen, sms) == "static" and not chosen.swap_ab
+    static = schedule_by_time(M, N, K, chosen, gpu) == "static" and not chosen.swap_ab
     measured = b_kmajor and M > NARROW_PIECED_16BIT.block_m and out_dtype != torch.float32  # where the grid ran
-    tie = dram_tie_winner(M, N, K, sms, chosen, has_c, (NARROW_PIECED_16BIT, )) if measured and static else None
+    tie = dram_tie_winner(M, N, K, gpu, chosen, has_c, (NARROW_PIECED_16BIT, )) if measured and static else None
     return tie or chosen
 
 
-def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, sms: int, in_bytes: int = 2,
-                     sm_flops: float = SM_FLOPS) -> str:
-    """The schedule of least predicted time for `cfg`, where it beats static by STREAMK_MIN_GAIN (else static)."""
-    times = {s: predict_us(M, N, K, cfg, s, sms, in_bytes=in_bytes, sm_flops=sm_flops)
-             for s in schedule_candidates(M, N, K, cfg, sms)}
+def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2) -> str:
+    """The schedule of least predicted time for `cfg` (operands of `in_bytes`), where it beats static by
+    STREAMK_MIN_GAIN (else static)."""
+    times = {s: predict_us(M, N, K, cfg, s, gpu, in_bytes=in_bytes)
+             for s in schedule_candidates(M, N, K, cfg, gpu.sms)}
     best = min(times, key=times.__getitem__)
     return best if times["static"] >= STREAMK_MIN_GAIN * times[best] else "static"
 
 
-def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, sms: int) -> str:
+def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, gpu: GpuModel) -> str:
     """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); for the blockwise kernel that
-    only up to one row of 64-row tiles (BLOCKWISE_STREAMK_MAX_M), past it static, or stream-K for its 128-row tile
+    only up to one row of 64-row tiles (gpu.blockwise_streamk_max_m), past it static, or stream-K for its 128-row tile
     where blockwise_streamk_pays."""
     if blockwise and cfg.block_m == 128:
-        return "streamk" if blockwise_streamk_pays(M, N, K, cfg, cfg, sms) else "static"
-    if blockwise and M > BLOCKWISE_STREAMK_MAX_M:
+        return "streamk" if blockwise_streamk_pays(M, N, K, cfg, cfg, gpu) else "static"
+    if blockwise and M > gpu.blockwise_streamk_max_m:
         return "static"
-    return schedule_by_time(M, N, K, cfg, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+    return schedule_by_time(M, N, K, cfg, gpu, in_bytes=1)
 
 
 # ---- sm_100a (Blackwell): compiled for sm_100a on the CPU, never run ----
@@ -817,29 +817,28 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
     return tuple(replace(cfg, stages=fitted_stages(cfg, out_dtype, 1, kernel=kernel)) for cfg in tiles)
 
 
-BLOCKWISE_STREAMK_MAX_M = 64
-"""The blockwise FP8 kernel's 64-row tile splits K (stream-K, split-K) only up to this M: at 1024x4608x7168 it ran
-1.21x its predicted time under stream-K (84.1 against 69.4 us, bench/results/archive/shapes-h100-v7.json; 84.4 in row 31's
-run), while the 128-row tile's static waves ran at 0.99 of theirs (74.8 against 75.5 us)."""
-BLOCKWISE_STREAMK_MIN_GAIN = 1.16
-"""The blockwise kernel's 128-row tile runs stream-K where the best static tile is predicted this much slower. Its
-stream-K ran 1.06-1.28x its predicted time (median ~1.15) against 0.99-1.14x for its static waves, on 21 shapes of
-bench/results/archive/blockwise-streamk-probe-h100.json (docs/perf-log.md row 87): the four predicted 1.18-1.33x faster
-measured 1.08-1.17x the default (1024x4608x7168 75.7 -> 68.7 us, 1536x1536x7168 46.1 -> 39.3), those predicted
-1.06-1.14x measured 0.92-1.01x."""
+# gpu.blockwise_streamk_max_m: The blockwise FP8 kernel's 64-row tile splits K (stream-K, split-K) only up to this M:
+# at 1024x4608x7168 it ran 1.21x its predicted time under stream-K (84.1 against 69.4 us,
+# bench/results/archive/shapes-h100-v7.json; 84.4 in row 31's run), while the 128-row tile's static waves ran at 0.99
+# of theirs (74.8 against 75.5 us).
+# gpu.blockwise_streamk_min_gain: The blockwise kernel's 128-row tile runs stream-K where the best static tile is
+# predicted this much slower. Its stream-K ran 1.06-1.28x its predicted time (median ~1.15) against 0.99-1.14x for its
+# static waves, on 21 shapes of bench/results/archive/blockwise-streamk-probe-h100.json (docs/perf-log.md row 87): the
+# four predicted 1.18-1.33x faster measured 1.08-1.17x the default (1024x4608x7168 75.7 -> 68.7 us, 1536x1536x7168
+# 46.1 -> 39.3), those predicted 1.06-1.14x measured 0.92-1.01x.
 
 
-def blockwise_streamk_pays(M: int, N: int, K: int, big: MatmulConfig, best: MatmulConfig, sms: int) -> bool:
+def blockwise_streamk_pays(M: int, N: int, K: int, big: MatmulConfig, best: MatmulConfig, gpu: GpuModel) -> bool:
     """Whether the blockwise kernel's 128-row tile `big` under stream-K beats `best`'s static waves (the faster
-    predicted blockwise tile) by BLOCKWISE_STREAMK_MIN_GAIN, where its tiles outnumber the SMs."""
-    if tile_count(M, N, big) <= sms:  # a partial single wave: smaller tiles fill it without a fixup
+    predicted blockwise tile) by gpu.blockwise_streamk_min_gain, where its tiles outnumber the SMs."""
+    if tile_count(M, N, big) <= gpu.sms:  # a partial single wave: smaller tiles fill it without a fixup
         return False
-    fp8 = dict(sms=sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
+    fp8 = dict(gpu=gpu, in_bytes=1)
     return (predict_us(M, N, K, best, "static", **fp8) >=
-            BLOCKWISE_STREAMK_MIN_GAIN * predict_us(M, N, K, big, "streamk", **fp8))
+            gpu.blockwise_streamk_min_gain * predict_us(M, N, K, big, "streamk", **fp8))
 
 
-def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, sms: int) -> MatmulConfig:
+def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, gpu: GpuModel) -> MatmulConfig:
     """The configuration matmul_fp8 uses: for M up to 64 per-tensor and per-row scales the faster predicted of
     swap-AB's tile and the 64-row tile (each under its schedule_by_time schedule), blockwise scales the 64-row tile
     (no padded wgmma rows; split-K makes up its tile count); past that blockwise scales the tile of least predicted
@@ -848,15 +847,13 @@ def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dty
     tiles = fp8_configs(blockwise, out_dtype)
     if M <= tiles[-1].block_m and not blockwise:
         return min((swap_config(M, out_dtype, kernel="scaled"), tiles[-1]), key=lambda cfg: predict_us(
-            M, N, K, cfg, schedule_by_time(M, N, K, cfg, sms, 1, FP8_SM_FLOPS), sms, 1, out_dtype.itemsize,
-            FP8_SM_FLOPS))
+            M, N, K, cfg, schedule_by_time(M, N, K, cfg, gpu, 1), gpu, 1, out_dtype.itemsize))
     if M <= tiles[-1].block_m:
         return tiles[-1]
     if blockwise:
-        best = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, "static", sms, 1, out_dtype.itemsize,
-                                                     FP8_SM_FLOPS))
-        return tiles[0] if blockwise_streamk_pays(M, N, K, tiles[0], best, sms) else best
-    return choose_config(M, N, out_dtype, sms, tiles)
+        best = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, "static", gpu, 1, out_dtype.itemsize))
+        return tiles[0] if blockwise_streamk_pays(M, N, K, tiles[0], best, gpu) else best
+    return choose_config(M, N, out_dtype, gpu.sms, tiles)
 
 
 # ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------

@@ -3,9 +3,8 @@
 
 import torch
 
-from tilepipe.host.configs import (COPY_BYTES_PER_US, LINE_BYTES, RESTAGE_GAIN, SECTOR_BYTES, MatmulConfig, tile_count,
-                                   tile_us)
-from tilepipe.host.device import sm_count
+from tilepipe.host.configs import LINE_BYTES, SECTOR_BYTES, MatmulConfig, tile_count, tile_us
+from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache
 from tilepipe.kernels.spec import BUILD_OPTIONS
 
@@ -47,17 +46,18 @@ def off_sectors(t: torch.Tensor) -> bool:
 def sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cfg: MatmulConfig,
                     device: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The GEMM's A and B (as TMA reads them), with those whose rows start off sectors copied to 128-byte aligned
-    rows where the model says the GEMM saves more than the copy costs: RESTAGE_GAIN of its predicted time (in
-    waves of full-rate tiles), scaled by the share of the tile loads those operands make, against COPY_BYTES_PER_US
-    for reading and writing them."""
+    rows where the device's model says the GEMM saves more than the copy costs: restage_gain of its predicted time (in
+    waves of full-rate tiles), scaled by the share of the tile loads those operands make, against copy_bytes_per_us
+    for reading and writing them (host/gpus)."""
     off = [off_sectors(a), off_sectors(b)]
     if not any(off):
         return a, b
     a_rows, b_rows = (cfg.block_n, cfg.block_m) if cfg.swap_ab else (cfg.block_m, cfg.block_n)  # a tile's, per k
     share = (a_rows * off[0] + b_rows * off[1]) / (a_rows + b_rows)
-    gemm_us = -(-tile_count(M, N, cfg) // sm_count(device)) * tile_us(cfg, K)
-    copy_us = sum(2 * t.numel() * t.element_size() for t, o in zip((a, b), off) if o) / COPY_BYTES_PER_US
-    if RESTAGE_GAIN * share * gemm_us <= copy_us:
+    gpu = device_model(device)
+    gemm_us = -(-tile_count(M, N, cfg) // gpu.sms) * tile_us(cfg, K, gpu)
+    copy_us = sum(2 * t.numel() * t.element_size() for t, o in zip((a, b), off) if o) / gpu.copy_bytes_per_us
+    if gpu.restage_gain * share * gemm_us <= copy_us:
         return a, b
     return restaged(a, device) if off[0] else a, restaged(b, device) if off[1] else b
 

@@ -148,15 +148,15 @@ def bench_schedulers(M: int, N: int, K: int, pairs: int, rep_ms: int) -> list[Ro
     stream-K against static. Static and dynamic run the tile choose_config picks for whole-tile waves, stream-K the
     largest tile."""
     from tilepipe.host.configs import choose_config, config_for, default_configs, schedule_for, tile_count
-    from tilepipe.host.device import sm_count
+    from tilepipe.host.gpus import device_model
 
-    sms = sm_count(torch.cuda.current_device())
+    gpu = device_model(torch.cuda.current_device())
     a, b = _operands(M, N, K, "kmajor")
     theirs = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     torch.matmul(a, b, out=theirs)
-    whole, split = choose_config(M, N, torch.bfloat16, sms), default_configs(torch.bfloat16)[0]
+    whole, split = choose_config(M, N, torch.bfloat16, gpu.sms), default_configs(torch.bfloat16)[0]
     chosen = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
-    default = schedule_for(M, N, K, chosen, sms)
+    default = schedule_for(M, N, K, chosen, gpu)
     variants = {"static": (whole, "static"), "dynamic": (whole, "dynamic"), "streamk": (split, "streamk"),
                 f"default ({default})": (None, None)}
     runs, rows, flops = {}, [], 2.0 * M * N * K

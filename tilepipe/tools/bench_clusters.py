@@ -17,7 +17,7 @@ import torch
 
 import tilepipe
 from tilepipe.host.configs import MatmulConfig, config_for, fp8_config_for
-from tilepipe.host.device import sm_count
+from tilepipe.host.gpus import device_model
 from tilepipe.tools.bench import RESULTS_DIR, Row, _operands, _rel_err, compare, print_table, run_record
 from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
 
@@ -88,7 +88,8 @@ def bench_fp8(M: int, N: int, K: int, scaling: str, pairs: int, rep_ms: int, mis
     sa, sb = _scales(M, N, K, scaling)
     ours = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     fast = scaling != "blockwise"
-    chosen = fp8_config_for(M, N, K, scaling == "blockwise", torch.bfloat16, sm_count(torch.cuda.current_device()))
+    chosen = fp8_config_for(M, N, K, scaling == "blockwise", torch.bfloat16,
+                            device_model(torch.cuda.current_device()))
     launch = lambda cfg: lambda: tilepipe.matmul_fp8(a, b, sa, sb, out=ours, config=cfg)  # noqa: E731
     theirs = lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast)  # noqa: E731
     return bench_variants((M, N, K), f"matmul_fp8 {scaling}", chosen, launch, ours,

@@ -22,13 +22,12 @@ import torch
 
 import tilepipe
 from tilepipe._text import format_table
-from tilepipe.host.configs import (DECODE_M, FP8_SM_FLOPS, LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_16BIT,
-                                   PINGPONG_16BIT, SM_FLOPS,
+from tilepipe.host.configs import (DECODE_M, LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_16BIT, PINGPONG_16BIT,
                                    MatmulConfig, choose_config, config_for, default_configs, floor_us, fp8_config_for,
                                    fp8_configs, fp8_schedule_for, loop_bound, narrow_configs, predict_us,
                                    predicted_parts, schedule_candidates, schedule_for, schedule_programs,
                                    small_m_configs, swap_config)
-from tilepipe.host.device import sm_count
+from tilepipe.host.gpus import GpuModel, device_model
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
 from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
@@ -75,16 +74,15 @@ def describe(cfg: MatmulConfig) -> str:
 def plan(group: str, M: int, N: int, K: int, device: int) -> tuple[MatmulConfig, str, dict[str, float]]:
     """What the op chooses for a row on `device` (tile, schedule), and the cost model's predicted time of each
     schedule it compares for that tile."""
-    sms = sm_count(device)
+    gpu = device_model(device)
     if group.startswith("FP8"):
         blockwise = "blockwise" in group
-        cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, sms)
-        return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, sms), {
-            s: predict_us(M, N, K, cfg, s, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS)
-            for s in schedule_candidates(M, N, K, cfg, sms)}
+        cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, gpu)
+        return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, gpu), {
+            s: predict_us(M, N, K, cfg, s, gpu, in_bytes=1) for s in schedule_candidates(M, N, K, cfg, gpu.sms)}
     cfg = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, device)
-    return cfg, schedule_for(M, N, K, cfg, sms), {
-        s: predict_us(M, N, K, cfg, s, sms) for s in schedule_candidates(M, N, K, cfg, sms)}
+    return cfg, schedule_for(M, N, K, cfg, gpu), {
+        s: predict_us(M, N, K, cfg, s, gpu) for s in schedule_candidates(M, N, K, cfg, gpu.sms)}
 
 
 def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> ShapeRow:
@@ -105,15 +103,15 @@ def bench_bf16(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> S
                         us, rep_ms)
 
     schedules = {name: timed(cfg, name, us) for name, us in predicted.items()}
-    sms = sm_count(device)
+    gpu = device_model(device)
     if M > DECODE_M:  # every other tile matmul could take, under each schedule: the data to choose tiles by time
         for tile, name in other_candidates(cfg):
-            schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
+            schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, gpu))
     else:  # the choice before issue 20's small-M model (the wave heuristic's tile), swap-AB's and the 64-row tiles
-        old = choose_config(M, N, torch.bfloat16, sms)
-        schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", sms))
-        for tile, name in swap_candidates(M, N, K, sms) + row_tile_candidates(M, N, K, cfg, sms):
-            schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, sms))
+        old = choose_config(M, N, torch.bfloat16, gpu.sms)
+        schedules[f"before: {describe(old)} static"] = timed(old, "static", predict_us(M, N, K, old, "static", gpu))
+        for tile, name in swap_candidates(M, N, K, gpu.sms) + row_tile_candidates(M, N, K, cfg, gpu):
+            schedules[f"{describe(tile)} {name}"] = timed(tile, name, predict_us(M, N, K, tile, name, gpu))
     return _row(group, M, N, K, "matmul bf16 B kmajor", "cuBLAS (torch.matmul)", result, err, cfg, schedule,
                 predicted[schedule], schedules)
 
@@ -147,11 +145,12 @@ def swap_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[MatmulConfig
     return [(narrow, name) for name in schedule_candidates(M, N, K, narrow, sms)] + [(wide, "static")]
 
 
-def row_tile_candidates(M: int, N: int, K: int, chosen: MatmulConfig, sms: int) -> list[tuple[MatmulConfig, str]]:
+def row_tile_candidates(M: int, N: int, K: int, chosen: MatmulConfig, gpu: GpuModel
+                        ) -> list[tuple[MatmulConfig, str]]:
     """Small M's 64-row tiles other than the chosen one (the narrow 64x64 where narrow_configs offers it, and the
     64x128 one), each under the schedule schedule_for would give it: the narrow tile's A/B in the same process."""
-    tiles = narrow_configs(M, N, sms) + small_m_configs(torch.bfloat16)[:1]
-    return [(tile, schedule_for(M, N, K, tile, sms)) for tile in tiles if tile != chosen]
+    tiles = narrow_configs(M, N, gpu.sms) + small_m_configs(torch.bfloat16)[:1]
+    return [(tile, schedule_for(M, N, K, tile, gpu)) for tile in tiles if tile != chosen]
 
 
 def fp8_candidates(scaling: str, M: int) -> list[MatmulConfig]:
@@ -181,12 +180,12 @@ def bench_fp8(group: str, M: int, N: int, K: int, pairs: int, rep_ms: int) -> Sh
     device = torch.cuda.current_device()
     cfg, schedule, predicted = plan(group, M, N, K, device)
     schedules = {name: {"predicted_us": round(us, 2)} for name, us in predicted.items()}  # matmul_fp8 takes no schedule
-    sms = sm_count(device)
+    gpu = device_model(device)
     for tile in fp8_candidates(scaling, M):  # each under its own schedule, timed
-        tile_schedule = fp8_schedule_for(M, N, K, tile, scaling == "blockwise", sms)
+        tile_schedule = fp8_schedule_for(M, N, K, tile, scaling == "blockwise", gpu)
         schedules[f"{describe(tile)} {tile_schedule}"] = measured(
             lambda tile=tile: tilepipe.matmul_fp8(a, b, sa, sb, out=ours, config=tile), ours, theirs(),
-            predict_us(M, N, K, tile, tile_schedule, sms, in_bytes=1, sm_flops=FP8_SM_FLOPS), rep_ms)
+            predict_us(M, N, K, tile, tile_schedule, gpu, in_bytes=1), rep_ms)
     return _row(group, M, N, K, f"matmul_fp8 {scaling} e4m3", f"cuBLASLt (torch._scaled_mm, use_fast_accum={fast})",
                 result, _rel_err(ours, theirs()), cfg, schedule, predicted[schedule], schedules)
 
@@ -196,11 +195,11 @@ def _row(group: str, M: int, N: int, K: int, variant: str, baseline: str, result
     """A ShapeRow from compare()'s (our TFLOP/s, their TFLOP/s, ratio, pair ratios), with the cost model's bound and
     floor for the row."""
     us = lambda tflops: round(2.0 * M * N * K / tflops * 1e-6, 2)  # noqa: E731
-    sms = sm_count(torch.cuda.current_device())
-    programs = schedule_programs(M, N, K, cfg, sms, schedule)
-    in_bytes, flops = (1, FP8_SM_FLOPS) if group.startswith("FP8") else (2, SM_FLOPS)
-    bound = loop_bound(predicted_parts(M, N, K, cfg, schedule, sms, in_bytes, 2, flops))
-    floor = floor_us(M, N, K, sms, in_bytes, 2, flops)
+    gpu = device_model(torch.cuda.current_device())
+    programs = schedule_programs(M, N, K, cfg, gpu.sms, schedule)
+    in_bytes = 1 if group.startswith("FP8") else 2
+    bound = loop_bound(predicted_parts(M, N, K, cfg, schedule, gpu, in_bytes))
+    floor = floor_us(M, N, K, gpu, in_bytes)
     return ShapeRow(f"{M}x{N}x{K}", variant, baseline, *result[:3], err, result[3], group, describe(cfg), schedule,
                     programs, round(predicted, 2), us(result[0]), us(result[1]), schedules, bound, round(floor, 2))
 

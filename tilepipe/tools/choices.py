@@ -5,7 +5,7 @@ shows as the list of calls it moves (tests/test_choices.py compares the code wit
     python -m tilepipe.tools.choices --write     # accept them: rewrite the snapshot (commit it with its A/B numbers)
 
 A choice is the configuration and schedule matmul (bf16 or fp32 D; with or without C, an fp32 C too; B K-major or
-row-major) or matmul_fp8 (per-tensor or blockwise scales) takes on a Hopper GPU of HOPPER_SMS SMs without an autotune
+row-major) or matmul_fp8 (per-tensor or blockwise scales) takes on an H100 (host/gpus/h100.json) without an autotune
 entry: host/configs.py's modelled_config, schedule_for, fp8_config_for and fp8_schedule_for.
 """
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from tilepipe.host.configs import fp8_config_for, fp8_schedule_for, modelled_config, schedule_for
-from tilepipe.verify.report import HOPPER_SMS, describe
+from tilepipe.host.gpus import H100, GpuModel
+from tilepipe.verify.report import describe
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "choices-hopper.json"
 GRID_M = (1, 8, 16, 32, 48, 64, 96, 128, 129, 192, 256, 320, 384, 448, 512, 640, 768, 1000, 1024, 1536, 2048, 2560,
@@ -29,23 +30,24 @@ BF16_FORMS = (("bf16", "", True), ("bf16", "", False), ("fp32", "", True), ("bf1
 """matmul's calls per shape: (D's dtype, C, B K-major)."""
 
 
-def grid(sms: int = HOPPER_SMS) -> dict[str, str]:
-    """{call: choice} over GRID_M x GRID_NK, matmul's forms (BF16_FORMS) and matmul_fp8's two scalings."""
+def grid(gpu: GpuModel = H100) -> dict[str, str]:
+    """{call: choice} on GPU model `gpu` over GRID_M x GRID_NK, matmul's forms (BF16_FORMS) and matmul_fp8's two
+    scalings."""
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     choices = {}
     for M in GRID_M:
         for N, K in GRID_NK:
             for d, c, b_kmajor in BF16_FORMS:
-                cfg = modelled_config(M, N, K, torch.bfloat16, dtypes[d], b_kmajor, sms, own_source=c == "+C fp32",
+                cfg = modelled_config(M, N, K, torch.bfloat16, dtypes[d], b_kmajor, gpu, own_source=c == "+C fp32",
                                       has_c=bool(c))
                 layout = "B K-major" if b_kmajor else "B row-major"
                 choices[f"matmul {M}x{N}x{K} -> {d} {c} {layout}".replace("  ", " ")] = (
-                    f"{describe(cfg)} {schedule_for(M, N, K, cfg, sms)}")
+                    f"{describe(cfg)} {schedule_for(M, N, K, cfg, gpu)}")
             for blockwise in (False, True):
-                cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, sms)
+                cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, gpu)
                 scaling = "blockwise" if blockwise else "per-tensor"
                 choices[f"matmul_fp8 {scaling} {M}x{N}x{K}"] = (
-                    f"{describe(cfg)} {fp8_schedule_for(M, N, K, cfg, blockwise, sms)}")
+                    f"{describe(cfg)} {fp8_schedule_for(M, N, K, cfg, blockwise, gpu)}")
     return choices
 
 

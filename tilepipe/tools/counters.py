@@ -103,7 +103,7 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     from dataclasses import replace
 
     from tilepipe.host.configs import config_for, fp8_config_for
-    from tilepipe.host.device import sm_count
+    from tilepipe.host.gpus import device_model
 
     found = []
     for M, N, K in BF16_SHAPES:
@@ -118,7 +118,7 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     for M, N, K, scaling in FP8_SHAPES:
         found.append(fp8_case(M, N, K, scaling))
         if scaling == "tensor" and (M, N, K) in CLUSTER_SHAPES:
-            tile = fp8_config_for(M, N, K, False, torch.bfloat16, sm_count(torch.cuda.current_device()))
+            tile = fp8_config_for(M, N, K, False, torch.bfloat16, device_model(torch.cuda.current_device()))
             found.append(fp8_case(M, N, K, scaling, replace(tile, cluster_m=2)))
     return found
 

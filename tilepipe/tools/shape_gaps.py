@@ -16,7 +16,8 @@ import re
 import sys
 from pathlib import Path
 
-from tilepipe.host.configs import FP8_SM_FLOPS, SM_FLOPS, MatmulConfig, floor_us, loop_bound, predicted_parts
+from tilepipe.host.configs import MatmulConfig, floor_us, loop_bound, predicted_parts
+from tilepipe.host.gpus import H100, GpuModel
 
 CHOICE_MARGIN = 1.02
 """A timed candidate this much faster than the chosen kernel counts as a better choice missed."""
@@ -42,8 +43,8 @@ def config_of(text: str) -> MatmulConfig:
                         cluster_m=int(cm or 1), cluster_n=int(cn or 1))
 
 
-def gaps(record: dict, kernels: dict, sms: int = 132) -> list[dict]:
-    """One entry per row under 1.0x: the facts above and its reasons."""
+def gaps(record: dict, kernels: dict, gpu: GpuModel = H100) -> list[dict]:
+    """One entry per row under 1.0x: the facts above and its reasons, by GPU model `gpu`'s cost model."""
     by_shape = {(row["group"], row["shape"]): row["kernels"] for row in kernels["rows"]}
     out = []
     for row in record["rows"]:
@@ -51,10 +52,9 @@ def gaps(record: dict, kernels: dict, sms: int = 132) -> list[dict]:
             continue
         M, N, K = map(int, row["shape"].split("x"))
         fp8 = row["group"].startswith("FP8")
-        in_bytes, flops = (1, FP8_SM_FLOPS) if fp8 else (2, SM_FLOPS)
-        bound = loop_bound(predicted_parts(M, N, K, config_of(row["config"]), row["schedule"], sms, in_bytes, 2,
-                                           flops))
-        floor = floor_us(M, N, K, sms, in_bytes, 2, flops)
+        in_bytes = 1 if fp8 else 2
+        bound = loop_bound(predicted_parts(M, N, K, config_of(row["config"]), row["schedule"], gpu, in_bytes))
+        floor = floor_us(M, N, K, gpu, in_bytes)
         chosen = (row["schedule"], f"{row['config']} {row['schedule']}")  # the chosen kernel timed alone
         timed = {name: t["measured_us"] for name, t in row["schedules"].items()
                  if t.get("measured_us") and name not in chosen}

@@ -16,13 +16,11 @@ from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32,
                                    modelled_config, schedule_for, sm100_block_scaled_config,
                                    sm100_block_scaled_fitted, sm100_blockwise_config, sm100_config, sm100_fitted,
                                    sm100_fp8_config, small_m_configs, swap_config, variant_config)
+from tilepipe.host.gpus import H100, GpuModel
 from tilepipe.kernels.catalogue import shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.spec import KernelSpec
 from tilepipe.verify.compile import CompileError, KernelReport, compile_kernels
-
-HOPPER_SMS = 132
-"""The SM count the default report chooses for: the H100's and the H200's."""
 
 FIRST_CALLS = ((16, 4096, 4096), (512, 4096, 4096), (4096, 4096, 4096))
 """M x N x K of the default report's bf16 calls: a decode step, a mid-size batch and a prefill."""
@@ -49,9 +47,9 @@ def shape(M: int, N: int, K: int) -> str:
     return f"{M}³" if M == N == K else f"{M}x{N}x{K}"
 
 
-def first_call_rows(sms: int = HOPPER_SMS) -> list[Row]:
-    """The kernels matmul, addmm and matmul_fp8 launch for FIRST_CALLS on a Hopper GPU of `sms` SMs (B K-major,
-    bf16), chosen by the same functions the ops call, and the sm_100a family at 4096^3 (compiled, never run)."""
+def first_call_rows(gpu: GpuModel = H100) -> list[Row]:
+    """The kernels matmul, addmm and matmul_fp8 launch for FIRST_CALLS on GPU model `gpu` (B K-major, bf16), chosen
+    by the same functions the ops call, and the sm_100a family at 4096^3 on as many SMs (compiled, never run)."""
     from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
     from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_spec
@@ -63,34 +61,34 @@ def first_call_rows(sms: int = HOPPER_SMS) -> list[Row]:
         for label, epilogue in (("matmul", {}), ("addmm", {"bias_dtype": "bf16"})):
             if label == "addmm" and M != FIRST_CALLS[-1][0]:
                 continue
-            cfg = modelled_config(M, N, K, bf16, bf16, True, sms)
-            schedule = schedule_for(M, N, K, cfg, sms)
+            cfg = modelled_config(M, N, K, bf16, bf16, True, gpu)
+            schedule = schedule_for(M, N, K, cfg, gpu)
             rows.append(Row(f"{label} {shape(M, N, K)}", describe(cfg, schedule),
                             matmul_spec(cfg, "bf16", "bf16", True, schedule=schedule, **epilogue)))
     M, N, K = FIRST_CALLS[-1]
-    cfg = modelled_config(M, N, K, bf16, bf16, True, sms, has_c=True)
-    schedule = schedule_for(M, N, K, cfg, sms)
+    cfg = modelled_config(M, N, K, bf16, bf16, True, gpu, has_c=True)
+    schedule = schedule_for(M, N, K, cfg, gpu)
     rows.append(Row(f"matmul +C {shape(M, N, K)}", describe(cfg, schedule),
                     matmul_spec(cfg, "bf16", "bf16", True, has_c=True, schedule=schedule)))
     for scaling, (M, N, K) in (("per-tensor", (4096, 4096, 4096)), ("blockwise", (4096, 2048, 7168))):
         blockwise = scaling == "blockwise"
-        cfg = fp8_config_for(M, N, K, blockwise, bf16, sms)
-        schedule = fp8_schedule_for(M, N, K, cfg, blockwise, sms)
+        cfg = fp8_config_for(M, N, K, blockwise, bf16, gpu)
+        schedule = fp8_schedule_for(M, N, K, cfg, blockwise, gpu)
         spec = (blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", schedule) if blockwise else
                 scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", False, schedule))
         rows.append(Row(f"fp8 {scaling} {shape(M, N, K)}", describe(cfg, schedule), spec))
     M = N = K = 4096
-    cfg = sm100_config(M, N, bf16, bf16, sms)
+    cfg = sm100_config(M, N, bf16, bf16, gpu.sms)
     rows.append(Row(f"sm100 matmul {shape(M, N, K)}", describe(cfg, "static"),
                     sm100_matmul_spec(cfg, "bf16", "bf16", True)))
-    cfg = sm100_fp8_config(M, N, bf16, sms)
+    cfg = sm100_fp8_config(M, N, bf16, gpu.sms)
     rows.append(Row(f"sm100 fp8 per-row {shape(M, N, K)}", describe(cfg, "static"),
                     scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, target="sm_100a")))
     cfg = sm100_blockwise_config(bf16)
     rows.append(Row(f"sm100 fp8 blockwise {shape(M, N, K)}", describe(cfg, "static"),
                     blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", target="sm_100a")))
     fmt = FORMATS["nvfp4"]
-    cfg = sm100_block_scaled_config(M, N, "nvfp4", fmt.dtype, bf16, sms)
+    cfg = sm100_block_scaled_config(M, N, "nvfp4", fmt.dtype, bf16, gpu.sms)
     rows.append(Row(f"sm100 nvfp4 {shape(M, N, K)}", describe(cfg, "static"),
                     block_scaled_spec(cfg, "nvfp4", fmt.dtype, fmt.dtype, "bf16")))
     return rows
@@ -213,7 +211,7 @@ def report(everything: bool = False) -> int:
     if everything:
         print(plans())
     else:
-        print(f"\nThe kernels tilepipe's ops launch for these calls on a {HOPPER_SMS}-SM Hopper GPU (H100, H200), "
+        print(f"\nThe kernels tilepipe's ops launch for these calls on a {H100.sms}-SM Hopper GPU (H100, H200), "
               "and the sm_100a family\n(compiled for sm_100a, never run). `python -m tilepipe report --all`: every "
               "shipped kernel and the storage plans.")
     return 1 if failed else 0
