@@ -121,6 +121,12 @@ def test_pack_gate_up_interleaves_blocks_and_round_trips():
     assert torch.equal(unpack_gate_up(packed), torch.cat((gate, up)))
 
 
+def test_pack_gate_up_takes_an_empty_k():
+    """A K = 0 weight packs to [2H, 0] (the H200 run of tests/gpu/linear_cases.py failed there, in the reshape)."""
+    packed = pack_gate_up(torch.empty(2 * GATE_COLUMNS, 0))
+    assert packed.shape == (2 * GATE_COLUMNS, 0) and unpack_gate_up(packed).shape == (2 * GATE_COLUMNS, 0)
+
+
 @pytest.mark.parametrize("args, error, message", [
     ((torch.randn(7, 16), ), ValueError, "even row count"),
     ((torch.randn(96, 16), ), ValueError, "multiple of 64"),

@@ -187,11 +187,12 @@ def pack_gate_up(w_gate_up: torch.Tensor, w_up: torch.Tensor | None = None) -> t
     H, K = gate.shape
     if H % GATE_COLUMNS:
         raise ValueError(f"H = {H} rows of the gate weight: gated_linear takes H a multiple of {GATE_COLUMNS}")
-    return torch.stack((gate.reshape(-1, GATE_COLUMNS, K), up.reshape(-1, GATE_COLUMNS, K)), 1).reshape(2 * H, K)
+    blocks = (H // GATE_COLUMNS, GATE_COLUMNS, K)  # counted, not -1: a K = 0 weight has no elements to infer from
+    return torch.stack((gate.reshape(blocks), up.reshape(blocks)), 1).reshape(2 * H, K)
 
 
 def unpack_gate_up(w_packed: torch.Tensor) -> torch.Tensor:
     """[Wg; Wu] from pack_gate_up's layout (its inverse)."""
     rows, K = w_packed.shape
-    pairs = w_packed.reshape(-1, 2, GATE_COLUMNS, K)
-    return torch.cat((pairs[:, 0].reshape(-1, K), pairs[:, 1].reshape(-1, K)))
+    pairs = w_packed.reshape(rows // (2 * GATE_COLUMNS), 2, GATE_COLUMNS, K)
+    return torch.cat((pairs[:, 0].reshape(rows // 2, K), pairs[:, 1].reshape(rows // 2, K)))
