@@ -1,11 +1,12 @@
 """Ahead-of-time compile harness: build @gluon.jit kernels for sm_90a / sm_100a without a GPU and report on them.
 
-Compilation runs in child interpreters (`python -m tilepipe.verify.compile`) because some compile errors are LLVM fatal
-errors that abort the process (e.g. wgmma compiled for sm_100a); as many children run at once as there are cores
-(TILEPIPE_COMPILE_JOBS overrides). Each call uses a fresh Triton cache directory, so an edited kernel, or an edited
-@builtin helper that Triton leaves out of its cache key, is never served stale. Where TILEPIPE_COMPILE_CACHE names a
-directory (the test session sets one), reports are kept there, keyed by the spec, the Triton version and the source
-of tilepipe and of the spec's module, so one spec compiles once however many tests and commands ask for it.
+Compilation runs in child interpreters (`_CHILD`: `_worker` under a bare tilepipe package) because some compile
+errors are LLVM fatal errors that abort the process (e.g. wgmma compiled for sm_100a); as many children run at once as
+there are cores (TILEPIPE_COMPILE_JOBS overrides). Each call uses a fresh Triton cache directory, so an edited kernel,
+or an edited @builtin helper that Triton leaves out of its cache key, is never served stale. Where
+TILEPIPE_COMPILE_CACHE names a directory (the test session sets one), reports are kept there, keyed by the spec, the
+Triton version and the source of tilepipe and of the spec's module, so one spec compiles once however many tests and
+commands ask for it.
 """
 
 import hashlib
@@ -17,10 +18,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,34 +71,45 @@ def compile_kernel(spec: KernelSpec, timeout: float = 300) -> KernelReport:
 
 def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600,
                     progress: Callable[[int, int], None] | None = None) -> list[KernelReport | CompileError]:
-    """Compile many kernels (results in the order given), in child interpreters run side by side, each taking a
-    batch (starting one costs about a second); specs already in the report cache are not compiled again.
+    """Compile many kernels (results in the order given) in child interpreters run side by side, one per job, each
+    taking every jobs-th spec; specs already in the report cache are not compiled again.
 
     If a child dies (abort, segfault, timeout), the spec it was compiling gets a CompileError with that spec's own
     output, and the specs after it go on in a new child. `timeout` (seconds) bounds the whole call. `progress` is
-    called with (done, total) as batches finish.
+    called with (done, total) as each spec finishes.
     """
     digests = {module: _source_digest(module) for module in {spec.fn.partition(":")[0] for spec in specs}}
     keys = [_spec_key(spec, digests[spec.fn.partition(":")[0]]) for spec in specs]
     found = {key: _cached(key) for key in dict.fromkeys(keys)}
-    todo = {key: spec for key, spec in zip(keys, specs) if found[key] is None}
-    batches = _batches(list(todo), _jobs())
-    done = len(found) - len(todo)
+    todo = [key for key in found if found[key] is None]
+    jobs = max(1, min(_jobs(), len(todo)))
+    counted = _Progress(len(found) - len(todo), len(found), progress)
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryDirectory(prefix="tilepipe-compile-") as tmp:
         env = _child_env(Path(tmp) / "triton-cache")
-        with ThreadPoolExecutor(max_workers=max(1, min(_jobs(), len(batches)))) as pool:
-            running = {pool.submit(_compile_batch, [todo[k] for k in batch], Path(tmp), env, deadline, timeout): batch
-                       for batch in batches}
-            for future in as_completed(running):
-                batch = running[future]
-                for key, result in zip(batch, future.result()):
+        specs_of = dict(zip(keys, specs))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            share = [todo[job::jobs] for job in range(jobs)]
+            running = [pool.submit(_compile_batch, [specs_of[k] for k in keys_], Path(tmp), env, deadline, timeout,
+                                   counted.step) for keys_ in share]
+            for keys_, future in zip(share, running):
+                for key, result in zip(keys_, future.result()):
                     found[key] = result
                     _store(key, result)
-                done += len(batch)
-                if progress is not None:
-                    progress(done, len(found))
     return [found[key] for key in keys]  # type: ignore[misc]  # every key is filled by now
+
+
+class _Progress:
+    """Specs done out of the call's total, counted from every child's thread, told to a progress callback."""
+
+    def __init__(self, done: int, total: int, callback: Callable[[int, int], None] | None) -> None:
+        self.done, self.total, self.callback, self.lock = done, total, callback, threading.Lock()
+
+    def step(self, finished: int) -> None:
+        with self.lock:
+            self.done += finished
+            if self.callback is not None and finished:
+                self.callback(self.done, self.total)
 
 
 def _jobs() -> int:
@@ -104,22 +117,15 @@ def _jobs() -> int:
     return int(os.environ.get("TILEPIPE_COMPILE_JOBS") or len(os.sched_getaffinity(0)))
 
 
-def _batches(keys: list[str], jobs: int) -> list[list[str]]:
-    """Split the specs into batches: a few per child, so the children finish together and progress shows."""
-    if not keys:
-        return []
-    size = max(1, min(8, -(-len(keys) // (2 * jobs))))
-    return [keys[i:i + size] for i in range(0, len(keys), size)]
-
-
-def _compile_batch(batch: list[KernelSpec], tmp: Path, env: dict[str, str], deadline: float,
-                   timeout: float) -> list[KernelReport | CompileError]:
-    """Compile `batch` in order in as few children as its failures allow (a new child after each crash)."""
+def _compile_batch(batch: list[KernelSpec], tmp: Path, env: dict[str, str], deadline: float, timeout: float,
+                   finished: Callable[[int], None]) -> list[KernelReport | CompileError]:
+    """Compile `batch` in order in as few children as its failures allow (a new child after each crash); `finished`
+    is told how many more specs are done as they finish."""
     results: list[KernelReport | CompileError | None] = [None] * len(batch)
     pending = list(range(len(batch)))
     while pending:
         run_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="run-"))
-        records, stop = _run_child([batch[i] for i in pending], run_dir, env, deadline, timeout)
+        records, stop = _run_child([batch[i] for i in pending], run_dir, env, deadline, timeout, finished)
         for i, record in zip(pending, records):
             results[i] = _from_record(batch[i], record)
         pending = pending[len(records):]
@@ -130,6 +136,7 @@ def _compile_batch(batch: list[KernelSpec], tmp: Path, env: dict[str, str], dead
         for i in blamed:
             results[i] = CompileError(f"{_describe(batch[i])}: {stop.reason}")
         pending = pending[len(blamed):]
+        finished(len(blamed))
     return results  # type: ignore[return-value]  # every slot is filled by now
 
 
@@ -204,34 +211,60 @@ def _child_env(cache_dir: Path) -> dict[str, str]:
             "TRITON_CACHE_DIR": str(cache_dir)}
 
 
-def _run_child(batch: list[KernelSpec], run_dir: Path, env: dict[str, str], deadline: float,
-               timeout: float) -> tuple[list[dict[str, Any]], _Stop | None]:
-    """Run one child on `batch`; return the records it finished and, if it stopped early, why."""
-    left = deadline - time.monotonic()
-    if left <= 0:
+_CHILD = ("import sys, types; package = types.ModuleType('tilepipe'); package.__path__ = [sys.argv[2]]; "
+          "sys.modules['tilepipe'] = package; from pathlib import Path; from tilepipe.verify.compile import _worker; "
+          "_worker(Path(sys.argv[1]))")
+"""The child's program: tilepipe's subpackages under a bare package module, without running tilepipe/__init__.py
+(the torch ops and their registration, about 2 s of imports a child; a kernel needs neither), then _worker."""
+
+
+def _run_child(batch: list[KernelSpec], run_dir: Path, env: dict[str, str], deadline: float, timeout: float,
+               finished: Callable[[int], None]) -> tuple[list[dict[str, Any]], _Stop | None]:
+    """Run one child on `batch`, telling `finished` of each spec it completes; return the records it finished and,
+    if it stopped early, why."""
+    if deadline - time.monotonic() <= 0:
         return [], _Stop(f"not compiled: the {timeout:g} s timeout ran out", in_spec=False)
     ended = "compiler process stopped early"
-    proc: subprocess.CompletedProcess | subprocess.TimeoutExpired
-    try:
-        proc = subprocess.run([sys.executable, "-m", "tilepipe.verify.compile", str(run_dir)],
-                              input=json.dumps([asdict(s) for s in batch]), env=env, capture_output=True, text=True,
-                              timeout=left)
-        if proc.returncode < 0:
-            ended = f"compiler process killed by {signal.Signals(-proc.returncode).name}"
-        elif proc.returncode:
-            ended = f"compiler process exited with status {proc.returncode}"
-    except subprocess.TimeoutExpired as exc:
-        proc = exc
-        ended = f"compile timed out (timeout {timeout:g} s)"
     results = run_dir / "results.jsonl"
+    package = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(run_dir), package], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    sent: str | None = json.dumps([asdict(s) for s in batch])
+    told = 0
+    while True:
+        try:
+            out, err = proc.communicate(sent, timeout=max(0.01, min(0.5, deadline - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            sent = None  # the input went with the first call
+            if time.monotonic() >= deadline:
+                proc.kill()
+                out, err = proc.communicate()
+                ended = f"compile timed out (timeout {timeout:g} s)"
+                break
+        done = _lines(results)
+        finished(done - told)
+        told = done
+    if proc.returncode < 0 and not ended.startswith("compile timed out"):
+        ended = f"compiler process killed by {signal.Signals(-proc.returncode).name}"
+    elif proc.returncode > 0:
+        ended = f"compiler process exited with status {proc.returncode}"
     records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    finished(len(records) - told)
     if len(records) == len(batch):
         return records, None
     log = run_dir / f"{len(records)}.log"
     if log.exists():
         return records, _Stop(f"{ended}\n{_clip(log.read_text(errors='replace'))}".rstrip(), in_spec=True)
-    console = _text(proc.stderr) + _text(proc.stdout)
-    return records, _Stop(f"{ended}\n{_clip(console)}".rstrip(), in_spec=False)
+    return records, _Stop(f"{ended}\n{_clip(_text(err) + _text(out))}".rstrip(), in_spec=False)
+
+
+def _lines(path: Path) -> int:
+    """Complete lines in a file a child is appending to (0 before it exists)."""
+    try:
+        return path.read_text().count("\n")
+    except FileNotFoundError:
+        return 0
 
 
 def _text(stream: str | bytes | None) -> str:
@@ -382,7 +415,3 @@ def _parse_ptxas_log(log: str, entry: str) -> tuple[int, int, int]:
     if spills is None or registers is None:
         raise ValueError(f"cannot read register or spill counts for {entry!r} from ptxas log:\n{log}")
     return int(registers.group(1)), int(spills.group(1)), int(spills.group(2))
-
-
-if __name__ == "__main__":
-    _worker(Path(sys.argv[1]))
