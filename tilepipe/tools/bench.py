@@ -203,11 +203,17 @@ def _write(name: str, rows: list[Row], start: float, pairs: int, rep_ms: int, ou
            extra: dict | None = None) -> Path:
     """Print the table, write the rows with the run's environment to OUT_DIR/NAME.json, and plot it."""
     out = run_record(name, "bf16 in, bf16 out (C bf16)", __doc__, pairs, rep_ms, start, rows, **(extra or {}))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    path.write_text(json.dumps(out, indent=1) + "\n")
-    print_table(rows)
+    path = write_results(out, rows, out_dir)
     print(f"\n{out['gpu']}, torch {out['torch']}, triton {out['triton']}: wrote {path} and {plot(path).name}")
+    return path
+
+
+def write_results(record: dict, rows: list[Row], out_dir: Path) -> Path:
+    """Write a run's record (run_record) to OUT_DIR/<its name>.json and print its rows as a table; returns the file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{record['name']}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print_table(rows)
     return path
 
 

@@ -6,7 +6,6 @@ and 8192 of Llama-3-8B's MLP (H = 14336, D = 4096): tilepipe.gated_linear (SwiGL
 `F.gelu(F.linear(x, w, b))`; writes OUT_DIR/NAME.json (default bench/results/) with the GPU, versions and command.
 """
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import tilepipe
-from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, print_table, run_record
+from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, write_results
 
 LLAMA_MLP = (14336, 4096)
 """Llama-3-8B's MLP: H, D."""
@@ -58,10 +57,7 @@ def run(name: str, out_dir: Path = RESULTS_DIR, pairs: int = 5, rep_ms: int = 50
     start = time.time()
     rows = [bench(M, pairs, rep_ms) for bench in (bench_gated, bench_gelu) for M in ROWS_M]
     record = run_record(name, "bf16 in, bf16 out", __doc__, pairs, rep_ms, start, rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print_table(rows)
+    path = write_results(record, rows, out_dir)
     print(f"{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
     return path
 

@@ -8,7 +8,6 @@ of one expert against tilepipe.matmul on that expert, which separates the kernel
 epilogue) from what G distinct experts cost (each one's B read from DRAM where the dense GEMM reuses one B from L2).
 """
 
-import json
 import random
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import torch
 
 import tilepipe
-from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, print_table, run_record
+from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, write_results
 
 CASES = [("DeepSeek-V3 EP8 gate-up", 32, 4096, 7168, 32768), ("DeepSeek-V3 EP8 down", 32, 7168, 2048, 32768),
          ("Mixtral-8x7B gate-up", 8, 28672, 4096, 16384), ("Mixtral-8x7B down", 8, 4096, 14336, 16384),
@@ -91,10 +90,7 @@ def run(name: str = "grouped-h200", mode: str = "groups", pairs: int = 3, rep_ms
         rows = [row for case in CASES for distribution in DISTRIBUTIONS
                 for row in bench_case(*case, distribution, pairs, rep_ms)]
     record = run_record(name, "bf16 in, bf16 out", __doc__, pairs, rep_ms, start, rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print_table(rows)
+    path = write_results(record, rows, out_dir)
     print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
     return path
 
