@@ -49,7 +49,7 @@ def table_rows(output: str) -> list[list[str]]:
 def test_report_lists_what_the_first_calls_run(report):
     assert report.returncode == 0, report.stderr[-3000:]
     lines = report.stdout.splitlines()
-    assert lines[0].split()[:4] == ["kernel", "config", "target", "smem"]
+    assert lines[0].split()[:4] == ["kernel", "config", "target", "smemKB"]
     assert max(map(len, lines)) <= 120
     rows = {row[0]: row for row in table_rows(report.stdout)}
     for M, N, K in FIRST_CALLS:
