@@ -81,8 +81,6 @@ def _launch(a: torch.Tensor, b_rows: torch.Tensor, out: torch.Tensor, offs: torc
             b_kmajor: bool, cfg: MatmulConfig, device: int) -> None:
     """Launch grouped_matmul_kernel on a persistent grid (one program per SM, or per tile where a bound on the
     tile count is smaller): the first call per configuration through Triton's JIT, later ones FastLauncher."""
-    from tilepipe.kernels.grouped_matmul import grouped_blocks
-
     M, N = out.shape
     num_pid_n = -(-N // cfg.block_n)
     most_tiles = (-(-M // cfg.block_m) + G) * num_pid_n  # each group adds at most one row of tiles
@@ -94,7 +92,7 @@ def _launch(a: torch.Tensor, b_rows: torch.Tensor, out: torch.Tensor, offs: torc
     key = (cfg, a.dtype, out.dtype, b_kmajor, device)
     if _LAUNCHERS.launch(key, grid, stream, args) is not None:
         return
-    from tilepipe.kernels.grouped_matmul import grouped_matmul_kernel
+    from tilepipe.kernels.grouped_matmul import grouped_blocks, grouped_matmul_kernel
 
     blocks = grouped_blocks(cfg, b_kmajor)
     kernel = grouped_matmul_kernel[grid](tensor_descriptor(a, blocks["a"]), tensor_descriptor(b_rows, blocks["b"]),

@@ -834,10 +834,11 @@ def check(protocol: Protocol, trace: bool = False) -> CheckResult:
 def check_all(protocols: Callable[[], Sequence[Protocol]], trace: bool = False) -> list[CheckResult]:
     """check() over every protocol `protocols()` builds (a module-level function, which worker processes call
     again), spread over as many processes as there are cores: the explorations are independent."""
-    count = len(protocols())
+    built = protocols()
+    count = len(built)
     jobs = min(count, len(os.sched_getaffinity(0)))
     if jobs < 2:
-        return [check(protocol, trace) for protocol in protocols()]
+        return [check(protocol, trace) for protocol in built]
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_check_one, repeat(protocols), range(count), repeat(trace),
                              chunksize=max(1, count // (4 * jobs))))

@@ -57,19 +57,13 @@ def first_call_rows(gpu: GpuModel = H100) -> list[Row]:
 
     bf16 = torch.bfloat16
     rows = []
-    for M, N, K in FIRST_CALLS:
-        for label, epilogue in (("matmul", {}), ("addmm", {"bias_dtype": "bf16"})):
-            if label == "addmm" and M != FIRST_CALLS[-1][0]:
-                continue
-            cfg = modelled_config(M, N, K, bf16, bf16, True, gpu)
-            schedule = schedule_for(M, N, K, cfg, gpu)
-            rows.append(Row(f"{label} {shape(M, N, K)}", describe(cfg, schedule),
-                            matmul_spec(cfg, "bf16", "bf16", True, schedule=schedule, **epilogue)))
-    M, N, K = FIRST_CALLS[-1]
-    cfg = modelled_config(M, N, K, bf16, bf16, True, gpu, has_c=True)
-    schedule = schedule_for(M, N, K, cfg, gpu)
-    rows.append(Row(f"matmul +C {shape(M, N, K)}", describe(cfg, schedule),
-                    matmul_spec(cfg, "bf16", "bf16", True, has_c=True, schedule=schedule)))
+    calls = [("matmul", size, {}) for size in FIRST_CALLS]
+    calls += [("addmm", FIRST_CALLS[-1], {"bias_dtype": "bf16"}), ("matmul +C", FIRST_CALLS[-1], {"has_c": True})]
+    for label, (M, N, K), epilogue in calls:
+        cfg = modelled_config(M, N, K, bf16, bf16, True, gpu, has_c=epilogue.get("has_c", False))
+        schedule = schedule_for(M, N, K, cfg, gpu)
+        rows.append(Row(f"{label} {shape(M, N, K)}", describe(cfg, schedule),
+                        matmul_spec(cfg, "bf16", "bf16", True, schedule=schedule, **epilogue)))
     for scaling, (M, N, K) in (("per-tensor", (4096, 4096, 4096)), ("blockwise", (4096, 2048, 7168))):
         blockwise = scaling == "blockwise"
         cfg = fp8_config_for(M, N, K, blockwise, bf16, gpu)
