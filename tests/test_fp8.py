@@ -154,6 +154,8 @@ A, B = fp8(256, 512), fp8(384, 512).t()  # b = w.t(): column-major (K-major), as
     (lambda: tilepipe.matmul_fp8(A, B, torch.ones(256, 4), torch.ones(4, 2)), ValueError,
      "blockwise \\(256, 4\\) and \\(4, 3\\)"),
     (lambda: tilepipe.matmul_fp8(A, B, one(), one(), out_dtype=torch.int32), TypeError, "out_dtype must be"),
+    (lambda: tilepipe.matmul_fp8(A, B, one(), one(), scheduler="dynamic"), ValueError,
+     "scheduler must be one of \\('static', 'streamk', 'splitk'\\) or None, got 'dynamic'"),
     (lambda: tilepipe.matmul_fp8(A, B, one(), one()), ValueError, "a must be on a CUDA device"),
     (lambda: tilepipe.matmul_fp8(A, B, torch.ones(256, 4), torch.ones(4, 3)), ValueError,
      "a must be on a CUDA device"),  # blockwise shapes pass; the device check follows

@@ -32,10 +32,13 @@ from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_blocks
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.schedulers import KERNEL_SCHEDULE
 
+FP8_SCHEDULES = ("static", "streamk", "splitk")
+"""The schedules matmul_fp8's `scheduler` takes on sm_90a (fp8_schedule_for's candidates)."""
+
 
 def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
                out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None,
-               config: MatmulConfig | None = None) -> torch.Tensor:
+               config: MatmulConfig | None = None, scheduler: str | None = None) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) on a Hopper GPU, as torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...). On an
     sm_100/sm_103 GPU (B200, B300) per-tensor and per-row scaling launch the sm_100a kernel
     (kernels/sm100_matmul.py: sm100_scaled_matmul_kernel) and blockwise scaling kernels/sm100_blockwise.py's, both
@@ -47,20 +50,23 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     Dtypes: float8_e4m3fn, or float8_e5m2 for one of the two. Scales are float32 (see the module table); D is
     bf16, fp16 or fp32, written into `out` when given. Rows that TMA cannot address (K not a multiple of 16) are
     staged through an aligned copy. Raises TypeError / ValueError naming the argument for bad input. `config`
-    overrides the tile configuration (on sm_90a also a 2x1 or 1x2 cluster, static schedule).
+    overrides the tile configuration (on sm_90a also a 2x1 or 1x2 cluster, static schedule); `scheduler` ("static",
+    "streamk" or "splitk", sm_90a only) the schedule fp8_schedule_for picks.
     """
     if torch.compiler.is_compiling():  # an opaque custom op for the compiler (tilepipe.api.library)
-        if config is not None:
-            raise ValueError("config= is not supported under torch.compile")
+        if config is not None or scheduler is not None:
+            raise ValueError("config= and scheduler= are not supported under torch.compile")
         if out is None:
             return torch.ops.tilepipe.matmul_fp8(a, b, scale_a, scale_b, out_dtype=out_dtype)
         torch.ops.tilepipe.matmul_fp8_out(out, a, b, scale_a, scale_b, out_dtype=out_dtype)
         return out
+    if scheduler is not None and scheduler not in FP8_SCHEDULES:
+        raise ValueError(f"scheduler must be one of {FP8_SCHEDULES} or None, got {scheduler!r}")
     try:  # a repeated call geometry skips validation and configuration: see _Fp8Plan
         key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device, scale_a.shape,
                scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(), scale_b.dtype,
                scale_b.device, out_dtype, None if out is None else (out.shape, out.stride(), out.dtype, out.device),
-               config)
+               config, scheduler)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):  # not tensors, or unhashable: the checks say which
         key = plan = None
@@ -68,12 +74,12 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
         result = plan.run((a, b, scale_a, scale_b), out)
         if result is not None:
             return result
-    return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key, config)
+    return _matmul_fp8(a, b, scale_a, scale_b, out_dtype, out, key, config, scheduler)
 
 
 def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                 out_dtype: torch.dtype, out: torch.Tensor | None, key: tuple | None,
-                config: MatmulConfig | None = None) -> torch.Tensor:
+                config: MatmulConfig | None = None, scheduler: str | None = None) -> torch.Tensor:
     """matmul_fp8 with every check and staging copy, remembering a plan for the call's geometry (`key`) when the
     launch read the call's own tensors."""
     M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
@@ -90,6 +96,8 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
     device = device_index(a)
     arch = device_target(device)
+    if scheduler is not None and arch == "sm_100a":
+        raise ValueError("scheduler: the sm_100a FP8 GEMMs run the static schedule only")
     if config is not None and config.swap_ab and mode == "blockwise":
         raise ValueError("config: the blockwise FP8 kernel has no swap-AB variant (swap_ab=False)")
     if arch == "sm_100a" and mode == "blockwise":
@@ -103,8 +111,8 @@ def _matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
         cfg, schedule = config or sm100_fp8_config(M, N, out_dtype, sm_count(device)), "static"
     else:
         cfg = config or fp8_config_for(M, N, K, mode == "blockwise", out_dtype, device_model(device))
-        schedule = ("static" if cfg.cluster.num_ctas > 1 else  # the scaled kernel's stream-K takes them; none asks
-                    fp8_schedule_for(M, N, K, cfg, mode == "blockwise", device_model(device)))
+        schedule = scheduler or ("static" if cfg.cluster.num_ctas > 1 else  # the scaled kernel's stream-K takes them
+                                 fp8_schedule_for(M, N, K, cfg, mode == "blockwise", device_model(device)))
     check_cluster(cfg, schedule, arch, pair=False)  # the sm_100a FP8 GEMM has no two-CTA form
     check_swap_ab(cfg, True, arch)  # FP8's B is always K-major
     operands = (tma_ready(a), tma_ready(b.t()))
