@@ -90,6 +90,63 @@ def test_fake_result_has_the_rows_of_a_and_the_columns_of_b(kmajor):
         assert torch.ops.tilepipe.grouped_mm(a, b, offs, out_dtype=torch.float32).dtype == torch.float32
 
 
+EPILOGUE_BAD = [  # (call on valid()'s tensors, error, message naming the argument)
+    (lambda t: torch.ops.tilepipe.grouped_mm(*t, empty(4, 31)), ValueError, r"^bias must be a contiguous \(4, 32\)"),
+    (lambda t: torch.ops.tilepipe.grouped_mm(*t, empty(4, 32, dtype=torch.float16)), TypeError, "^bias must have a's"),
+    (lambda t: torch.ops.tilepipe.grouped_mm(*t, empty(4, 32, strides=(64, 2))), ValueError, "^bias must be"),
+    (lambda t: torch.ops.tilepipe.grouped_mm(*t, activation="tanh"), ValueError, "^activation must be one of"),
+    (lambda t: torch.ops.tilepipe.grouped_gated_mm(*t), ValueError, "^b_gate_up must have a multiple of 128 columns"),
+    (lambda t: torch.ops.tilepipe.grouped_gated_mm(t[0], empty(4, 256, 64).transpose(1, 2), t[2], activation=None),
+     RuntimeError, "activation"),  # the schema's str refuses None before the checks
+    (lambda t: torch.ops.tilepipe.grouped_gated_mm_out(empty(100, 256), t[0], empty(4, 256, 64).transpose(1, 2), t[2]),
+     ValueError, r"^out must have shape \(100, 128\)"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", EPILOGUE_BAD, ids=[e[2].strip("^")[:40] for e in EPILOGUE_BAD])
+def test_epilogue_arguments_are_checked(call, error, message):
+    with FakeTensorMode():
+        with pytest.raises(error, match=message):
+            call(tuple(valid().values()))
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+def test_fake_epilogue_results(kmajor):
+    """grouped_mm keeps b's columns with a bias and an activation; grouped_gated_mm writes half of them."""
+    with FakeTensorMode():
+        a, _, offs = valid().values()
+        b = empty(4, 256, 64).transpose(1, 2) if kmajor else empty(4, 64, 256)
+        assert torch.ops.tilepipe.grouped_mm(a, b, offs, empty(4, 256), activation="silu").shape == (100, 256)
+        gated = torch.ops.tilepipe.grouped_gated_mm(a, b, offs, activation="gelu", out_dtype=torch.float32)
+        assert gated.shape == (100, 128) and gated.dtype == torch.float32
+
+
+def test_moe_mlp_traces_under_compile():
+    """A MoE expert MLP, grouped_gated_mm (SwiGLU) then grouped_mm with a bias, is two custom ops in one graph."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def experts(x, w_gate_up, w_down, b_down, offs):
+        return tilepipe.grouped_mm(tilepipe.grouped_gated_mm(x, w_gate_up, offs), w_down, offs, bias=b_down)
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    with FakeTensorMode():
+        x, offs = empty(100, 64), empty(4, dtype=torch.int32)
+        w_gate_up, w_down = empty(4, 256, 64).transpose(1, 2), empty(4, 64, 128).transpose(1, 2)
+        y = torch.compile(experts, fullgraph=True, backend=counter)(x, w_gate_up, w_down, empty(4, 64), offs)
+    assert y.shape == (100, 64) and counter.frame_count == 1
+    code = counter.graphs[0].code
+    assert "tilepipe.grouped_gated_mm" in code and "tilepipe.grouped_mm" in code, code
+
+
+def test_grouped_gated_config_pairs_fit_a_sub_tile():
+    """A gated epilogue reads 128 accumulator columns (a gate-up pair) a sub-tile: an fp32 D's 32-column sub-tiles
+    widen to 64 beside three operand stages."""
+    assert grouped_config(4096, torch.bfloat16, True, gated=True) == LARGE_SUBTILED_16BIT
+    assert grouped_config(4096, torch.float32, True, gated=True) == replace(LARGE_SUBTILED_FP32, epilogue_n=64,
+                                                                           stages=3)
+
+
 def test_config_keeps_a_row_major_k_step_inside_its_expert():
     """B's experts are stacked along K when row-major, so BK divides K there; K-major they are stacked along N."""
     assert grouped_config(7168, torch.bfloat16, True) == LARGE_SUBTILED_16BIT
@@ -101,8 +158,14 @@ def test_config_keeps_a_row_major_k_step_inside_its_expert():
         grouped_config(520, torch.bfloat16, False)
 
 
+EPILOGUES = "tilepipe.kernels.epilogue_functions"
 SPECS = {"bf16 kmajor": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True),
-         "fp16 fp32 rowmajor BK=32": grouped_spec(replace(LARGE_SUBTILED_FP32, block_k=32), "fp16", "fp32", False)}
+         "fp16 fp32 rowmajor BK=32": grouped_spec(replace(LARGE_SUBTILED_FP32, block_k=32), "fp16", "fp32", False),
+         "bf16 kmajor bias gelu": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, bias=True,
+                                               epilogue=f"{EPILOGUES}:gelu"),
+         "bf16 kmajor swiglu": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, epilogue=f"{EPILOGUES}:swiglu"),
+         "fp16 fp32 rowmajor swiglu": grouped_spec(grouped_config(4096, torch.float32, False, gated=True), "fp16",
+                                                   "fp32", False, epilogue=f"{EPILOGUES}:swiglu")}
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +185,15 @@ def test_kernel_compiles_for_sm90_without_spills(reports, name):
     assert report.count("st.global") >= 1  # a spilling tile's masked rows
     assert report.count("setmaxnreg") >= 2
     assert report.shared <= 227 * 1024
+
+
+def test_epilogues_read_the_bias_and_apply_their_function(reports):
+    """The bias GELU kernel loads the group's bias row (ld.global) and computes erf; SwiGLU's silu is an exp2 and a
+    division; the plain kernel has neither."""
+    assert reports["bf16 kmajor bias gelu"].count("ld.global") >= 1
+    for name in ("bf16 kmajor swiglu", "fp16 fp32 rowmajor swiglu"):
+        assert reports[name].count("ex2.approx") >= 1, name
+    assert reports["bf16 kmajor"].count("ex2.approx") == 0 and reports["bf16 kmajor"].count("ld.global") == 0
 
 
 @pytest.mark.parametrize("name", SPECS)

@@ -5,6 +5,10 @@ not multiples of 8, 64 or 128, offs[-1] < M) against a float64 reference per gro
 output poisoned with NaN first: the groups' rows must match and the rows past offs[-1] stay NaN.
 `... cudagraph`: grouped_mm captured in a CUDA graph and replayed with new offs values (and new inputs).
 `... compile`: grouped_mm under torch.compile(fullgraph=True).
+`... epilogue gelu bf16 bf16 kmajor bias`: grouped_mm with a per-expert bias and an activation, on SIZES.
+`... gated silu bf16 bf16 rowmajor`: grouped_gated_mm over pack_gate_up's experts against act(a Wg^T) * (a Wu^T).
+`... moe`: a MoE expert MLP (grouped_gated_mm SwiGLU, then grouped_mm down with a bias), eager and under
+torch.compile(fullgraph=True), against float64.
 `... badargs`: invalid CUDA arguments (offs int64 or on the CPU, G disagreeing, K off 16 bytes, mixed dtypes, an out
 overlapping a) each raise an error naming the argument, with the NaN-poisoned out left untouched.
 """
@@ -15,6 +19,7 @@ import sys
 import torch
 
 import tilepipe
+from tilepipe.api.linear import TORCH_ACTIVATIONS
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}  # relative Frobenius error, per group
@@ -40,12 +45,14 @@ def weights(G: int, K: int, N: int, dtype: torch.dtype, layout: str) -> torch.Te
     return torch.randn(G, K, N, device="cuda", dtype=dtype)
 
 
-def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, sizes: list[int], tol: float) -> list[dict]:
-    """The failures of `out` against a float64 reference per group, and rows past the groups not NaN."""
+def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, sizes: list[int], tol: float,
+          reference=lambda rows, g, b: rows @ b[g].double()) -> list[dict]:
+    """The failures of `out` against a float64 reference per group (`reference`(a's rows in float64, g, b)), and
+    rows past the groups not NaN."""
     failures, start = [], 0
     for g, size in enumerate(sizes):
         got = out[start:start + size].double()
-        ref = a[start:start + size].double() @ b[g].double()
+        ref = reference(a[start:start + size].double(), g, b)
         err = float((got - ref).norm() / ref.norm()) if size and ref.norm() > 0 else 0.0
         if not torch.isfinite(got).all() or err > tol:
             failures.append({"group": g, "rows": size, "rel_err": err, "finite": bool(torch.isfinite(got).all())})
@@ -71,6 +78,97 @@ def run_ragged(dtype: str, out_dtype: str, layout: str) -> dict:
             found.append({"returned": "not out"})
         failures += [{"sizes": sizes[:10], "N": N, "K": K, **f} for f in found]
     return {"case": f"grouped {dtype}->{out_dtype} b={layout}", "ok": not failures, "failures": failures[:10]}
+
+
+def fused_reference(activation: str | None, bias: torch.Tensor | None):
+    """grouped_mm's reference with the epilogue: activation(rows @ b[g] + bias[g]) in float64."""
+    act = TORCH_ACTIVATIONS[activation] if activation != "none" else (lambda x: x)
+
+    def reference(rows: torch.Tensor, g: int, b: torch.Tensor) -> torch.Tensor:
+        return act(rows @ b[g].double() + (0 if bias is None else bias[g].double()))
+
+    return reference
+
+
+def gated_reference(activation: str, w: torch.Tensor):
+    """grouped_gated_mm's reference from the unpacked experts w (G, 2H, K) = [Wg; Wu]: act(rows Wg^T) * rows Wu^T."""
+    def reference(rows: torch.Tensor, g: int, b: torch.Tensor) -> torch.Tensor:
+        gate, up = w[g].double().chunk(2)
+        return TORCH_ACTIVATIONS[activation](rows @ gate.t()) * (rows @ up.t())
+
+    return reference
+
+
+def gate_up_experts(G: int, K: int, H: int, dtype: torch.dtype, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random [Wg; Wu] experts w (G, 2H, K) and grouped_gated_mm's b_gate_up of them in `layout`."""
+    w = torch.randn(G, 2 * H, K, device="cuda", dtype=dtype) / K ** 0.25
+    packed = tilepipe.pack_gate_up(w).transpose(1, 2)
+    return w, packed if layout == "kmajor" else packed.contiguous()
+
+
+def run_epilogue(activation: str, dtype: str, out_dtype: str, layout: str, bias: str) -> dict:
+    """grouped_mm with `bias` ("bias": a random (G, N) one, else "nobias") and `activation` ("none" or a name)."""
+    torch.manual_seed(4)
+    failures = []
+    for sizes, extra, N, K in SIZES:
+        K = K if layout == "kmajor" else -(-K // 16) * 16
+        M = sum(sizes) + extra
+        a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+        b = weights(len(sizes), K, N, DTYPES[dtype], layout)
+        biases = torch.randn(len(sizes), N, device="cuda", dtype=DTYPES[dtype]) * 8 if bias == "bias" else None
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+        tilepipe.grouped_mm(a, b, offsets(sizes), out=out, bias=biases,
+                            activation=None if activation == "none" else activation)
+        torch.cuda.synchronize()
+        found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]], fused_reference(activation, biases))
+        failures += [{"sizes": sizes[:10], "N": N, "K": K, **f} for f in found]
+    return {"case": f"grouped {activation} {bias} {dtype}->{out_dtype} b={layout}", "ok": not failures,
+            "failures": failures[:10]}
+
+
+def run_gated(activation: str, dtype: str, out_dtype: str, layout: str) -> dict:
+    """grouped_gated_mm on SIZES with H = N rounded up to 64 (D of H columns)."""
+    torch.manual_seed(5)
+    failures = []
+    for sizes, extra, N, K in SIZES:
+        K, H = (K if layout == "kmajor" else -(-K // 16) * 16), -(-N // 64) * 64
+        M = sum(sizes) + extra
+        a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
+        w, b = gate_up_experts(len(sizes), K, H, DTYPES[dtype], layout)
+        out = torch.full((M, H), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+        tilepipe.grouped_gated_mm(a, b, offsets(sizes), activation, out=out)
+        torch.cuda.synchronize()
+        found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]], gated_reference(activation, w))
+        failures += [{"sizes": sizes[:10], "H": H, "K": K, **f} for f in found]
+    return {"case": f"grouped gated {activation} {dtype}->{out_dtype} b={layout}", "ok": not failures,
+            "failures": failures[:10]}
+
+
+def run_moe() -> dict:
+    """A MoE expert MLP on ragged experts (empty ones included): down(silu(x Wg^T) * x Wu^T) + bias per expert, eager
+    and compiled, against float64; rows past offs[-1] of the compiled result are not compared (a new tensor)."""
+    torch.manual_seed(6)
+    sizes, D, H = [0, 37, 300, 0, 1, 129, 530, 3], 512, 1408
+    x = torch.randn(sum(sizes), D, device="cuda", dtype=torch.bfloat16)
+    w, w_gate_up = gate_up_experts(len(sizes), D, H, torch.bfloat16, "kmajor")
+    w_down = (torch.randn(len(sizes), D, H, device="cuda", dtype=torch.bfloat16) / H ** 0.5).transpose(1, 2)
+    b_down = torch.randn(len(sizes), D, device="cuda", dtype=torch.bfloat16)
+    offs = offsets(sizes)
+
+    def experts(x: torch.Tensor) -> torch.Tensor:
+        return tilepipe.grouped_mm(tilepipe.grouped_gated_mm(x, w_gate_up, offs), w_down, offs, bias=b_down)
+
+    def reference(rows: torch.Tensor, g: int, _: torch.Tensor) -> torch.Tensor:
+        hidden = gated_reference("silu", w)(rows, g, None)
+        return hidden @ w_down[g].double() + b_down[g].double()
+
+    failures = []
+    for name, fn in (("eager", experts), ("compile", torch.compile(experts, fullgraph=True))):
+        out = fn(x)
+        torch.cuda.synchronize()
+        failures += [{"run": name, **f} for f in check(out, x, w_down, sizes, 2e-2, reference)
+                     if "rows_past_offs_written" not in f]
+    return {"case": "grouped moe mlp", "ok": not failures, "failures": failures}
 
 
 def run_cudagraph() -> dict:
@@ -153,7 +251,7 @@ def run_badargs() -> dict:
 
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile,
-              "badargs": run_badargs}[kind](*args)
+    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "badargs": run_badargs,
+              "epilogue": run_epilogue, "gated": run_gated, "moe": run_moe}[kind](*args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -1,8 +1,7 @@
 from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
 from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
-from tilepipe.api.grouped import grouped_config, grouped_mm
+from tilepipe.api.grouped import check_grouped, grouped_gated_mm, grouped_mm
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
-from tilepipe.host.checks import check_grouped_mm
 
 """tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
 
@@ -86,15 +85,26 @@ MATMUL_FP8 = register("matmul_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor 
                       "ScalarType out_dtype=bfloat16", matmul_fp8, _matmul_fp8_like)
 
 
-def _grouped_mm_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, *, out_dtype: torch.dtype | None = None,
+def _grouped_mm_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, bias: torch.Tensor | None = None, *,
+                     out_dtype: torch.dtype | None = None, activation: str | None = None,
                      out: torch.Tensor | None = None) -> torch.Tensor:
-    _, M, N, K, out_dtype, b_kmajor = check_grouped_mm(a, b, offs, out, out_dtype)
-    grouped_config(K, out_dtype, b_kmajor)
+    check_activation(activation, ACTIVATIONS, optional=True)
+    _, M, N, _, out_dtype, _ = check_grouped(a, b, offs, bias, out, out_dtype, 1)
     return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
 
 
-GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs", "ScalarType? out_dtype=None", grouped_mm,
-                      _grouped_mm_like)
+def _grouped_gated_mm_like(a: torch.Tensor, b_gate_up: torch.Tensor, offs: torch.Tensor, *, activation: str = "silu",
+                           out_dtype: torch.dtype | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    check_activation(activation, GATED, optional=False)
+    _, M, N, _, out_dtype, _ = check_grouped(a, b_gate_up, offs, None, out, out_dtype, 2)
+    return out if out is not None else a.new_empty((M, N // 2), dtype=out_dtype)
+
+
+GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs, Tensor? bias=None",
+                      "ScalarType? out_dtype=None, str? activation=None", grouped_mm, _grouped_mm_like)
+GROUPED_GATED_MM = register("grouped_gated_mm", "Tensor a, Tensor b_gate_up, Tensor offs",
+                            'str activation="silu", ScalarType? out_dtype=None', grouped_gated_mm,
+                            _grouped_gated_mm_like)
 
 
 def _linear_like(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *, activation: str | None = None,

@@ -169,30 +169,32 @@ def pack_gate_up(w_gate_up: torch.Tensor, w_up: torch.Tensor | None = None) -> t
     """The gate-up weight gated_linear reads, from [Wg; Wu] (one [2H, K] tensor, a gated MLP's fused gate_up_proj
     weight) or from Wg and Wu ([H, K] each, e.g. Llama's gate_proj and up_proj weights): rows interleaved in blocks
     of GATE_COLUMNS (Wg's rows 0-63, Wu's rows 0-63, Wg's rows 64-127, ...), so every GEMM tile holds whole gate-up
-    pairs. H must be a multiple of GATE_COLUMNS (64). A new contiguous tensor; unpack_gate_up undoes it."""
+    pairs. H must be a multiple of GATE_COLUMNS (64). Leading dimensions are experts, each packed alone ([G, 2H, K]
+    for grouped_gated_mm, or [G, H, K] each). A new contiguous tensor; unpack_gate_up undoes it."""
     if w_up is not None:
         if not isinstance(w_gate_up, torch.Tensor) or not isinstance(w_up, torch.Tensor):
             raise TypeError("w_gate_up (the gate weight Wg here) and w_up must be torch.Tensors")
-        if w_gate_up.shape != w_up.shape or w_gate_up.dim() != 2:
-            raise ValueError(f"the gate and up weights must be [H, K] of the same shape, got {tuple(w_gate_up.shape)} "
-                             f"and {tuple(w_up.shape)}")
+        if w_gate_up.shape != w_up.shape or w_gate_up.dim() < 2:
+            raise ValueError(f"the gate and up weights must be [..., H, K] of the same shape, got "
+                             f"{tuple(w_gate_up.shape)} and {tuple(w_up.shape)}")
         gate, up = w_gate_up, w_up
     else:
         if not isinstance(w_gate_up, torch.Tensor):
             raise TypeError(f"w_gate_up must be a torch.Tensor, got {type(w_gate_up).__name__}")
-        if w_gate_up.dim() != 2 or w_gate_up.shape[0] % 2:
-            raise ValueError(f"w_gate_up must be [2H, K] ([Wg; Wu]) with an even row count, got "
+        if w_gate_up.dim() < 2 or w_gate_up.shape[-2] % 2:
+            raise ValueError(f"w_gate_up must be [..., 2H, K] ([Wg; Wu]) with an even row count, got "
                              f"{tuple(w_gate_up.shape)}")
-        gate, up = w_gate_up.chunk(2)
-    H, K = gate.shape
+        gate, up = w_gate_up.chunk(2, dim=-2)
+    *experts, H, K = gate.shape
     if H % GATE_COLUMNS:
         raise ValueError(f"H = {H} rows of the gate weight: gated_linear takes H a multiple of {GATE_COLUMNS}")
-    blocks = (H // GATE_COLUMNS, GATE_COLUMNS, K)  # counted, not -1: a K = 0 weight has no elements to infer from
-    return torch.stack((gate.reshape(blocks), up.reshape(blocks)), 1).reshape(2 * H, K)
+    blocks = (*experts, H // GATE_COLUMNS, GATE_COLUMNS, K)  # counted, not -1: a K = 0 weight has none to infer from
+    return torch.stack((gate.reshape(blocks), up.reshape(blocks)), -3).reshape(*experts, 2 * H, K)
 
 
 def unpack_gate_up(w_packed: torch.Tensor) -> torch.Tensor:
-    """[Wg; Wu] from pack_gate_up's layout (its inverse)."""
-    rows, K = w_packed.shape
-    pairs = w_packed.reshape(rows // (2 * GATE_COLUMNS), 2, GATE_COLUMNS, K)
-    return torch.cat((pairs[:, 0].reshape(rows // 2, K), pairs[:, 1].reshape(rows // 2, K)))
+    """[Wg; Wu] from pack_gate_up's layout (its inverse; leading dimensions are experts)."""
+    *experts, rows, K = w_packed.shape
+    pairs = w_packed.reshape(*experts, rows // (2 * GATE_COLUMNS), 2, GATE_COLUMNS, K)
+    half = (*experts, rows // 2, K)
+    return torch.cat((pairs[..., 0, :, :].reshape(half), pairs[..., 1, :, :].reshape(half)), -2)

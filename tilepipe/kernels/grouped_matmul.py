@@ -1,11 +1,14 @@
 """Grouped GEMM for Mixture-of-Experts on sm_90a (torch._grouped_mm's 2D x 3D form): D[rows of group g] = A[rows of
 group g] @ B[g], the groups' row ends read on the GPU (schedulers/grouped.py), written with the GEMM's roles and
-pipelines.
+pipelines,
+through an epilogue function (kernels/epilogue_functions.py: a per-expert bias, an activation, or a gated one over
+packed gate-up experts, which writes half the columns it reads).
 
 Roles (one CTA per SM; each group's tiles in grouped order, the groups one after another):
   load   (1 warp)   the GEMM's load role (gemm_roles.py): A at the tile's rows, B from the stacked experts at the
                     group's offset (GroupedWork.b_coords)
-  mma    (8 warps)  the GEMM's wgmma main loop; D's tile in BM x EPILOGUE_N sub-tiles through the output stages
+  mma    (8 warps)  the GEMM's wgmma main loop; D's tile in BM x EPILOGUE_N sub-tiles through the EPILOGUE function
+                    and the output stages
   store  (1 warp)   TMA-stores each sub-tile while the mma role runs the next tile's main loop
 
 Group boundaries, on the device. A tile's rows start at its group's first row and a group's last row of tiles is
@@ -22,6 +25,7 @@ launcher (host/launch.py), while this way no tile pays anything unless its group
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
 from tilepipe.kernels.matmul import matmul_plan
 from tilepipe.kernels.spec import KernelSpec, tile_desc
@@ -45,26 +49,40 @@ def masked_store(d_ptr, ld_d, part, row, col, end, N):
 
 
 @gluon.jit
-def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, d_ptr, ld_d,
-                     B_KMAJOR: gl.constexpr):
-    """The GEMM's main loop per tile, then D's tile a sub-tile (an output stage) at a time; a tile that spills past
-    its group's rows is stored from registers under a row mask instead, its stages handed on unwritten."""
+def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, d_ptr, ld_d, bias_ptr,
+                     B_KMAJOR: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr):
+    """The GEMM's main loop per tile, then D's tile a sub-tile (an output stage) at a time, each through the EPILOGUE
+    function (COLUMNS_IN accumulator columns per column of D; its bias row the group's, bias_ptr + group * N) unless
+    the kernel has none; a tile that spills past its group's rows is stored from registers under a row mask
+    instead, its stages handed on unwritten."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
-    PARTS: gl.constexpr = BN // SUB_N
+    RATIO: gl.constexpr = columns_in(EPILOGUE)
+    PARTS: gl.constexpr = BN // (SUB_N * RATIO)
+    FUSED: gl.constexpr = HAS_BIAS or EPILOGUE is not None  # else D is the accumulator, rounded
+    epilogue: gl.constexpr = epilogue_function(EPILOGUE)
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     consumer = inputs.consumer().with_release_lag(1)
+    one = gl.to_tensor(1.0)
     work = sched.work()
     while work.valid:
         acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
         row, col = work.origin(BM, BN)
         spills = work.spills()
+        if FUSED:
+            group_bias = bias_ptr
+            if HAS_BIAS:
+                group_bias = bias_ptr + work.group.to(gl.int64) * sched.N
+            args = EpilogueArgs(one, one, group_bias, sched.N, HAS_BIAS)
         for j in gl.static_range(PARTS):
             with outputs.produce() as out:
-                part = column_part(acc, j, PARTS).to(outputs.tiles.dtype)
+                part = column_part(acc, j, PARTS)
+                if FUSED:
+                    part = epilogue(part, None, args, row, col + j * SUB_N * RATIO)
+                part = part.to(outputs.tiles.dtype)
                 if spills:
-                    masked_store(d_ptr, ld_d, part, row, col + j * SUB_N, work.end, sched.N)
+                    masked_store(d_ptr, ld_d, part, row, col // RATIO + j * SUB_N, work.end, sched.N // RATIO)
                 else:
                     out.tile().store(part)
                 out.arrive()
@@ -73,8 +91,9 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
 
 
 @gluon.jit
-def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched):
-    """TMA-stores each output stage of a tile inside its group; frees a spilling tile's stages unread."""
+def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched, RATIO: gl.constexpr):
+    """TMA-stores each output stage of a tile inside its group (RATIO accumulator columns per column of D); frees a
+    spilling tile's stages unread."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
@@ -82,20 +101,23 @@ def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched):
     while work.valid:
         row, col = work.origin(BM, BN)
         spills = work.spills()
-        for j in gl.static_range(BN // SUB_N):
+        for j in gl.static_range(BN // (SUB_N * RATIO)):
             with outputs.consume() as out:
                 if not spills:
-                    out.store(d_desc, [row, col + j * SUB_N])
+                    out.store(d_desc, [row, col // RATIO + j * SUB_N])
         work = work.next()
 
 
-@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d"])  # one binary per configuration
+@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d", "bias_ptr"])  # one binary per configuration
 def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d, STAGES: gl.constexpr,
                           C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
-                          SCHEDULE: gl.constexpr, TILE: gl.constexpr):
+                          SCHEDULE: gl.constexpr, TILE: gl.constexpr, bias_ptr, HAS_BIAS: gl.constexpr,
+                          EPILOGUE: gl.constexpr):
     """a_desc over A [M, K]; b_desc over the G experts stacked, [G * N, K] K-major or [G * K, N] row-major; d_desc
-    over D [M, N] in BM x EPILOGUE_N blocks, d_ptr its address (row stride ld_d) for masked stores; offs: G int32 row
-    ends. TILE: (BM, BN). SCHEDULE: a grouped scheduler's name (schedulers/grouped.py)."""
+    over D [M, N / COLUMNS_IN] in BM x EPILOGUE_N blocks, d_ptr its address (row stride ld_d) for masked stores;
+    offs: G int32 row ends. TILE: (BM, BN). SCHEDULE: a grouped scheduler's name (schedulers/grouped.py). bias_ptr:
+    the experts' biases [G, N] (read only where HAS_BIAS); EPILOGUE: an epilogue function or its "module:name"
+    (kernels/epilogue_functions.py; a gated one takes B's experts packed by pack_gate_up), None: D = A @ B (+ bias)."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -107,10 +129,11 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d,
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
-    warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, B_KMAJOR)),
+    warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, bias_ptr, B_KMAJOR, HAS_BIAS,
+                                         EPILOGUE)),
                      (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
                       WORKER_REGS),
-                     (grouped_store_role, (outputs, d_desc, sched), WORKER_WARPS, WORKER_REGS)])
+                     (grouped_store_role, (outputs, d_desc, sched, columns_in(EPILOGUE)), WORKER_WARPS, WORKER_REGS)])
 
 
 def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
@@ -120,15 +143,18 @@ def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
             "d": (cfg.block_m, cfg.epilogue_cols)}
 
 
-def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = "static") -> KernelSpec:
+def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = "static", bias: bool = False,
+                 epilogue: str | None = None) -> KernelSpec:
     """grouped_matmul_kernel for one configuration (no cluster, swap-AB or pieces) as a KernelSpec (sm_90a): inputs
-    of `dtype`, D of `c_dtype`."""
+    of `dtype`, D of `c_dtype`, with the experts' biases (of `dtype`) where `bias`, through `epilogue` ("module:name":
+    kernels/epilogue_functions.py)."""
     blocks = grouped_blocks(cfg, b_kmajor)
     signature = {"a_desc": tile_desc(dtype, blocks["a"]), "b_desc": tile_desc(dtype, blocks["b"]),
                  "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}", "offs": "*i32", "G": "i32",
                  "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
-                 "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "SCHEDULE": "constexpr", "TILE": "constexpr"}
+                 "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "SCHEDULE": "constexpr", "TILE": "constexpr",
+                 "bias_ptr": f"*{dtype}", "HAS_BIAS": "constexpr", "EPILOGUE": "constexpr"}
     constexprs = {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                  "SCHEDULE": schedule, "TILE": [cfg.block_m, cfg.block_n]}
+                  "SCHEDULE": schedule, "TILE": [cfg.block_m, cfg.block_n], "HAS_BIAS": bias, "EPILOGUE": epilogue}
     return KernelSpec(f"{__name__}:grouped_matmul_kernel", signature, constexprs, num_warps=cfg.num_warps,
                       divisible_by_16=("d_ptr", ))
