@@ -1,15 +1,20 @@
-"""The cost model's choices on a grid of 2200 calls (tilepipe.tools.choices): the code must make the choices of the
-committed snapshot, and a failure lists every call that moved. A deliberate change rewrites the snapshot
-(`python -m tilepipe.tools.choices --write`) and commits it with the moves' A/B measurements."""
+"""The cost model's choices on a grid of 2200 calls per GPU model (tilepipe.tools.choices): the code must make the
+choices of each committed snapshot, and a failure lists every call that moved. A deliberate change rewrites the
+snapshot (`python -m tilepipe.tools.choices --gpu MODEL --write`) and commits it with the moves' A/B measurements
+(`--ab`, on that GPU)."""
 
 import json
 
-from tilepipe.tools.choices import SNAPSHOT, grid, moves
+import pytest
+
+from tilepipe.host.gpus import gpu_models
+from tilepipe.tools.choices import SNAPSHOTS, grid, moves
 
 
-def test_every_choice_is_the_snapshots():
-    listed = moves(json.loads(SNAPSHOT.read_text()), grid())
-    assert not listed, f"{len(listed)} calls move:\n" + "\n".join(listed)
+@pytest.mark.parametrize("model", sorted(SNAPSHOTS))
+def test_every_choice_is_the_snapshots(model):
+    listed = moves(json.loads(SNAPSHOTS[model].read_text()), grid(gpu_models()[model]))
+    assert not listed, f"{model}: {len(listed)} calls move:\n" + "\n".join(listed)
 
 
 def test_moves_name_each_call_and_both_choices():

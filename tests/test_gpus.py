@@ -43,28 +43,42 @@ def test_each_file_loads_and_torchs_name_finds_it(key, name, sms, capability):
 
 
 def test_every_file_names_its_sources_and_what_is_not_refit():
-    """Device figures cite their source; a file without its own fit borrows the H100's and says so; each of the
-    H100's constants names the results files it was fitted on, and those files exist."""
+    """Device figures cite their source; a file that borrows the H100's constants says so and which it fitted itself
+    ("partial: ..."); each constant a file fits names the results files it was fitted on, and those files exist."""
     for path in sorted((REPO / "tilepipe" / "host" / "gpus").glob("*.json")):
         data = json.loads(path.read_text())
         assert data["device"]["source"], path.name
         fitted = data["fitted"]
+        own = {name: entry for name, entry in fitted.items() if name not in ("same_as", "refit")}
         if "same_as" in fitted:
-            assert fitted["same_as"] == "h100" and fitted["refit"].startswith("pending: measured on H100 only")
-            assert gpu_models()[path.stem].refit == fitted["refit"]
-            continue
-        for name, entry in fitted.items():
+            assert fitted["same_as"] == "h100" and gpu_models()[path.stem].refit == fitted["refit"]
+            assert fitted["refit"].startswith("partial: " if own else "pending: measured on H100 only")
+            assert all(name in fitted["refit"] for name in own)
+        for name, entry in own.items():
             assert "note" in entry and isinstance(entry["fitted_on"], list), name
             for results in entry["fitted_on"]:
                 if results.startswith("bench/"):
                     assert (REPO / results).exists(), (name, results)
 
 
-def test_h200_and_b200_borrow_the_h100_constants_with_their_own_figures():
-    for key in ("h200", "b200"):
-        model = gpu_models()[key]
-        assert all(getattr(model, name) == getattr(H100, name) for name in FITTED_FIELDS)
-    assert gpu_models()["h200"].dram_bytes_per_s > H100.dram_bytes_per_s
+def test_borrowed_constants_are_the_h100s_and_the_h200_overrides_its_fitted_rates():
+    """b200 borrows every constant; h200 its own rates (tools/fit_gpu.py on an H200 results file), the rest borrowed."""
+    b200, h200 = gpu_models()["b200"], gpu_models()["h200"]
+    assert all(getattr(b200, name) == getattr(H100, name) for name in FITTED_FIELDS)
+    own = {"sm_flops", "fp8_sm_flops", "dram_bytes_per_us", "l2_dirty_bytes"}
+    assert all(getattr(h200, name) == getattr(H100, name) for name in FITTED_FIELDS if name not in own)
+    assert h200.dram_bytes_per_us > H100.dram_bytes_per_us and h200.sm_flops > H100.sm_flops
+    assert h200.dram_bytes_per_s > H100.dram_bytes_per_s
+
+
+def test_fit_gpu_reproduces_the_h200_file():
+    """The H200's fitted entries are what tools/fit_gpu.py fits on the results file each names."""
+    from tilepipe.tools.fit_gpu import fit
+
+    stored = json.loads((REPO / "tilepipe/host/gpus/h200.json").read_text())["fitted"]
+    results = REPO / stored["dram_bytes_per_us"]["fitted_on"][0]  # shapes-h200-v1: predicted with the H100's constants
+    for name, entry in fit(results, gpu_models()["h200"], predicted_with=gpu_models()["h100"]).items():
+        assert stored[name]["value"] == entry["value"], name
 
 
 def test_names_match_whole_words_only():

@@ -9,7 +9,8 @@ tiles under static and stream-K and the chosen tile in a 2x1 cluster (other_cand
 choice before the small-M model (the wave heuristic's tile, static), an A/B in the same process, swap-AB's tiles
 (swap_candidates) and the other 64-row tiles (row_tile_candidates); FP8 rows time matmul_fp8's other tiles
 (fp8_candidates). Rows may be added to SHAPE_TABLE, never dropped. One JSON under bench/results/, rewritten after
-every row (a failure keeps the rows measured before it; `missing` lists the table rows not measured).
+every row (a failure keeps the rows measured before it; `missing` lists the table rows not measured); `cost_model`
+holds the GPU model's constants the predictions used (tools/fit_gpu.py fits on them).
 """
 
 import json
@@ -27,7 +28,7 @@ from tilepipe.host.configs import (DECODE_M, LARGE_16BIT, LARGE_SUBTILED_16BIT, 
                                    fp8_configs, fp8_schedule_for, loop_bound, narrow_configs, predict_us,
                                    predicted_parts, schedule_candidates, schedule_for, schedule_programs,
                                    small_m_configs, swap_config)
-from tilepipe.host.gpus import GpuModel, device_model
+from tilepipe.host.gpus import FITTED_FIELDS, GpuModel, device_model
 from tilepipe.tools.bench import (RESULTS_DIR, Row, _operands, _rel_err, compare, host_overhead, run_environment,
                                   run_record)
 from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
@@ -214,10 +215,17 @@ def shapes_record(environment: dict, rows: list[ShapeRow], host: dict, pairs: in
                       rows, environment, missing=missing, host_overhead=host)
 
 
+def cost_model(gpu: GpuModel) -> dict:
+    """The model's constants as a results file records them (`cost_model`: what its predictions used)."""
+    plain = {name: getattr(gpu, name) for name in FITTED_FIELDS}
+    return {"key": gpu.key, **{k: {str(i): v for i, v in value.items()} if hasattr(value, "items") else value
+                               for k, value in plain.items()}}
+
+
 def run(name: str, pairs: int = 5, rep_ms: int = 60, out_dir: Path = RESULTS_DIR) -> Path:
     """Host time at 256^3, then every SHAPE_TABLE row; prints the table and writes OUT_DIR/NAME.json."""
     start = time.time()
-    environment = run_environment(name)
+    environment = {**run_environment(name), "cost_model": cost_model(device_model(torch.cuda.current_device()))}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
     host = host_overhead()

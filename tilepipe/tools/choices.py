@@ -1,26 +1,34 @@
-"""Every choice the cost model makes on a grid of a few thousand calls, as one snapshot file, so a change to the model
-shows as the list of calls it moves (tests/test_choices.py compares the code with the snapshot).
+"""Every choice the cost model makes on a grid of a few thousand calls, one snapshot file per GPU model, so a change to
+the model (its code, or a model file's constants) shows as the list of calls it moves (tests/test_choices.py compares
+the code with the snapshots).
 
-    python -m tilepipe.tools.choices             # list the moves against the committed snapshot
-    python -m tilepipe.tools.choices --write     # accept them: rewrite the snapshot (commit it with its A/B numbers)
+    python -m tilepipe.tools.choices --gpu h200            # list the moves against the committed snapshot
+    python -m tilepipe.tools.choices --gpu h200 --write    # accept them: rewrite the snapshot (commit it with its A/B)
+    python -m tilepipe.tools.choices --gpu h200 --ab h100  # on the GPU: time each call the h200 model moves from the
+                                                           # h100 model's choice, both choices interleaved
 
 A choice is the configuration and schedule matmul (bf16 or fp32 D; with or without C, an fp32 C too; B K-major or
-row-major) or matmul_fp8 (per-tensor or blockwise scales) takes on an H100 (host/gpus/h100.json) without an autotune
-entry: host/configs.py's modelled_config, schedule_for, fp8_config_for and fp8_schedule_for.
+row-major) or matmul_fp8 (per-tensor or blockwise scales) takes without an autotune entry: host/configs.py's
+modelled_config, schedule_for, fp8_config_for and fp8_schedule_for, for the GPU model of host/gpus/<model>.json.
 """
 
 import argparse
 import json
 import sys
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
-from tilepipe.host.configs import fp8_config_for, fp8_schedule_for, modelled_config, schedule_for
-from tilepipe.host.gpus import H100, GpuModel
+from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_for, modelled_config, predict_us,
+                                   schedule_for)
+from tilepipe.host.gpus import H100, GpuModel, gpu_models
 from tilepipe.verify.report import describe
 
-SNAPSHOT = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "choices-hopper.json"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+SNAPSHOTS = {"h100": FIXTURES / "choices-hopper.json", "h200": FIXTURES / "choices-h200.json"}
+"""The committed snapshot of each GPU model the grid test covers."""
 GRID_M = (1, 8, 16, 32, 48, 64, 96, 128, 129, 192, 256, 320, 384, 448, 512, 640, 768, 1000, 1024, 1536, 2048, 2560,
           3072, 4096, 8192)
 GRID_NK = ((1024, 1024), (2048, 7168), (4096, 4096), (4096, 14336), (6144, 4096), (7168, 2048), (8960, 1536),
@@ -28,27 +36,50 @@ GRID_NK = ((1024, 1024), (2048, 7168), (4096, 4096), (4096, 14336), (6144, 4096)
 BF16_FORMS = (("bf16", "", True), ("bf16", "", False), ("fp32", "", True), ("bf16", "+C", True), ("fp32", "+C", True),
               ("bf16", "+C fp32", True))
 """matmul's calls per shape: (D's dtype, C, B K-major)."""
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the grid: matmul in one of BF16_FORMS (`d`, `c`, `b_kmajor`), or matmul_fp8 (`scaling`)."""
+    M: int
+    N: int
+    K: int
+    d: str = "bf16"
+    c: str = ""
+    b_kmajor: bool = True
+    scaling: str = ""  # "per-tensor" or "blockwise": a matmul_fp8 call
+
+    @property
+    def name(self) -> str:
+        size = f"{self.M}x{self.N}x{self.K}"
+        if self.scaling:
+            return f"matmul_fp8 {self.scaling} {size}"
+        layout = "B K-major" if self.b_kmajor else "B row-major"
+        return f"matmul {size} -> {self.d} {self.c} {layout}".replace("  ", " ")
+
+    def choose(self, gpu: GpuModel) -> tuple[MatmulConfig, str]:
+        """The configuration and schedule the model of `gpu` takes for this call."""
+        M, N, K = self.M, self.N, self.K
+        if self.scaling:
+            blockwise = self.scaling == "blockwise"
+            cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, gpu)
+            return cfg, fp8_schedule_for(M, N, K, cfg, blockwise, gpu)
+        cfg = modelled_config(M, N, K, torch.bfloat16, DTYPES[self.d], self.b_kmajor, gpu,
+                              own_source=self.c == "+C fp32", has_c=bool(self.c))
+        return cfg, schedule_for(M, N, K, cfg, gpu)
+
+
+def calls() -> list[Call]:
+    """GRID_M x GRID_NK in matmul's forms (BF16_FORMS) and matmul_fp8's two scalings."""
+    return [call for M in GRID_M for N, K in GRID_NK
+            for call in [*(Call(M, N, K, d, c, b_kmajor) for d, c, b_kmajor in BF16_FORMS),
+                         Call(M, N, K, scaling="per-tensor"), Call(M, N, K, scaling="blockwise")]]
 
 
 def grid(gpu: GpuModel = H100) -> dict[str, str]:
-    """{call: choice} on GPU model `gpu` over GRID_M x GRID_NK, matmul's forms (BF16_FORMS) and matmul_fp8's two
-    scalings."""
-    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
-    choices = {}
-    for M in GRID_M:
-        for N, K in GRID_NK:
-            for d, c, b_kmajor in BF16_FORMS:
-                cfg = modelled_config(M, N, K, torch.bfloat16, dtypes[d], b_kmajor, gpu, own_source=c == "+C fp32",
-                                      has_c=bool(c))
-                layout = "B K-major" if b_kmajor else "B row-major"
-                choices[f"matmul {M}x{N}x{K} -> {d} {c} {layout}".replace("  ", " ")] = (
-                    f"{describe(cfg)} {schedule_for(M, N, K, cfg, gpu)}")
-            for blockwise in (False, True):
-                cfg = fp8_config_for(M, N, K, blockwise, torch.bfloat16, gpu)
-                scaling = "blockwise" if blockwise else "per-tensor"
-                choices[f"matmul_fp8 {scaling} {M}x{N}x{K}"] = (
-                    f"{describe(cfg)} {fp8_schedule_for(M, N, K, cfg, blockwise, gpu)}")
-    return choices
+    """{call: choice} of the model of `gpu` over calls()."""
+    return {call.name: "{} {}".format(describe(cfg), schedule) for call in calls() for cfg, schedule in [call.choose(gpu)]}
 
 
 def moves(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -57,18 +88,77 @@ def moves(before: dict[str, str], after: dict[str, str]) -> list[str]:
             for call in sorted(before.keys() | after.keys()) if before.get(call) != after.get(call)]
 
 
+def ab_moves(before: GpuModel, after: GpuModel, pairs: int = 3, rep_ms: int = 25) -> list[dict]:
+    """On this GPU: each call whose choice moves from `before`'s model to `after`'s, both choices run through the public
+    op (config= and scheduler=) on the same random inputs, timed in interleaved pairs (tools.bench.compare); one
+    record per move with both choices, their predicted times under `after` and the measured ones."""
+    from tilepipe.tools.bench import compare
+
+    records = []
+    for call in calls():
+        (cfg_a, sched_a), (cfg_b, sched_b) = call.choose(before), call.choose(after)
+        if (cfg_a, sched_a) == (cfg_b, sched_b):
+            continue
+        run_a, run_b = _runs(call, (cfg_a, sched_a), (cfg_b, sched_b))
+        _, _, ratio, ratios = compare(run_b, run_a, 2.0 * call.M * call.N * call.K, pairs, rep_ms, settle=1)
+        in_bytes = 1 if call.scaling else 2
+        records.append({"call": call.name, "before": f"{describe(cfg_a)} {sched_a}",
+                        "after": f"{describe(cfg_b)} {sched_b}",
+                        "predicted_before_us": round(predict_us(call.M, call.N, call.K, cfg_a, sched_a, after,
+                                                                in_bytes), 2),
+                        "predicted_after_us": round(predict_us(call.M, call.N, call.K, cfg_b, sched_b, after,
+                                                               in_bytes), 2),
+                        "speedup": round(ratio, 4), "pair_speedups": ratios})
+        print(f"{call.name}: {records[-1]['before']} -> {records[-1]['after']}: {ratio:.3f}x", flush=True)
+    return records
+
+
+def _runs(call: Call, *choices: tuple[MatmulConfig, str]) -> list:
+    """One callable per choice running `call` on shared random CUDA inputs."""
+    import tilepipe
+    from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
+
+    M, N, K = call.M, call.N, call.K
+    if call.scaling:
+        a, b = _fp8_operands(M, N, K)
+        scale_a, scale_b = _scales(M, N, K, "blockwise" if call.scaling == "blockwise" else "tensor")
+        return [lambda cfg=cfg, s=s: tilepipe.matmul_fp8(a, b, scale_a, scale_b, config=cfg, scheduler=s)
+                for cfg, s in choices]
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = (torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t() if call.b_kmajor
+         else torch.randn(K, N, device="cuda", dtype=torch.bfloat16))
+    c = None if not call.c else torch.randn(M, N, device="cuda",
+                                            dtype=torch.float32 if call.c == "+C fp32" else DTYPES[call.d])
+    return [lambda cfg=cfg, s=s: tilepipe.matmul(a, b, out_dtype=DTYPES[call.d], c=c, beta=1.0 if call.c else 0.0,
+                                                 config=cfg, scheduler=s) for cfg, s in choices]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilepipe.tools.choices", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpu", default="h100", choices=sorted(SNAPSHOTS), help="the GPU model (host/gpus/)")
     parser.add_argument("--write", action="store_true", help="rewrite the snapshot with the code's choices")
+    parser.add_argument("--ab", metavar="MODEL", choices=sorted(gpu_models()),
+                        help="time each move from MODEL's choices to --gpu's on this GPU, into bench/results/")
     args = parser.parse_args(argv)
-    now = grid()
-    before = json.loads(SNAPSHOT.read_text()) if SNAPSHOT.exists() else {}
+    gpu = gpu_models()[args.gpu]
+    if args.ab:
+        from tilepipe.tools.bench import RESULTS_DIR, run_environment
+
+        start, name = time.time(), f"choices-{args.ab}-to-{args.gpu}"
+        records = ab_moves(replace(gpu_models()[args.ab], sms=gpu.sms), gpu)
+        path = RESULTS_DIR / f"{name}.json"
+        path.write_text(json.dumps({**run_environment(name), "seconds": round(time.time() - start, 1),
+                                    "method": ab_moves.__doc__, "moves": records}, indent=1) + "\n")
+        print(f"{len(records)} moves timed: wrote {path}")
+        return 0
+    now, snapshot = grid(gpu), SNAPSHOTS[args.gpu]
+    before = json.loads(snapshot.read_text()) if snapshot.exists() else {}
     listed = moves(before, now)
     print("\n".join(listed) or "no moves", f"\n{len(listed)} of {len(now)} calls move", sep="\n")
     if args.write:
-        SNAPSHOT.write_text(json.dumps(now, indent=0, sort_keys=True) + "\n")
-        print(f"wrote {SNAPSHOT}")
+        snapshot.write_text(json.dumps(now, indent=0, sort_keys=True) + "\n")
+        print(f"wrote {snapshot}")
     return 0
 
 

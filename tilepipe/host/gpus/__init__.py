@@ -1,7 +1,8 @@
 """The cost model's figures per GPU model: one JSON file each beside this module (h100.json, h200.json, b200.json) with
 the device's public figures (SMs, clock, DRAM bandwidth, shared memory, the names torch gives it) and the fitted
 constants host/configs.py predicts with, each with the results files it was fitted on. A file whose constants were not
-fitted on its own GPU says `"same_as"` the model it borrows them from and why (`"refit"`). What each constant means
+all fitted on its own GPU says `"same_as"` the model it borrows the others from and why (`"refit"`); its own entries
+override the borrowed ones (tilepipe.tools.fit_gpu fits them on a results file of that GPU). What each constant means
 and how it was measured: the `# gpu.<name>:` comments of host/configs.py, beside the rules that use it."""
 
 import json
@@ -92,7 +93,8 @@ def gpu_models() -> dict[str, GpuModel]:
 def _model(key: str, raw: dict[str, dict]) -> GpuModel:
     data = raw[key]
     device, fitted = data["device"], data["fitted"]
-    source = raw[fitted["same_as"]]["fitted"] if "same_as" in fitted else fitted
+    borrowed = raw[fitted["same_as"]]["fitted"] if "same_as" in fitted else {}
+    source = {**borrowed, **{name: entry for name, entry in fitted.items() if name in FITTED_FIELDS}}
     if set(source) != set(FITTED_FIELDS):
         raise ValueError(f"tilepipe/host/gpus/{key}.json: fitted constants {sorted(set(FITTED_FIELDS) ^ set(source))} "
                          "missing or unknown")
