@@ -188,12 +188,13 @@ def test_kernel_compiles_for_sm90_without_spills(reports, name):
 
 
 def test_epilogues_read_the_bias_and_apply_their_function(reports):
-    """The bias GELU kernel loads the group's bias row (ld.global) and computes erf; SwiGLU's silu is an exp2 and a
-    division; the plain kernel has neither."""
-    assert reports["bf16 kmajor bias gelu"].count("ld.global") >= 1
+    """The bias GELU kernel loads the group's bias row (more ld.global than the plain kernel's loads of offs); SwiGLU's
+    silu is an exp2 and a division; the plain kernel has no exp2."""
+    plain = reports["bf16 kmajor"]
+    assert reports["bf16 kmajor bias gelu"].count("ld.global") > plain.count("ld.global")
     for name in ("bf16 kmajor swiglu", "fp16 fp32 rowmajor swiglu"):
         assert reports[name].count("ex2.approx") >= 1, name
-    assert reports["bf16 kmajor"].count("ex2.approx") == 0 and reports["bf16 kmajor"].count("ld.global") == 0
+    assert plain.count("ex2.approx") == 0
 
 
 @pytest.mark.parametrize("name", SPECS)
