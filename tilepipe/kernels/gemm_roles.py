@@ -42,9 +42,10 @@ def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr, STREAMK: gl.constexpr = Fals
 
 @gluon.jit
 def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
-              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None):
+              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None, arrivals=None):
     """A and B tiles per k-step, in their descriptors' boxes (a pieced tile takes several), and, given scale
-    descriptors, the block scales of a block-scaled payload. The tile sizes are the payload's."""
+    descriptors, the block scales of a block-scaled payload. The tile sizes are the payload's. Given `arrivals`
+    (pipeline/flags.py: ChunkFlags), a tile's loads wait until the chunk of A holding its rows arrived."""
     BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1] if B_KMAJOR else inputs.payload.b_tiles.shape[2]
@@ -57,6 +58,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
     while work.valid:
         pid_m, pid_n = work.coords()
         row, col = work.origin(BM, BN)
+        if arrivals is not None:
+            arrivals = arrivals.wait_rows(row)
         k_begin, k_end = work.k_steps(k_tiles)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
