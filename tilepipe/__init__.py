@@ -7,9 +7,10 @@ from tilepipe.api.fp8 import matmul_block_scaled, matmul_fp8  # noqa: E402
 from tilepipe.api.grouped import grouped_gated_mm, grouped_mm  # noqa: E402
 from tilepipe import nn  # noqa: E402,F401  (tilepipe.nn.Linear, tilepipe.nn.GatedMLP)
 from tilepipe.api.linear import gated_linear, linear, pack_gate_up  # noqa: E402
+from tilepipe.api.linear_fp8 import linear_fp8  # noqa: E402
 from tilepipe.api.matmul import addmm, matmul  # noqa: E402  (the torch-facing API)
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.tools.autotune import autotune  # noqa: E402
 
-__all__ = ["MatmulConfig", "addmm", "autotune", "gated_linear", "grouped_gated_mm", "grouped_mm", "linear", "matmul",
-           "matmul_block_scaled", "matmul_fp8", "pack_gate_up"]
+__all__ = ["MatmulConfig", "addmm", "autotune", "gated_linear", "grouped_gated_mm", "grouped_mm", "linear",
+           "linear_fp8", "matmul", "matmul_block_scaled", "matmul_fp8", "pack_gate_up"]
