@@ -1,4 +1,5 @@
 from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
+from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, check_linear_fp8, linear_fp8, padded_rows
 from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
 from tilepipe.api.grouped import check_grouped, grouped_gated_mm, grouped_mm
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
@@ -124,3 +125,31 @@ def _gated_linear_like(x: torch.Tensor, w_gate_up: torch.Tensor, *, activation: 
 LINEAR = register("linear", "Tensor x, Tensor w, Tensor? bias=None", "str? activation=None", linear, _linear_like)
 GATED_LINEAR = register("gated_linear", "Tensor x, Tensor w_gate_up", 'str activation="silu"', gated_linear,
                         _gated_linear_like)
+
+
+def _linear_fp8(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return linear_fp8(x, w)
+
+
+def _linear_fp8_like(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    M, N, _, shape = check_linear_fp8(x, w, None)  # the scales: group_scales' strides over a padded storage
+    scales = x.new_empty_strided((M, N // SCALE_GROUP), (1, padded_rows(M)), dtype=torch.float32)
+    return x.new_empty(shape, dtype=FP8), scales
+
+
+def _linear_fp8_tensor(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return linear_fp8(x, w, scale=scale)[0]
+
+
+def _linear_fp8_tensor_like(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(check_linear_fp8(x, w, scale)[3], dtype=FP8)
+
+
+LINEAR_FP8 = torch.library.custom_op("tilepipe::linear_fp8", _linear_fp8, mutates_args=(),
+                                     schema="(Tensor x, Tensor w) -> (Tensor, Tensor)")
+LINEAR_FP8.register_fake(_linear_fp8_like)
+LINEAR_FP8_TENSOR = torch.library.custom_op("tilepipe::linear_fp8_tensor", _linear_fp8_tensor, mutates_args=(),
+                                            schema="(Tensor x, Tensor w, Tensor scale) -> Tensor")
+LINEAR_FP8_TENSOR.register_fake(_linear_fp8_tensor_like)
+"""linear_fp8's two forms (1x128 scales returned beside D; a given per-tensor scale), without an out variant: D's
+scales are made with it."""
