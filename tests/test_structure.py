@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tilepipe"
-LAYERS = ["_version", "_text", "pipeline", "schedulers", "kernels", "examples", "probes", "host", "api", "nn", "verify",
-          "tools", "__init__", "__main__"]
+LAYERS = ["_version", "_text", "pipeline", "schedulers", "kernels", "examples", "probes", "host", "api", "nn",
+          "distributed", "verify", "tools", "__init__", "__main__"]
 """Bottom to top: a module may import its own layer or the ones below it. Each folder is a layer; kernels and
 examples are one level (neither imports the other)."""
 LEVEL = {layer: LAYERS.index(layer) for layer in LAYERS} | {"examples": LAYERS.index("kernels")}
