@@ -1,0 +1,156 @@
+"""A model of the tensor-parallel ops' chunk-flag protocol (tilepipe/distributed/workspace.py), explored over every
+interleaving (small groups) or many random ones (large groups), so a change to it is checked before a GPU sees it.
+
+Each of W ranks makes `calls` calls. In call n a rank:
+  epoch     sets its epoch (n; a seeded "baked" epoch stays 1, as a host constant replayed by a CUDA graph would)
+  copies    (its copy engine, in order) for itself, then each peer in push order: the chunk into that rank's slot,
+            then the epoch into that rank's flag of this rank
+  kernel    for each chunk in tile order (its own, then rank + 1, rank + 2, ...): waits until the chunk's flag holds
+            its epoch, then reads the slot, which must hold call n's chunk
+  finish    once its copies and its kernel are done, arrives at the group's barrier of call n, and goes on when every
+            rank arrived (a seeded "no_barrier" goes on at once)
+A rank that "skips" a call (seeded) makes no step of it. Findings: "stale" (a read of another call's chunk), "hang"
+(no step can run, naming the rank, the chunk and the peer it waits for).
+"""
+
+import random
+from dataclasses import dataclass
+
+SEEDS = ("baked_epoch", "no_barrier", "skip")
+
+
+@dataclass(frozen=True)
+class TpFinding:
+    kind: str  # "stale" or "hang"
+    message: str
+
+
+@dataclass(frozen=True)
+class TpResult:
+    world: int
+    calls: int
+    seed: str | None
+    states: int  # distinct states visited (exhaustive) or steps taken (random walks)
+    findings: tuple[TpFinding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+class _Model:
+    """The protocol's steps over a state tuple: per rank (call, stage, epoch, copy pc, kernel pc), then the flags and
+    slots (rank x chunk: the epoch / the call whose chunk is there), then the barrier arrivals per call."""
+
+    def __init__(self, world: int, calls: int, seed: str | None) -> None:
+        if seed is not None and seed not in SEEDS:
+            raise ValueError(f"seed must be None or one of {SEEDS}, got {seed!r}")
+        self.world, self.calls, self.seed = world, calls, seed
+        self.targets = [[r] + [(r - s) % world for s in range(1, world)] for r in range(world)]  # copy order
+        self.order = [[(r + s) % world for s in range(world)] for r in range(world)]  # tile order
+
+    def initial(self) -> tuple:
+        ranks = tuple((1, "start", 0, 0, 0) for _ in range(self.world))
+        zeros = tuple(tuple(0 for _ in range(self.world)) for _ in range(self.world))
+        return ranks, zeros, zeros, tuple(0 for _ in range(self.calls + 1))
+
+    def skips(self, rank: int, call: int) -> bool:
+        return self.seed == "skip" and rank == self.world - 1 and call == self.calls
+
+    def steps(self, state: tuple):
+        """(description, next state) for every step that can run; a "stale" read is a step that reports itself."""
+        ranks, flags, slots, arrived = state
+        W = self.world
+        for r, (call, stage, epoch, copy_pc, kernel_pc) in enumerate(ranks):
+            if stage == "done" or self.skips(r, call):
+                continue
+            if stage == "start":
+                value = 1 if self.seed == "baked_epoch" else call
+                yield f"rank {r} call {call}: epoch {value}", self._rank(state, r, (call, "run", value, 0, 0))
+            elif stage == "run":
+                if copy_pc < 2 * W:
+                    peer = self.targets[r][copy_pc // 2]
+                    table, value = (slots, call) if copy_pc % 2 == 0 else (flags, epoch)
+                    table = _set(table, peer, r, value)
+                    new = (ranks, table, slots, arrived) if copy_pc % 2 else (ranks, flags, table, arrived)
+                    what = "chunk" if copy_pc % 2 == 0 else "flag"
+                    yield f"rank {r} copies its {what} to rank {peer}", self._rank(
+                        new, r, (call, stage, epoch, copy_pc + 1, kernel_pc))
+                if kernel_pc < W:
+                    chunk = self.order[r][kernel_pc]
+                    if flags[r][chunk] == epoch:
+                        step = self._rank(state, r, (call, stage, epoch, copy_pc, kernel_pc + 1))
+                        if slots[r][chunk] != call:
+                            yield "stale", (f"rank {r} call {call} read chunk {chunk} holding call "
+                                            f"{slots[r][chunk]}'s data (its flag held epoch {epoch})")
+                        yield f"rank {r} reads chunk {chunk}", step
+                if copy_pc == 2 * W and kernel_pc == W:
+                    count = list(arrived)
+                    count[call] += 1
+                    yield f"rank {r} arrives at barrier {call}", self._rank(
+                        (ranks, flags, slots, tuple(count)), r, (call, "barrier", epoch, copy_pc, kernel_pc))
+            elif stage == "barrier" and (self.seed == "no_barrier" or arrived[call] == W):
+                after = (call + 1, "start", epoch, 0, 0) if call < self.calls else (call, "done", epoch, 0, 0)
+                yield f"rank {r} leaves barrier {call}", self._rank(state, r, after)
+
+    def _rank(self, state: tuple, r: int, value: tuple) -> tuple:
+        ranks, flags, slots, arrived = state
+        return ranks[:r] + (value, ) + ranks[r + 1:], flags, slots, arrived
+
+    def finished(self, state: tuple) -> bool:
+        return all(stage == "done" or self.skips(r, call) for r, (call, stage, *_) in enumerate(state[0]))
+
+    def hang(self, state: tuple) -> str:
+        """Who waits for what where no step can run."""
+        ranks, flags, _, arrived = state
+        waits = []
+        for r, (call, stage, epoch, copy_pc, kernel_pc) in enumerate(ranks):
+            if stage == "run" and kernel_pc < self.world:
+                chunk = self.order[r][kernel_pc]
+                waits.append(f"rank {r} call {call}: role 'load' waits for chunk {chunk} from peer {chunk} "
+                             f"(epoch {epoch}, flag holds {flags[r][chunk]})")
+            elif stage == "barrier":
+                waits.append(f"rank {r} call {call}: waits at the barrier ({arrived[call]} of {self.world} arrived)")
+        return "; ".join(waits) or "no rank waits"
+
+
+def _set(table: tuple, row: int, col: int, value: int) -> tuple:
+    line = table[row][:col] + (value, ) + table[row][col + 1:]
+    return table[:row] + (line, ) + table[row + 1:]
+
+
+def check_tp_protocol(world: int, calls: int = 2, seed: str | None = None, walks: int = 0,
+                      rng_seed: int = 0) -> TpResult:
+    """Explore the model of `world` ranks making `calls` calls: every interleaving, or (`walks` > 0) that many random
+    ones from the start, for groups too large to explore whole. At most one finding of each kind is kept."""
+    model = _Model(world, calls, seed)
+    found: dict[str, TpFinding] = {}
+
+    def visit(state: tuple) -> list[tuple]:
+        nexts = []
+        for description, step in model.steps(state):
+            if description == "stale":
+                found.setdefault("stale", TpFinding("stale", step))
+            else:
+                nexts.append(step)
+        if not nexts and not model.finished(state):
+            found.setdefault("hang", TpFinding("hang", model.hang(state)))
+        return nexts
+
+    count = 0
+    if walks:
+        rng = random.Random(rng_seed)
+        for _ in range(walks):
+            state = model.initial()
+            while nexts := visit(state):
+                state = rng.choice(nexts)
+                count += 1
+    else:
+        seen, stack = {model.initial()}, [model.initial()]
+        while stack:
+            for step in visit(stack.pop()):
+                if step not in seen:
+                    seen.add(step)
+                    stack.append(step)
+        count = len(seen)
+    return TpResult(world, calls, seed, count, tuple(found.values()))
