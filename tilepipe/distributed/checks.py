@@ -44,6 +44,7 @@ def check_operands(a_name: str, a: torch.Tensor, b: torch.Tensor, out: torch.Ten
     for name, t in ((a_name, a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in ((a_name, a), ("b", b)):
         if t.device.type != "cuda":
             raise ValueError(f"{name} must be a CUDA tensor, got one on {t.device}")
         if t.dim() != 2:

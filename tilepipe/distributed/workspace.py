@@ -87,6 +87,7 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
     from torch.distributed import _symmetric_memory as symm_mem
 
     rank, world = group.rank(), group.size()
+    symm_mem.enable_symm_mem_for_group(group.group_name)  # idempotent; torch 2.11 may need it before a rendezvous
     slots = symm_mem.empty((world, *slot_shape), dtype=dtype, device=device)
     flags = symm_mem.empty((FLAG_PAD, ), dtype=torch.int32, device=device)
     flags.zero_()

@@ -1,0 +1,140 @@
+"""tilepipe.distributed on the CPU: the flag-waiting GEMM and the reduction compile for sm_90a with the acquire and
+the proxy fence; the flag protocol's model passes and catches seeded faults; bad input is refused naming the
+argument (a one-rank gloo group; fake CUDA tensors for the checks that need a CUDA device); the overlap rule.
+The GPU side: tests/gpu/tp_cases.py under torchrun (scripts/gpu_tp.sh)."""
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from tilepipe.host.configs import LARGE_SUBTILED_16BIT
+from tilepipe.host.gpus import gpu_model
+from tilepipe.kernels.ag_matmul import ag_matmul_spec
+from tilepipe.kernels.reduce_slots import reduce_slots_spec
+from tilepipe.verify.compile import compile_kernels
+from tilepipe.verify.tp_protocol import check_tp_protocol
+
+SPECS = {"ag bf16 row-major": ag_matmul_spec(LARGE_SUBTILED_16BIT, "bf16", False, 2),
+         "ag fp16 K-major debug": ag_matmul_spec(LARGE_SUBTILED_16BIT, "fp16", True, 2, debug=True),
+         "reduce bf16": reduce_slots_spec("bf16", 2)}
+SMEM_LIMIT = 232448  # 227 KB per block on sm_90a
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return dict(zip(SPECS, compile_kernels(list(SPECS.values()))))
+
+
+@pytest.mark.parametrize("name", [n for n in SPECS if n.startswith("ag")])
+def test_flag_waiting_gemm_compiles_with_acquire_and_proxy_fence(reports, name):
+    report = reports[name]
+    assert report.spill_stores == 0 and report.spill_loads == 0
+    assert report.shared <= SMEM_LIMIT
+    assert report.count("ld.acquire.sys.global.u32") == 1  # one wait site: the load role's, once per chunk
+    assert report.count("fence.proxy.async.global") == 1
+    assert report.count("wgmma.mma_async") > 0 and report.count("cp.async.bulk.tensor") > 0
+    assert (report.count("%globaltimer") > 0) == ("debug" in name)  # only debug mode times its wait
+
+
+def test_reduction_waits_on_its_flags(reports):
+    report = reports["reduce bf16"]
+    assert report.count("ld.acquire.sys.global.u32") >= 1 and report.spill_stores == 0
+    assert report.count("%globaltimer") == 0
+
+
+@pytest.mark.parametrize("world, walks", [(2, 0), (3, 0), (4, 300), (8, 60)])
+def test_flag_protocol_holds(world, walks):
+    result = check_tp_protocol(world, calls=2, walks=walks)
+    assert result.ok, result.findings
+    assert result.states > 100
+
+
+@pytest.mark.parametrize("world, walks", [(2, 0), (3, 0), (8, 60)])
+def test_checker_catches_a_stale_epoch(world, walks):
+    """An epoch baked in (a host constant a CUDA graph replays) lets call 2 read call 1's chunks."""
+    result = check_tp_protocol(world, calls=2, seed="baked_epoch", walks=walks)
+    assert [f.kind for f in result.findings] == ["stale"], result.findings
+    assert "call 2 read chunk" in result.findings[0].message
+
+
+def test_checker_catches_a_missing_barrier_and_a_skipped_call():
+    assert "stale" in {f.kind for f in check_tp_protocol(2, seed="no_barrier").findings}
+    skipped = check_tp_protocol(2, seed="skip").findings
+    assert [f.kind for f in skipped] == ["hang"]
+    assert "role 'load' waits for chunk 1 from peer 1" in skipped[0].message
+
+
+@pytest.fixture(scope="module")
+def group():
+    if dist.is_initialized():
+        yield dist.group.WORLD
+        return
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+
+
+def test_bad_input_on_the_cpu_names_the_argument(group):
+    from tilepipe.distributed import all_gather_matmul, matmul_reduce_scatter
+
+    a, b = torch.randn(256, 64, dtype=torch.bfloat16), torch.randn(64, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="a_shard must be a CUDA tensor"):
+        all_gather_matmul(a, b, group)
+    with pytest.raises(ValueError, match="^a must be a CUDA tensor"):
+        matmul_reduce_scatter(a, b, group)
+    with pytest.raises(TypeError, match="b must be a torch.Tensor"):
+        all_gather_matmul(a, "b", group)
+    with pytest.raises(TypeError, match="group must be"):
+        matmul_reduce_scatter(a, b, 3)
+
+
+def fake(*shape, dtype=torch.bfloat16, strides=None):
+    strides = strides or tuple(torch.empty(shape, device="meta").stride())
+    return torch.empty_strided(shape, strides, dtype=dtype, device="cuda")
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: (fake(256, 64), fake(64, 128, dtype=torch.float16)), TypeError, "b must have a_shard's dtype"),
+    (lambda: (fake(256, 64), fake(32, 128)), ValueError, "b must have a_shard's 64 columns as its rows"),
+    (lambda: (fake(256, 60), fake(60, 128)), ValueError, "rows of 16 bytes"),
+    (lambda: (fake(256, 64), fake(64, 128, strides=(1, 128))), ValueError, "b must be row-major or a transposed"),
+    (lambda: (fake(4, 64, 64), fake(64, 128)), ValueError, "a_shard must be 2-D"),
+    (lambda: (fake(256, 64, dtype=torch.float32), fake(64, 128)), TypeError, "a_shard must be float16 or bfloat16"),
+])
+def test_fake_calls_check_their_arguments(group, make, error, message):
+    import tilepipe.distributed  # noqa: F401  (registers the ops)
+
+    with FakeTensorMode(), pytest.raises(error, match=message):
+        torch.ops.tilepipe.all_gather_matmul(*make(), group_name=group.group_name)
+
+
+@pytest.mark.parametrize("b_strides", [None, (1, 64)])
+def test_fake_results_have_the_gathered_rows(group, b_strides):
+    import tilepipe.distributed  # noqa: F401
+
+    with FakeTensorMode():
+        a, b = fake(256, 64), fake(64, 128, strides=b_strides)
+        assert torch.ops.tilepipe.all_gather_matmul(a, b, group_name=group.group_name).shape == (256, 128)
+        assert torch.ops.tilepipe.matmul_reduce_scatter(a, b, group_name=group.group_name).shape == (256, 128)
+
+
+def test_ranks_that_disagree_are_named(group, monkeypatch):
+    from tilepipe.distributed import checks
+
+    a, b = torch.empty(256, 64), torch.empty(64, 128)
+
+    def other_rank(seen, mine, group=None):
+        seen[0] = ("all_gather_matmul", (128, 64), mine[2], mine[3], mine[4])
+
+    monkeypatch.setattr(dist, "all_gather_object", other_rank)
+    with pytest.raises(ValueError, match=r"a_shard differs across the group: \(256, 64\) on rank 0, \(128, 64\)"):
+        checks.check_agreement(group, "all_gather_matmul", "a_shard", a, b, False)
+
+
+@pytest.mark.parametrize("M, N, K, pays", [(8192, 14336, 8192, True), (4096, 4096, 8192, True),
+                                           (1024, 14336, 8192, True), (256, 4096, 4096, False)])
+def test_overlap_pays_on_the_issue_shapes_not_at_small_m(M, N, K, pays):
+    from tilepipe.distributed.plan import overlap_pays
+
+    assert overlap_pays(M, N, K, M // 2, K, 2, gpu_model("NVIDIA H200")) == pays
