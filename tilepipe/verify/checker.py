@@ -504,7 +504,9 @@ def _describe_step(role: str, step: _WaitStep | _ArriveStep, barriers: _Barriers
 
 
 class _Explorer:
-    """Breadth-first search over interleavings; a state is (role program counters, completed, arrived per barrier)."""
+    """Breadth-first search over interleavings. A state is one int packing each role's program counter and each
+    barrier's arrivals so far (its completed phases and the current phase's arrivals are their quotient and remainder
+    by the barrier's count): hashing and stepping an int is several times cheaper than nested tuples."""
 
     def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
         self.barriers = _Barriers(protocol.pipelines, protocol.ctas)
@@ -515,72 +517,117 @@ class _Explorer:
         self.consumed = [_consumed(steps, self.barriers, p) for steps, p in zip(self.programs, passed)]
         self.counts = self.barriers.counts()
         self.case = ", ".join(f"{k}={v}" for k, v in params.items())
-        self.parent: dict[tuple, tuple | None] = {}
+        self.parent: dict[int, tuple[int, int] | None] = {}
         self.findings: dict[tuple[str, str, str], Finding] = {}
 
+    def _guard(self, r: int, pc: int) -> tuple[int, int] | None:
+        """(role, index): program r's step pc waits until that role's program counter passed index; None: no wait."""
+        return None
+
+    def _layout(self) -> None:
+        """The packed state's bit fields: each program's counter, then each barrier's arrivals (as many bits as all
+        programs' arrivals there need). A barrier counting no arrivals never completes a phase: its divisor exceeds
+        any total."""
+        totals = [0] * len(self.counts)
+        for program in self.programs:
+            for step in program:
+                for barrier, _ in getattr(step, "arrivals", ()):
+                    totals[barrier] += 1
+        widths = [len(program).bit_length() for program in self.programs] + [t.bit_length() for t in totals]
+        self.shifts = [sum(widths[:i]) for i in range(len(widths))]
+        self.masks = [(1 << w) - 1 for w in widths]
+        self.divisors = [count or total + 1 for count, total in zip(self.counts, totals)]
+
+    def _unpack(self, state: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(program counters, completed phases, arrivals in the current phase) of a packed state."""
+        fields = [(state >> shift) & mask for shift, mask in zip(self.shifts, self.masks)]
+        totals = fields[len(self.programs):]
+        return (tuple(fields[:len(self.programs)]), tuple(t // d for t, d in zip(totals, self.divisors)),
+                tuple(t % d for t, d in zip(totals, self.divisors)))
+
+    def _compiled(self, r: int) -> tuple:
+        """Program r's steps as the search reads them: (is_wait, guard, fields...), guard as (shift, mask, index)."""
+        barrier_field = len(self.programs)
+        out = []
+        for pc, step in enumerate(self.programs[r]):
+            guard = self._guard(r, pc)
+            guard = guard and (self.shifts[guard[0]], self.masks[guard[0]], guard[1])
+            if isinstance(step, _WaitStep):
+                f = barrier_field + step.barrier
+                out.append((True, guard, self.shifts[f], self.masks[f], self.divisors[f - barrier_field], step.parity,
+                            step.target))
+            else:
+                out.append((False, guard, tuple((b, self.shifts[barrier_field + b], self.masks[barrier_field + b],
+                                                 self.divisors[b], intent) for b, intent in step.arrivals)))
+        return tuple(out)
+
     def run(self) -> int:
-        n = len(self.counts)
-        start = (tuple(0 for _ in self.programs), (0, ) * n, (0, ) * n)
-        self.parent[start] = None
-        queue = deque([start])
+        self._layout()
+        programs = [(r, self.shifts[r], self.masks[r], len(p), 1 << self.shifts[r], self._compiled(r))
+                    for r, p in enumerate(self.programs)]
+        parent = self.parent
+        parent[0] = None
+        queue = deque([0])
         while queue:
             state = queue.popleft()
             moved = False
-            for r, program in enumerate(self.programs):
-                pc = state[0][r]
-                if pc == len(program):
+            for r, shift, mask, length, step_one, steps in programs:
+                pc = (state >> shift) & mask
+                if pc == length:
                     continue
-                nxt = self._apply(state, r, program[pc])
-                if nxt is None:
+                step = steps[pc]
+                guard = step[1]
+                if guard is not None and guard[2] >= (state >> guard[0]) & guard[1]:
                     continue
-                moved = True
-                if nxt is not False and nxt not in self.parent:
-                    self.parent[nxt] = (state, r)
+                if step[0]:
+                    _, _, b_shift, b_mask, divisor, parity, target = step
+                    done = ((state >> b_shift) & b_mask) // divisor
+                    if done % 2 == parity:
+                        continue
+                    moved = True
+                    if done != target:
+                        self._aliasing(state, r, self.programs[r][pc], done)
+                        continue
+                    nxt = state + step_one
+                else:
+                    moved = True
+                    nxt = state + step_one
+                    for barrier, b_shift, b_mask, divisor, intent in step[2]:
+                        total = (nxt >> b_shift) & b_mask
+                        if intent != total // divisor:
+                            self._over_arrival(state, r, self.programs[r][pc], barrier, intent, total // divisor,
+                                               total % divisor)
+                            nxt = None
+                            break
+                        nxt += 1 << b_shift
+                    if nxt is None:
+                        continue
+                if nxt not in parent:
+                    parent[nxt] = (state, r)
                     queue.append(nxt)
-                    if len(self.parent) > MAX_STATES:
+                    if len(parent) > MAX_STATES:
                         raise RuntimeError(f"more than {MAX_STATES} states in case {self.case}: use smaller "
                                            "trip counts")
             if not moved:
                 self._terminal(state)
-        return len(self.parent)
+        return len(parent)
 
-    def _apply(self, state: tuple, r: int, step):
-        """The successor state; None if the step is blocked; False if it is a protocol error (reported)."""
-        pcs, completed, arrived = state
-        if isinstance(step, _WaitStep):
-            done = completed[step.barrier]
-            if done % 2 == step.parity:
-                return None
-            if done != step.target:
-                self._aliasing(state, r, step, done)
-                return False
-            return (pcs[:r] + (pcs[r] + 1, ) + pcs[r + 1:], completed, arrived)
-        completed, arrived = list(completed), list(arrived)
-        for barrier, intent in step.arrivals:
-            if intent != completed[barrier]:
-                self._over_arrival(state, r, step, barrier, intent, completed[barrier], arrived[barrier])
-                return False
-            arrived[barrier] += 1
-            if arrived[barrier] == self.counts[barrier]:
-                completed[barrier], arrived[barrier] = completed[barrier] + 1, 0
-        return (pcs[:r] + (pcs[r] + 1, ) + pcs[r + 1:], tuple(completed), tuple(arrived))
-
-    def _trace(self, state: tuple, last: str | None = None) -> tuple[str, ...]:
+    def _trace(self, state: int, last: str | None = None) -> tuple[str, ...]:
         steps = [] if last is None else [last]
         while self.parent[state] is not None and len(steps) < _TRACE_STEPS:
             prev, r = self.parent[state]
-            steps.append(_describe_step(self.roles[r], self.programs[r][prev[0][r]], self.barriers))
+            steps.append(_describe_step(self.roles[r], self.programs[r][self._unpack(prev)[0][r]], self.barriers))
             state = prev
         return tuple(reversed(steps))
 
-    def _report(self, kind: str, r: int, pipeline: str, message: str, state: tuple, stage: int | None = None,
+    def _report(self, kind: str, r: int, pipeline: str, message: str, state: int, stage: int | None = None,
                 phase: int | None = None, where: str = "", last: str | None = None) -> None:
         key = (kind, self.roles[r], pipeline)
         if key not in self.findings:
             self.findings[key] = Finding(kind, self.roles[r], pipeline, message, stage, phase, where, self.case,
                                          self._trace(state, last))
 
-    def _aliasing(self, state: tuple, r: int, step: _WaitStep, done: int) -> None:
+    def _aliasing(self, state: int, r: int, step: _WaitStep, done: int) -> None:
         pipe, _, s = self.barriers.describe(step.barrier)
         seen = ("a phase before the one it waits for (the stage is not ready)" if done < step.target else
                 f"{done - step.target} phase(s) beyond it (lapped)")
@@ -589,7 +636,7 @@ class _Explorer:
         self._report("phase-aliasing", r, pipe, message, state, s, step.target - 1, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
 
-    def _over_arrival(self, state: tuple, r: int, step: _ArriveStep, barrier: int, intent: int | None, done: int,
+    def _over_arrival(self, state: int, r: int, step: _ArriveStep, barrier: int, intent: int | None, done: int,
                       arrived: int) -> None:
         pipe, _, s = self.barriers.describe(barrier)
         if intent is None:
@@ -601,8 +648,8 @@ class _Explorer:
         self._report("over-arrival", r, pipe, message, state, s, intent, step.where,
                      _describe_step(self.roles[r], step, self.barriers))
 
-    def _terminal(self, state: tuple) -> None:
-        pcs, completed, arrived = state
+    def _terminal(self, state: int) -> None:
+        pcs, completed, arrived = self._unpack(state)
         blocked = [r for r, program in enumerate(self.programs) if pcs[r] < len(program)]
         if blocked:
             self._deadlock(state, blocked)
@@ -632,8 +679,8 @@ class _Explorer:
         return sum(1 for step in self.programs[r][pc:] if isinstance(step, _ArriveStep)
                    for b, _ in step.arrivals if b == barrier)
 
-    def _deadlock(self, state: tuple, blocked: list[int]) -> None:
-        pcs, completed, arrived = state
+    def _deadlock(self, state: int, blocked: list[int]) -> None:
+        pcs, completed, arrived = self._unpack(state)
         lines, scores = [], []
         for r in blocked:
             step = self.programs[r][pcs[r]]
@@ -682,16 +729,15 @@ class _AsyncExplorer(_Explorer):
         self.unreleased += ([], ) * len(self.issuers)
         self.consumed += [{}] * len(self.issuers)
 
-    def _apply(self, state: tuple, r: int, step):
+    def _guard(self, r: int, pc: int) -> tuple[int, int] | None:
         """A companion's next arrival only once its role has issued it."""
         first = len(self.programs) - len(self.issuers)
-        if r >= first:
-            role, indices = self.issuers[r - first]
-            if indices[state[0][r]] >= state[0][role]:
-                return None
-        return super()._apply(state, r, step)
+        if r < first:
+            return None
+        role, indices = self.issuers[r - first]
+        return role, indices[pc]
 
-    def _deadlock(self, state: tuple, blocked: list[int]) -> None:
+    def _deadlock(self, state: int, blocked: list[int]) -> None:
         """Blocked roles only: a companion waits for nothing but its role."""
         super()._deadlock(state, [r for r in blocked if r < len(self.programs) - len(self.issuers)])
 
