@@ -509,9 +509,11 @@ def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int, gpu: Gp
     not. At 64x128, where the split schedules share static's DRAM time (the K = 4096 decode rows of
     bench/results/archive/shapes-h100.json), split-K over 2 or 4 programs a tile measured 0.4-3.6 us over static and
     stream-K 3.6-6.7, against 2.5-5.0 and 2.7-6.4 here (4 splits cost less than modelled: 2.4-3.6 us, not 5.0);
-    blockwise FP8 split 8 ways at 64x2048x7168 measured 25.6 us in all, 25.7 predicted."""
+    blockwise FP8 split 8 ways at 64x2048x7168 measured 25.6 us in all, 25.7 predicted. A trip takes at least
+    gpu.partial_trip_us however small the tile (a store, then a load once the ticket says it landed)."""
     share = programs / split_tiles - 1 if programs % split_tiles == 0 else max(1.0, programs / split_tiles)
-    return gpu.streamk_fixup_us / 2 * cfg.block_m * cfg.block_n / (128 * 256) * (1 + share)
+    trip = max(gpu.streamk_fixup_us / 2 * cfg.block_m * cfg.block_n / (128 * 256), gpu.partial_trip_us)
+    return trip * (1 + share)
 
 
 def streamk_split(tiles: int, programs: int) -> tuple[int, bool]:

@@ -47,6 +47,7 @@ class GpuModel:
     launch_us: float
     mma_efficiency: Mapping[int, float]
     streamk_fixup_us: float
+    partial_trip_us: float
     streamk_few_rows_cost: float
     unit_fill_us: float
     restage_gain: float
