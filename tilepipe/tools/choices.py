@@ -91,7 +91,7 @@ def moves(before: dict[str, str], after: dict[str, str]) -> list[str]:
 def ab_moves(before: GpuModel, after: GpuModel, pairs: int = 3, rep_ms: int = 25) -> list[dict]:
     """On this GPU: each call whose choice moves from `before`'s model to `after`'s, both choices run through the public
     op (config= and scheduler=) on the same random inputs, timed in interleaved pairs (tools.bench.compare); one
-    record per move with both choices, their predicted times under `after` and the measured ones."""
+    record per move with both choices, their predicted times under `after` and the measured ones (medians)."""
     from tilepipe.tools.bench import compare
 
     records = []
@@ -100,7 +100,8 @@ def ab_moves(before: GpuModel, after: GpuModel, pairs: int = 3, rep_ms: int = 25
         if (cfg_a, sched_a) == (cfg_b, sched_b):
             continue
         run_a, run_b = _runs(call, (cfg_a, sched_a), (cfg_b, sched_b))
-        _, _, ratio, ratios = compare(run_b, run_a, 2.0 * call.M * call.N * call.K, pairs, rep_ms, settle=1)
+        flops = 2.0 * call.M * call.N * call.K
+        after_tflops, before_tflops, ratio, ratios = compare(run_b, run_a, flops, pairs, rep_ms, settle=1)
         in_bytes = 1 if call.scaling else 2
         records.append({"call": call.name, "before": f"{describe(cfg_a)} {sched_a}",
                         "after": f"{describe(cfg_b)} {sched_b}",
@@ -108,6 +109,8 @@ def ab_moves(before: GpuModel, after: GpuModel, pairs: int = 3, rep_ms: int = 25
                                                                 in_bytes), 2),
                         "predicted_after_us": round(predict_us(call.M, call.N, call.K, cfg_b, sched_b, after,
                                                                in_bytes), 2),
+                        "before_us": round(flops / before_tflops * 1e-6, 2),
+                        "after_us": round(flops / after_tflops * 1e-6, 2),
                         "speedup": round(ratio, 4), "pair_speedups": ratios})
         print(f"{call.name}: {records[-1]['before']} -> {records[-1]['after']}: {ratio:.3f}x", flush=True)
     return records
