@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 from tilepipe.api.matmul import matmul
-from tilepipe.distributed.checks import check_agreement, check_operands, check_out, resolve_group
+from tilepipe.distributed.checks import check_agreement, check_operands, check_out, check_switches, resolve_group
 from tilepipe.distributed.plan import CHUNK_MIN_ROWS, overlap_pays
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, MatmulConfig
@@ -15,19 +15,22 @@ from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import LauncherCache, TmaOperand, tensor_descriptor
 from tilepipe.kernels.spec import BUILD_OPTIONS
-from tilepipe.probes.debug import debug_requested, stall_seconds
+from tilepipe.probes.debug import stall_seconds
 
 
 def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.ProcessGroup | str | None = None, *,
-                      out: torch.Tensor | None = None, debug: bool | None = None) -> torch.Tensor:
+                      out: torch.Tensor | None = None, overlap: bool | None = None,
+                      debug: bool | None = None) -> torch.Tensor:
     """all_gather(a_shard) @ b: every rank of `group` holds a [M/W, K] shard of A (rank r's are rows r*M/W of A) and
     its own b [K, N] (row-major or a transposed [N, K] tensor), fp16 or bf16; returns this rank's [M, N] of D,
     written into `out` when given. Every rank must call it with the same shapes (checked once per geometry).
 
-    Overlapped on Hopper where the cost model says it pays (plan.py); the first call per geometry sets up symmetric
-    memory (a collective) and must not be captured into a CUDA graph; later calls capture and replay. `debug` (or
-    TILEPIPE_DEBUG=1): a chunk that never arrives raises TimeoutError after TILEPIPE_DEBUG_STALL_S seconds, naming
-    the role, chunk and peer. Bad input raises TypeError / ValueError naming the argument."""
+    Overlapped on Hopper where the cost model says it pays (plan.py), or as `overlap` says (True: overlapped, which
+    needs shards of at least 128 rows; False: NCCL's all-gather then tilepipe.matmul). The first overlapped call per
+    geometry sets up symmetric memory (a collective) and must not be captured into a CUDA graph; later calls capture
+    and replay. `debug` (or TILEPIPE_DEBUG=1; not while capturing): a chunk that never arrives raises TimeoutError
+    after TILEPIPE_DEBUG_STALL_S seconds, naming the role, chunk and peer. Bad input raises TypeError / ValueError
+    naming the argument."""
     group = resolve_group(group)
     rows, K, N, b_kmajor = check_operands("a_shard", a_shard, b, out, group)
     world = group.size()
@@ -38,11 +41,15 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
         torch.ops.tilepipe.all_gather_matmul_out(out, a_shard, b, group_name=group.group_name)
         return out
     check_agreement(group, "all_gather_matmul", "a_shard", a_shard, b, b_kmajor)
-    debug = debug_requested(debug)
+    debug = check_switches(overlap, debug)
     device = device_index(a_shard)
-    gpu = device_model(device)
-    if rows < CHUNK_MIN_ROWS or device_target(device) != "sm_90a" or not overlap_pays(
-            rows * world, N, K, rows, K, world, gpu):
+    if overlap and (rows < CHUNK_MIN_ROWS or device_target(device) != "sm_90a"):
+        raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and shards of at least {CHUNK_MIN_ROWS} "
+                         f"rows, got {rows} rows on {device_target(device)}")
+    if overlap is None:
+        overlap = rows >= CHUNK_MIN_ROWS and device_target(device) == "sm_90a" and overlap_pays(
+            rows * world, N, K, rows, K, world, device_model(device))
+    if not overlap:
         full = a_shard.new_empty((rows * world, K))
         dist.all_gather_into_tensor(full, a_shard, group=group)
         return matmul(full, b, out=out)

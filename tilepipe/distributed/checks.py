@@ -7,6 +7,7 @@ import torch
 import torch.distributed as dist
 
 from tilepipe.pipeline.flags import MAX_CHUNKS
+from tilepipe.probes.debug import debug_requested
 
 DTYPES = (torch.float16, torch.bfloat16)
 
@@ -81,6 +82,17 @@ def check_out(out: torch.Tensor | None, shape: tuple[int, int]) -> None:
     if out is not None and (tuple(out.shape) != shape or not out.is_contiguous()):
         raise ValueError(f"out must be a contiguous {shape} tensor, got shape {tuple(out.shape)} strides "
                          f"{out.stride()}")
+
+
+def check_switches(overlap: bool | None, debug: bool | None) -> bool:
+    """`overlap` is a bool or None; `debug` as debug_requested takes it, and not while a CUDA graph is captured (the
+    check reads the report on the host). Returns whether debug mode is on."""
+    if overlap is not None and not isinstance(overlap, bool):
+        raise TypeError(f"overlap must be a bool or None, got {type(overlap).__name__}")
+    debug = debug_requested(debug)
+    if debug and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise ValueError("debug: debug mode reads its report on the host, which a CUDA graph capture cannot")
+    return debug
 
 
 _AGREED: set[tuple] = set()

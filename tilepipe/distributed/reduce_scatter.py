@@ -9,21 +9,23 @@ import torch
 import torch.distributed as dist
 
 from tilepipe.api.matmul import matmul
-from tilepipe.distributed.checks import check_agreement, check_operands, check_out, resolve_group
+from tilepipe.distributed.checks import check_agreement, check_operands, check_out, check_switches, resolve_group
 from tilepipe.distributed.plan import overlap_pays
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.device import device_index, device_target
 from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import LauncherCache
-from tilepipe.probes.debug import debug_requested, stall_seconds
+from tilepipe.probes.debug import stall_seconds
 
 
 def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessGroup | str | None = None, *,
-                          out: torch.Tensor | None = None, debug: bool | None = None) -> torch.Tensor:
+                          out: torch.Tensor | None = None, overlap: bool | None = None,
+                          debug: bool | None = None) -> torch.Tensor:
     """reduce_scatter(a @ b): every rank of `group` holds a [M, K/W] (its columns of A) and b [K/W, N] (its rows of B;
     row-major or a transposed [N, K/W] tensor), fp16 or bf16; returns this rank's [M/W, N] rows of the sum over the
     ranks (rank r's are rows r*M/W), written into `out` when given. M must be a multiple of W. The sum is in fp32 over
-    the ranks' a-dtype partial sums, in rank order. CUDA graphs, `debug` and errors as all_gather_matmul."""
+    the ranks' a-dtype partial sums, in rank order. `overlap` (None: the cost model's choice; False: tilepipe.matmul
+then NCCL's reduce_scatter_tensor), CUDA graphs, `debug` and errors as all_gather_matmul."""
     group = resolve_group(group)
     M, K, N, b_kmajor = check_operands("a", a, b, out, group)
     world = group.size()
@@ -37,10 +39,14 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
         torch.ops.tilepipe.matmul_reduce_scatter_out(out, a, b, group_name=group.group_name)
         return out
     check_agreement(group, "matmul_reduce_scatter", "a", a, b, b_kmajor)
-    debug = debug_requested(debug)
+    debug = check_switches(overlap, debug)
     device = device_index(a)
     out = out if out is not None else a.new_empty((rows, N))
-    if device_target(device) != "sm_90a" or not overlap_pays(M, N, K, rows, N, world, device_model(device)):
+    if overlap and device_target(device) != "sm_90a":
+        raise ValueError(f"overlap: the overlapped form needs a Hopper GPU, got {device_target(device)}")
+    if overlap is None:
+        overlap = device_target(device) == "sm_90a" and overlap_pays(M, N, K, rows, N, world, device_model(device))
+    if not overlap:
         dist.reduce_scatter_tensor(out, matmul(a, b), group=group)
         return out
     ws = workspace(group, (rows, N), a.dtype, a.device, "reduce_scatter")

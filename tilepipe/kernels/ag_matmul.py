@@ -41,7 +41,8 @@ def ag_matmul_kernel(a_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_row
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     sources, load_order = c_pipelines(smem, smem.c_tiles, False)
-    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, gl.to_tensor(1.0), gl.to_tensor(0.0), flags, N, BN, B_KMAJOR, False,
+    alpha, beta = gl.to_tensor(1.0), gl.to_tensor(0.0)  # D = A @ B (matmul's epilogue, no C or bias)
+    warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, flags, N, BN, B_KMAJOR, False,
                                  False, False, False, None)),
                      (load_role, (inputs, load_order, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False, None, None,
                                   arrivals), WORKER_WARPS, WORKER_REGS),
