@@ -14,3 +14,16 @@ def assert_ok(run: GuardedRun) -> None:
     """The case's process finished in time and its result says ok (else its output, to see why)."""
     assert run.status == "ok", f"{run.status} after {run.seconds:.1f}s:\n{run.output[-4000:]}"
     assert run.result is not None and run.result["ok"], run.result or run.output[-2000:]
+
+
+def unexpected_errors(calls: list[tuple]) -> list[dict]:
+    """Each (expected message start, call) whose call did not raise a TypeError or ValueError starting so."""
+    failures = []
+    for expected, call in calls:
+        try:
+            call()
+            failures.append({expected: "no error"})
+        except (TypeError, ValueError) as error:
+            if not str(error).startswith(expected):
+                failures.append({expected: str(error)})
+    return failures
