@@ -8,7 +8,8 @@
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
 # names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
-# `epilogues` (issue 40, about 4 minutes): tests/gpu/test_linear_gpu.py, then tools/bench_epilogues.py into $OUT.
+# `epilogues` (issue 40, at most 6 minutes): the fused epilogues' GPU cases (test_linear_gpu, test_linear_fp8_gpu,
+# test_grouped_epilogues_gpu, test_llama_gpu), then tools/bench_epilogues.py (epilogues-h200.json) into $OUT.
 # `shapes` (issue 20, about 6 minutes): `python -m tilepipe bench --shapes`
 # (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled,
 # ping-pong and FP8 stream-K GPU cases, one process each.
@@ -29,13 +30,14 @@ if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_cluste
     echo "bench --clusters exit=$bench"
     exit $bench
 fi
-if [ "$part" = epilogues ]; then  # issue 40: the fused epilogues' GPU cases, then their bench (about 4 minutes)
-    timeout 360 python3 -m pytest -q -m gpu tests/gpu/test_linear_gpu.py --junitxml="$out/junit.xml" \
+if [ "$part" = epilogues ]; then  # issue 40: the fused epilogues' GPU cases, then their bench (at most 6 minutes)
+    timeout 185 python3 -m pytest -q -m gpu tests/gpu/test_linear_gpu.py tests/gpu/test_linear_fp8_gpu.py \
+        tests/gpu/test_grouped_epilogues_gpu.py tests/gpu/test_llama_gpu.py --junitxml="$out/junit.xml" \
         > "$out/pytest.log" 2>&1
     tests=$?
-    tail -40 "$out/pytest.log"
+    tail -60 "$out/pytest.log"
     name="${BENCH_NAME:-epilogues-h200}"
-    timeout 150 python3 -m tilepipe.tools.bench_epilogues "$name" "$out" > "$out/bench.log" 2>&1
+    timeout 170 python3 -m tilepipe.tools.bench_epilogues "$name" "$out" > "$out/bench.log" 2>&1
     bench=$?
     cat "$out/bench.log"
     echo "epilogue gpu cases exit=$tests, bench_epilogues exit=$bench"

@@ -255,3 +255,65 @@ def test_nn_modules_reject_bad_layers():
         tilepipe.nn.GatedMLP.from_linears(biased, biased, biased)
     with pytest.raises(ValueError, match="multiple of 64"):
         tilepipe.nn.GatedMLP(64, 96)
+
+
+class _MLP(torch.nn.Module):
+    """A gated MLP as transformers' Llama writes it (gate_proj, up_proj, down_proj, act_fn)."""
+
+    def __init__(self, hidden: int, inner: int, act_fn: torch.nn.Module) -> None:
+        super().__init__()
+        self.gate_proj, self.up_proj = (torch.nn.Linear(hidden, inner, bias=False) for _ in range(2))
+        self.down_proj, self.act_fn = torch.nn.Linear(inner, hidden, bias=False), act_fn
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, hidden: int, inner: int, act_fn: torch.nn.Module) -> None:
+        super().__init__()
+        self.q_proj, self.o_proj = torch.nn.Linear(hidden, hidden, bias=True), torch.nn.Linear(hidden, hidden)
+        self.norm, self.mlp = torch.nn.LayerNorm(hidden), _MLP(hidden, inner, act_fn)
+
+
+def test_swap_linears_swaps_gated_mlps_and_linears_of_a_module_tree():
+    """Gated MLPs (SiLU, GELU tanh) become GatedMLPs with their weights packed, other bf16 Linears become Linears
+    sharing their parameters (a tied lm_head stays tied); an MLP of H = 96 has its projections swapped one by one;
+    norms, embeddings, convolutions and fp32 Linears are kept."""
+    embed = torch.nn.Embedding(100, 64)
+    head = torch.nn.Linear(64, 100, bias=False)
+    head.weight = embed.weight
+    model = torch.nn.Sequential(embed, _Block(64, 128, torch.nn.SiLU()), _Block(64, 192, torch.nn.GELU("tanh")),
+                                _Block(64, 96, torch.nn.SiLU()), torch.nn.Conv1d(4, 4, 1), head).to(torch.bfloat16)
+    model.append(torch.nn.Linear(8, 8))  # fp32: kept
+    original = [block.mlp for block in model[1:4]]
+    weights = {name: p for name, p in model.named_parameters(remove_duplicate=False)}
+    assert tilepipe.nn.swap_linears(model) is model
+    for block, mlp, activation in zip(model[1:3], original, ("silu", "gelu_tanh")):
+        assert isinstance(block.mlp, tilepipe.nn.GatedMLP) and block.mlp.activation == activation
+        assert torch.equal(block.mlp.gate_up_weight, pack_gate_up(mlp.gate_proj.weight, mlp.up_proj.weight))
+        assert block.mlp.down.weight is mlp.down_proj.weight
+    odd = model[3].mlp
+    assert isinstance(odd, _MLP) and all(isinstance(getattr(odd, n), tilepipe.nn.Linear)
+                                         for n in ("gate_proj", "up_proj", "down_proj"))
+    for block in model[1:4]:
+        assert isinstance(block.q_proj, tilepipe.nn.Linear) and isinstance(block.norm, torch.nn.LayerNorm)
+    assert model[1].q_proj.weight is weights["1.q_proj.weight"] and model[1].q_proj.bias is weights["1.q_proj.bias"]
+    assert isinstance(model[5], tilepipe.nn.Linear) and model[5].weight is model[0].weight  # tied
+    assert isinstance(model[4], torch.nn.Conv1d) and type(model[6]) is torch.nn.Linear
+    assert isinstance(tilepipe.nn.swap_linears(torch.nn.Linear(8, 8, dtype=torch.float16)), tilepipe.nn.Linear)
+
+
+def test_swapped_modules_trace_under_compile():
+    """A swapped block's gated MLP and projections run as tilepipe's custom ops under torch.compile(fullgraph)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    block = tilepipe.nn.swap_linears(_Block(64, 128, torch.nn.SiLU()).to(torch.bfloat16))
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fake = lambda *shape: torch.empty(*shape, device="cuda", dtype=torch.bfloat16)  # noqa: E731
+        for module in block.modules():  # fake bf16 CUDA parameters of the same shapes
+            for name, p in list(module.named_parameters(recurse=False)):
+                setattr(module, name, torch.nn.Parameter(fake(*p.shape), requires_grad=False))
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("aot_eager")
+        run = torch.compile(lambda x: block.mlp(block.o_proj(block.q_proj(x))), fullgraph=True, backend=counter)
+        assert run(fake(3, 64)).shape == (3, 64) and counter.frame_count == 1
+    code = counter.graphs[0].code
+    assert code.count("tilepipe.linear") == 3 and "tilepipe.gated_linear" in code, code

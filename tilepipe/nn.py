@@ -4,11 +4,13 @@ bias and activation, or act(gate) * up, fused into the GEMM's epilogue on Hopper
 `Linear.from_linear(layer)` and `GatedMLP.from_linears(gate_proj, up_proj, down_proj)` take a model's trained
 weights (Llama's MLP: `GatedMLP.from_linears(mlp.gate_proj, mlp.up_proj, mlp.down_proj)`); `load_gate_up` loads a
 [Wg; Wu] pair into an existing GatedMLP. The gate-up weight is held packed (api/linear.py: pack_gate_up).
+`swap_linears(model)` does both over a whole model (a transformers Llama, Mistral, Qwen2...) in one call.
 """
 
 import torch
 
-from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, gated_linear, linear, pack_gate_up
+from tilepipe.api.linear import ACTIVATIONS, GATE_COLUMNS, GATED, check_activation, gated_linear, linear, pack_gate_up
+from tilepipe.host.checks import INPUT_DTYPES
 
 
 class Linear(torch.nn.Module):
@@ -89,3 +91,55 @@ class GatedMLP(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"gate_up_weight={tuple(self.gate_up_weight.shape)} (packed), activation={self.activation}"
+
+
+GATE_ACTIVATIONS = {"SiLU": "silu", "SiLUActivation": "silu", "ReLU": "relu", "GELUActivation": "gelu",
+                    "GELUTanh": "gelu_tanh", "PytorchGELUTanh": "gelu_tanh", "NewGELUActivation": "gelu_tanh",
+                    "GELUPytorchTanh": "gelu_tanh"}
+"""An MLP's `act_fn` by class name (torch.nn's and transformers' activations; nn.GELU by its `approximate`): the
+gated activation GatedMLP runs for it."""
+
+
+def swap_linears(model: torch.nn.Module) -> torch.nn.Module:
+    """Swap a model's layers for tilepipe.nn's, in place, sharing their parameters where the layer is kept whole:
+
+    - a gated MLP (a module with `gate_proj`, `up_proj` and `down_proj` nn.Linear children, gate and up without bias,
+      and an `act_fn` of SiLU, GELU (erf or tanh) or ReLU, as transformers' Llama, Mistral and Qwen2 MLPs are) becomes
+      a GatedMLP: `down(act(x Wg^T) * x Wu^T)` in two GEMMs, its gate-up weight packed into a new tensor (H must be
+      a multiple of 64, else its three projections are swapped one by one);
+    - every other torch.nn.Linear of bf16 or fp16 weights (attention projections, lm_head) becomes a Linear sharing
+      its weight and bias (tied weights stay tied).
+
+    Other modules, and Linears of other dtypes, are left as they are. The model must run on a Hopper GPU afterwards
+    (the modules call tilepipe.linear and gated_linear; under torch.compile custom ops). Returns the model (a
+    replacement where `model` itself is swapped)."""
+    replacement = _swapped(model)
+    if replacement is not None:
+        return replacement
+    for name, child in model.named_children():
+        setattr(model, name, swap_linears(child))
+    return model
+
+
+def _swapped(module: torch.nn.Module) -> torch.nn.Module | None:
+    """module's tilepipe.nn replacement (swap_linears' rules), or None to keep it and look inside."""
+    if isinstance(module, torch.nn.Linear):
+        return Linear.from_linear(module) if module.weight.dtype in INPUT_DTYPES else None
+    activation = gated_activation(module)
+    if activation is None:
+        return None
+    return GatedMLP.from_linears(module.gate_proj, module.up_proj, module.down_proj, activation)
+
+
+def gated_activation(module: torch.nn.Module) -> str | None:
+    """GatedMLP's activation name for a module that is a gated MLP GatedMLP can run (swap_linears' rule), else None."""
+    layers = [getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
+    if not all(isinstance(layer, torch.nn.Linear) and layer.weight.dtype in INPUT_DTYPES for layer in layers):
+        return None
+    gate, up, _ = layers
+    if gate.bias is not None or up.bias is not None or gate.out_features % GATE_COLUMNS:
+        return None
+    act = getattr(module, "act_fn", None)
+    if isinstance(act, torch.nn.GELU):
+        return "gelu_tanh" if act.approximate == "tanh" else "gelu"
+    return GATE_ACTIVATIONS.get(type(act).__name__)

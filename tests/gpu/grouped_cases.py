@@ -19,6 +19,7 @@ import sys
 import torch
 
 import tilepipe
+from tests.gpu.guarded import unexpected_errors
 from tilepipe.api.linear import TORCH_ACTIVATIONS
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -235,14 +236,7 @@ def run_badargs() -> dict:
              ("out must be row-major", lambda: tilepipe.grouped_mm(a, b, offs, out=out.t().contiguous().t())),
              ("out must not share memory with a", lambda: tilepipe.grouped_mm(
                  shared[:64 * 32].view(64, 32), b, offs, out=shared[1024:1024 + 64 * 48].view(64, 48)))]
-    failures = []
-    for expected, call in calls:
-        try:
-            call()
-            failures.append({expected: "no error"})
-        except (TypeError, ValueError) as error:
-            if not str(error).startswith(expected):
-                failures.append({expected: str(error)})
+    failures = unexpected_errors(calls)
     torch.cuda.synchronize()
     if not torch.isnan(out).all() or not torch.equal(shared, before):
         failures.append({"out": "written"})

@@ -16,6 +16,7 @@ import sys
 import torch
 
 import tilepipe
+from tests.gpu.guarded import unexpected_errors
 from tilepipe.host.staging import tma_addressable
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -133,14 +134,7 @@ def run_badargs() -> dict:
                  x, w, scale=torch.ones(1, device="cuda", dtype=torch.float64))),
              ("scale must be on x's device", lambda: tilepipe.linear_fp8(x, w, scale=torch.ones(1))),
              ("w must be [N, K]", lambda: tilepipe.linear_fp8(x, w[:, :32]))]
-    failures = []
-    for expected, call in calls:
-        try:
-            call()
-            failures.append({expected: "no error"})
-        except (TypeError, ValueError) as error:
-            if not str(error).startswith(expected):
-                failures.append({expected: str(error)})
+    failures = unexpected_errors(calls)
     return {"case": "linear_fp8 badargs", "ok": not failures, "failures": failures}
 
 

@@ -16,7 +16,7 @@ TIMEOUT_S = 240
 
 @pytest.fixture(scope="module")
 def runs():
-    return run_cases("tests.gpu.grouped_cases", CASES, TIMEOUT_S, parallel=4)
+    return run_cases("tests.gpu.grouped_cases", CASES, TIMEOUT_S, parallel=5)
 
 
 @pytest.mark.gpu

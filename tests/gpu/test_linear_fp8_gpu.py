@@ -11,7 +11,7 @@ TIMEOUT_S = 240
 
 @pytest.fixture(scope="module")
 def runs():
-    return run_cases("tests.gpu.linear_fp8_cases", CASES, TIMEOUT_S, parallel=3)
+    return run_cases("tests.gpu.linear_fp8_cases", CASES, TIMEOUT_S, parallel=6)
 
 
 @pytest.mark.gpu
