@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 H100_CONSTANTS = {
     "sm_flops": 700e12 / 132, "fp8_sm_flops": 1300e12 / 132, "dram_bytes_per_us": 2.6e6, "l2_dirty_bytes": 20e6,
     "load_latency_us": 1.5, "sm_bytes_per_us": 110e3, "sm_dram_bytes_per_us": 84e3, "launch_us": 4.0,
-    "mma_efficiency": {4: 0.83, 8: 1.0}, "streamk_fixup_us": 10.0, "partial_trip_us": 1.0, "streamk_few_rows_cost": 1.17,
+    "mma_efficiency": {4: 0.83, 8: 1.0}, "streamk_fixup_us": 10.0, "partial_trip_us": 0.0, "streamk_few_rows_cost": 1.17,
     "unit_fill_us": 2.5, "restage_gain": 0.25, "copy_bytes_per_us": 2.5e6, "epilogue_steps": 1.64,
     "pingpong_step_cost": 1.072, "large_few_rows_rate": 0.86, "pieced_step_cost": {160: 1.03, 96: 1.15},
     "swap_floor_us": {8: -1.8, 16: -1.8, 32: -2.4, 64: -2.4, 128: 0.6}, "subtiled_first_max_m": 1280,
@@ -65,9 +65,10 @@ def test_borrowed_constants_are_the_h100s_and_the_h200_overrides_its_fitted_rate
     """b200 borrows every constant; h200 its own rates (tools/fit_gpu.py on an H200 results file), the rest borrowed."""
     b200, h200 = gpu_models()["b200"], gpu_models()["h200"]
     assert all(getattr(b200, name) == getattr(H100, name) for name in FITTED_FIELDS)
-    own = {"sm_flops", "fp8_sm_flops", "dram_bytes_per_us", "l2_dirty_bytes"}
+    own = {"sm_flops", "fp8_sm_flops", "dram_bytes_per_us", "l2_dirty_bytes", "partial_trip_us"}
     assert all(getattr(h200, name) == getattr(H100, name) for name in FITTED_FIELDS if name not in own)
     assert h200.dram_bytes_per_us > H100.dram_bytes_per_us and h200.sm_flops > H100.sm_flops
+    assert h200.partial_trip_us > H100.partial_trip_us == 0.0
     assert h200.dram_bytes_per_s > H100.dram_bytes_per_s
 
 

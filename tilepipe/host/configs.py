@@ -501,6 +501,9 @@ def floor_us(M: int, N: int, K: int, gpu: GpuModel, in_bytes: int = 2, out_bytes
     return max(2.0 * M * N * K / (gpu.sms * gpu.flops_per_sm(in_bytes)) * 1e6, dram)
 
 
+# gpu.partial_trip_us: The least a partial tile's trip through memory takes, however small the tile: its store, the
+# ticket, the finisher's load. Fitted on the H200's A/B of the calls its refit rates moved (split-K of a 64x8 swap-AB
+# tile lost 0.68-0.83x where the area-scaled trip said it would win); 0 on the H100, whose choices were measured so.
 def streamk_fixup_us(cfg: MatmulConfig, split_tiles: int, programs: int, gpu: GpuModel) -> float:
     """What the partial tiles add to a stream-K (or split-K) launch: one fp32 tile's trip through memory (half of
     gpu.streamk_fixup_us at 128x256, by area) for the contributors' stores (made at once), and one for each partial its
