@@ -185,3 +185,14 @@ def test_ptxas_log_takes_the_entry_function() -> None:
     assert _parse_ptxas_log(log, "kern") == (168, 12, 20)
     with pytest.raises(ValueError):
         _parse_ptxas_log(log, "missing")
+
+
+def test_registers_come_from_tritons_ptxas_log_or_a_ptxas_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registers and spills are read from the `ptxas -v` log Triton's own build prints; a spec whose kernel
+    Triton serves from its cache (here: the same kernel with its alignment named) gets them from a ptxas run, equal."""
+    monkeypatch.setenv("TILEPIPE_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("TILEPIPE_COMPILE_JOBS", "1")  # one child: the second spec finds the first's kernel
+    built, served = compile_kernels([store_spec(), store_spec(divisible_by_16=("out_ptr", ))])
+    assert built.ptx == served.ptx and built.registers > 0
+    assert (built.registers, built.spill_stores, built.spill_loads) == (
+        served.registers, served.spill_stores, served.spill_loads)

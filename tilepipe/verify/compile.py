@@ -297,7 +297,7 @@ def _worker(run_dir: Path) -> None:
             log = run_dir / f"{i}.log"
             with _console_to(log):
                 try:
-                    record: dict[str, Any] = {"report": _compile_one(spec, run_dir)}
+                    record: dict[str, Any] = {"report": _compile_one(spec, run_dir, log)}
                 except Exception as exc:  # every failure becomes that spec's CompileError
                     record = {"error": _error_text(exc)}
             output = log.read_text(errors="replace").strip()
@@ -340,9 +340,11 @@ def _console_to(path: Path) -> Iterator[None]:
         os.close(saved[1])
 
 
-def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Compile one spec (a KernelSpec as a dict) and measure it; returns KernelReport fields."""
+def _compile_one(spec: dict[str, Any], run_dir: Path, log: Path) -> dict[str, Any]:
+    """Compile one spec (a KernelSpec as a dict) and measure it, with its console going to `log`; returns
+    KernelReport fields."""
     import triton
+    from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -355,10 +357,17 @@ def _compile_one(spec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     attrs = {(fn.arg_names.index(name), ): [["tt.divisibility", 16]] for name in aligned}
     source = GluonASTSource(fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
     capability = TARGETS[spec["target"]]
-    kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
-                            options=kernel_spec.compile_options())
+    with knobs.nvidia.scope():
+        knobs.nvidia.dump_ptxas_log = True  # Triton prints its `ptxas -v` log into the spec's console log
+        kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
+                                options=kernel_spec.compile_options())
     md = kernel.metadata
-    registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
+    sys.stdout.flush()
+    console = log.read_text(errors="replace")
+    if f"Compiling entry function '{md.name}'" in console:  # the cubin's own registers and spills
+        registers, spill_stores, spill_loads = _parse_ptxas_log(console, md.name)
+    else:  # served from Triton's cache (another spec of the same call built the same kernel): no ptxas ran
+        registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
     return {
         "name": md.name, "target": spec["target"], "ptx": kernel.asm["ptx"], "ttgir": kernel.asm["ttgir"],
         "sass": _sass(kernel.asm["cubin"], run_dir), "shared": md.shared, "tmem": getattr(md, "tmem_size", None) or 0,
