@@ -13,7 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped import grouped_config
+from tilepipe.api.grouped import empty_k_result, grouped_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32
 from tilepipe.kernels.grouped_matmul import grouped_spec
 from tilepipe.verify.checker import check
@@ -137,6 +137,18 @@ def test_moe_mlp_traces_under_compile():
     assert y.shape == (100, 64) and counter.frame_count == 1
     code = counter.graphs[0].code
     assert "tilepipe.grouped_gated_mm" in code and "tilepipe.grouped_mm" in code, code
+
+
+def test_empty_k_writes_the_epilogue_of_zero_in_the_groups_rows():
+    """K = 0 launches nothing: each group's rows get activation(bias[g]) (zero without a bias), rows past offs[-1]
+    keep out's values."""
+    out = torch.full((7, 3), float("nan"))
+    offs = torch.tensor([2, 2, 5], dtype=torch.int32)
+    bias = torch.tensor([[1.0, -2.0, 3.0], [9.0, 9.0, 9.0], [-1.0, 0.5, 2.0]])
+    got = empty_k_result(out, offs, bias, "relu", 1)
+    assert torch.equal(got[:5], torch.tensor([[1.0, 0.0, 3.0]] * 2 + [[0.0, 0.5, 2.0]] * 3))
+    assert torch.isnan(got[5:]).all()
+    assert torch.equal(empty_k_result(out, offs, None, "silu", 2)[:5], torch.zeros(5, 3))
 
 
 def test_grouped_gated_config_pairs_fit_a_sub_tile():

@@ -4,6 +4,7 @@ layout matmul_fp8's blockwise scale_a reads without a copy), or a given per-tens
 16-bit D, an amax pass and a cast (kernels/epilogue_functions.py: quantize_1x128, quantize_tensor)."""
 
 from dataclasses import replace
+from functools import lru_cache
 
 import torch
 
@@ -83,10 +84,12 @@ def group_scales(storage: torch.Tensor, M: int) -> torch.Tensor:
     return storage[:, :M].t()
 
 
+@lru_cache(maxsize=256)
 def fp8_output_config(M: int, N: int, K: int, dtype: torch.dtype, device: int) -> MatmulConfig:
     """matmul's tile where it is a 128- or 256-column one without swap-AB, pieces, a cluster or ping-pong (whose D
     is 16-bit), else 64x128 (M <= 64) or 128x128; D in 128-column sub-tiles where the tile has 256, so each epilogue
-    part holds whole 1x128 groups."""
+    part holds whole 1x128 groups. Kept per shape (a decode call would otherwise pay the cost model each time; a
+    later tilepipe.autotune is not seen by shapes already called)."""
     cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
     if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.pingpong or cfg.tile_n not in (128, 256):
         cfg = SMALL if M <= 64 else MEDIUM
