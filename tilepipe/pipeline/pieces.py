@@ -22,6 +22,8 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import tma
 from triton.language.core import _unwrap_if_constexpr
 
+from tilepipe.pipeline.multicast import CTAS, is_split_load
+
 PIECES = {96: (64, 32), 160: (128, 32), 192: (128, 64)}
 """The sides held as pieces, and their pieces (largest first)."""
 MIN_ROW_PIECE = 64
@@ -173,8 +175,11 @@ def tile_store(desc, coords, tile, _semantic=None):
 
 @builtin
 def tile_boxes(tile, desc, _semantic=None):
-    """How many of `desc`'s boxes one stage of `tile` takes (1 for a single array in its own block)."""
-    return gl.constexpr(tile.count_boxes(desc.block_type.shape) if isinstance(tile, PiecedTile) else 1)
+    """How many of `desc`'s boxes one stage of `tile` takes (1 for a single array in its own block; 2 for a shared one
+    whose box is its half: one per CTA, pipeline/multicast.py)."""
+    if isinstance(tile, PiecedTile):
+        return gl.constexpr(tile.count_boxes(desc.block_type.shape))
+    return gl.constexpr(CTAS if is_split_load(tile.type.shape[1:], desc) else 1)
 
 
 @gluon.constexpr_function

@@ -53,6 +53,7 @@ from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline import probe as _probe
+from tilepipe.pipeline.multicast import cluster_init_barrier, remote_arrive
 from tilepipe.pipeline.probe import Probe
 
 PROXIES = ("async", "generic")
@@ -71,6 +72,10 @@ class ProducerConsumerPipeline:
     The second CTA's producer does not wait on the pair: what keeps it from running a lap ahead (and mixing two
     laps' releases in one pair phase) is that its fills complete only when the first CTA's multicast landed, so
     a multicast ring must be filled by TMA multicast (InputProducerStage.load of a tile the CTAs share).
+    A `split` multicast ring (pipeline/multicast.py: each CTA issues its half of a shared tile to both) has no pair
+    barrier: both CTAs' producers write both CTAs' slots, so every consumer's release arrives on its own CTA's empty
+    barrier and on the peer's (a remote arrive), each empty barrier counts the consumers of both CTAs, and each
+    producer waits on its own. A leader-issued multicast into such a ring is safe too (its issuer waited for both).
     A two-CTA MMA ring (`pair_side` "full" or "empty": storage.BarrierPair.pair_mma) keeps that side's barriers in
     `pair`, one per CTA pair in its lead CTA: both CTAs arrive there (an expect, a release), the compiler doubles the
     count and lets only the lead CTA wait; `barriers` holds the other side, one per CTA, signalled by the lead CTA's
@@ -89,6 +94,7 @@ class ProducerConsumerPipeline:
     fence_before_release: gl.constexpr
     name: gl.constexpr
     multicast: gl.constexpr
+    split: gl.constexpr
     pair_side: gl.constexpr
     turns: gl.constexpr
     probe: Probe
@@ -98,12 +104,13 @@ class ProducerConsumerPipeline:
     @builtin
     def from_barriers(barriers, num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline",
                       producer_proxy="async", consumer_proxy="async", probe=None, pair=None, pair_side="",
-                      _semantic=None):
+                      split=False, _semantic=None):
         """A pipeline over `barriers`, a [2 * num_stages, CTAs] int64 mbarrier array: full stages, then empty.
 
         `probe` (a `tilepipe.pipeline.probe.Probe`, default off) records this pipeline's waits in debug and trace modes.
         `pair` ([num_stages, 1], two-CTA barriers) makes it a multicast ring; with `pair_side` ("full" or "empty") a
-        two-CTA MMA ring, whose `pair` is that side and `barriers` ([num_stages, CTAs]) the other.
+        two-CTA MMA ring, whose `pair` is that side and `barriers` ([num_stages, CTAs]) the other. `split`: a split
+        multicast ring of a two-CTA cluster (no pair barriers; releases count both CTAs' consumers).
         """
         num_stages, producer_arrivals, consumer_arrivals = map(_unwrap_if_constexpr, (num_stages, producer_arrivals,
                                                                      consumer_arrivals))
@@ -127,12 +134,16 @@ class ProducerConsumerPipeline:
         if pair is not None and list(pair.shape) != [num_stages, 1]:
             raise _trace.ProtocolError(f"pipeline '{name}' needs [{num_stages}, 1] pair barriers (a two-CTA "
                                        f"cluster), got {list(pair.shape)}")
+        split = _unwrap_if_constexpr(split)
+        if split and (pair is not None or ctas != 2):
+            raise _trace.ProtocolError(f"pipeline '{name}': a split multicast ring is a two-CTA cluster's, without "
+                                       f"pair barriers (the kernel has {ctas} CTAs)")
         index, phase, pending = (_semantic.to_tensor(0) for _ in range(3))  # own values: see hang-prev-copy.md
         return ProducerConsumerPipeline(
             barriers, barriers if pair is None else pair, index, phase, pending, num_stages,
             producer_arrivals, consumer_arrivals, 0, producer_proxy == "generic" and consumer_proxy == "async",
             consumer_proxy == "generic" and producer_proxy == "async", name, pair is not None and not pair_side,
-            pair_side, 1, _probe.started(_probe.off() if probe is None else probe, _semantic))
+            bool(split), pair_side, 1, _probe.started(_probe.off() if probe is None else probe, _semantic))
 
     @builtin
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
@@ -151,11 +162,13 @@ class ProducerConsumerPipeline:
     @gluon.jit
     def init_barriers(self):
         """full[i] expects `producer_arrivals` arrivals per phase, empty[i] `consumer_arrivals` (a pair barrier: from
-        each CTA of the pair, the compiler doubles the count)."""
+        each CTA of the pair, the compiler doubles the count; a split ring's: from the consumers of both CTAs)."""
         gl.static_assert(_LIB_REV != "", "the library revision enters the cache key of every kernel")
         for i in gl.static_range(self.num_stages):
             mbarrier.init(self.producer_mbar(i), count=self.producer_arrivals)
-            mbarrier.init(self.consumer_mbar(i), count=self.consumer_arrivals)
+            mbarrier.init(self.consumer_mbar(i), count=self.consumer_arrivals * (2 if self.split else 1))
+        if self.split:  # the peer CTA signals these barriers: initialised in both CTAs before it may
+            cluster_init_barrier()
             if self.multicast:  # counts each CTA's releases: the compiler doubles the count for the pair
                 mbarrier.init(self.pair.index(i), count=self.consumer_arrivals)
 
@@ -406,8 +419,11 @@ def _release_slot(pipe, semantic):
 
 
 def _arrive_empty(pipe, slot, pred, semantic):
-    """This consumer's release of `slot`: its CTA's empty barrier, and in a multicast ring the pair's too."""
+    """This consumer's release of `slot`: its CTA's empty barrier, and in a multicast ring the pair's too (in a
+    split ring the peer CTA's empty barrier)."""
     mbarrier.arrive(_empty(pipe, slot, semantic), pred=pred, _semantic=semantic)
+    if _unwrap_if_constexpr(pipe.split):
+        remote_arrive(_empty(pipe, slot, semantic), pred, _semantic=semantic)
     if _unwrap_if_constexpr(pipe.multicast):
         mbarrier.arrive(pipe.pair.index(slot, _semantic=semantic), pred=pred, _semantic=semantic)
 
@@ -524,7 +540,7 @@ class ConsumerStage(_Stage):
     def mbar(self, _semantic=None):
         """The empty barrier, for a special signal (e.g. a commit); counts as this role's release signal."""
         _check_unlagged(self.pipe, "mbar")
-        if self.pipe.multicast:
+        if self.pipe.multicast or self.pipe.split:
             raise _trace.ProtocolError(f"pipeline '{self.pipe.name.value}': a multicast ring's release arrives on two "
                                        "barriers, so one commit cannot signal it; use release()")
         _signal(self, "empty", _semantic)

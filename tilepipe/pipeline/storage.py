@@ -148,7 +148,8 @@ def allocate_tile(parts: list[Part], tile: tuple[int, ...], semantic):
 
 @dataclass(frozen=True)
 class BarrierUse:
-    """One line of a plan's barrier map (`kind` "pair_barrier": one barrier per CTA pair, in its lead CTA)."""
+    """One line of a plan's barrier map (`kind` "pair_barrier": one barrier per CTA pair, in its lead CTA;
+    "split_barrier": one per CTA, which the roles of both CTAs signal: a split multicast ring's)."""
     name: str
     count: int
     arrivals: int
@@ -452,6 +453,10 @@ class BarrierPair(Storage):
     so a slot is free only when the consumers of both CTAs released it: a third barrier per stage, `empty_pair`,
     lives in the pair's first CTA, counts both CTAs' releases, and gates the multicasting producer.
 
+    `split`: a split multicast ring instead (pipeline/multicast.py): each CTA's producer fills its half of every
+    shared tile in both CTAs, so each CTA's empty barrier counts the consumers of both CTAs (each releases on its own
+    CTA's and the peer's) and each full barrier takes both CTAs' bytes; no pair barrier.
+
     `pair_mma` ("producer" or "consumer"): that side is the lead CTA's two-CTA (cta_group::2) tcgen05 MMA. The barrier
     it waits on (a consumer's full, a producer's empty) is then a pair barrier in the lead CTA, which the other role
     of both CTAs arrives on (each CTA's arrivals, counted twice by the compiler; only the lead CTA waits); the barrier
@@ -467,11 +472,15 @@ class BarrierPair(Storage):
     consumer_proxy: str = "async"
     multicast: bool = False
     pair_mma: str = ""
+    split: bool = False
 
     def __post_init__(self) -> None:
-        if self.pair_mma not in ("", "producer", "consumer") or self.pair_mma and self.multicast:
+        if self.pair_mma not in ("", "producer", "consumer") or self.pair_mma and (self.multicast or self.split):
             raise ValueError(f"pipeline '{self.name}': pair_mma must be '', 'producer' or 'consumer' (and a two-CTA "
                              f"MMA pipeline is not a multicast ring), got {self.pair_mma!r}")
+        if self.split and self.multicast:
+            raise ValueError(f"pipeline '{self.name}': a ring is a leader-issued (multicast) or a split multicast "
+                             "ring, not both")
 
     @property
     def pair_side(self) -> str:
@@ -492,6 +501,10 @@ class BarrierPair(Storage):
                                   self.consumer),
                        BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer,
                                   self.producer))
+        if self.split:  # each CTA's barriers: both CTAs' bytes on full, both CTAs' consumers on empty
+            full = replace(full, producer=f"{self.producer} of both CTAs (bytes)", kind="split_barrier")
+            empty = replace(empty, arrivals=2 * empty.arrivals, consumer=f"{self.consumer} of both CTAs",
+                            kind="split_barrier")
         if self.pair_side == "full":
             full = replace(full, arrivals=2 * full.arrivals, kind="pair_barrier")  # the producers of both CTAs
         elif self.pair_side == "empty":
@@ -505,7 +518,7 @@ class BarrierPair(Storage):
         pipe = ProducerConsumerPipeline.from_barriers(
             parts[0].allocate(_semantic), self.stages, self.producer_arrivals, self.consumer_arrivals,
             self.name, self.producer_proxy, self.consumer_proxy, probe,
-            parts[1].allocate(_semantic) if len(parts) > 1 else None, self.pair_side, _semantic=_semantic)
+            parts[1].allocate(_semantic) if len(parts) > 1 else None, self.pair_side, self.split, _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
@@ -553,7 +566,7 @@ class InputPipelineStorage(BarrierPair):
     def _grouped(self) -> BarrierPair:
         return BarrierPair(self.group_stages, self.name, self.producer, self.consumer, self.producer_arrivals,
                            self.consumer_arrivals, self.producer_proxy, self.consumer_proxy, self.multicast,
-                           self.pair_mma)
+                           self.pair_mma, self.split)
 
     @builtin
     def allocate(self, probe=None, _semantic=None, _generator=None):

@@ -36,6 +36,7 @@ from triton.language.core import _unwrap_if_constexpr, base_value
 
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.cluster import ctas_splitting
+from tilepipe.pipeline.multicast import is_split_load, split_multicast_load
 from tilepipe.pipeline.pieces import PiecedTile, tile_load
 from tilepipe.pipeline.ring import ConsumerStage, ProducerConsumerPipeline, ProducerStage
 from tilepipe.pipeline.storage import mma_scale_shape
@@ -140,10 +141,22 @@ class InputProducerStage(_TileStage):
     @builtin
     def load(self, field, desc, coords, j=0, _semantic=None):
         """TMA-load tile j of payload array `field` from `desc` at `coords`, signalling this stage (a pieced tile in
-        the descriptor's boxes). A tile every CTA of the cluster holds in full (a shared operand) is loaded once and
-        multicast to all of them."""
+        the descriptor's boxes). A tile every CTA of the cluster holds in full (a shared operand) is multicast to all
+        of them: by the first CTA whole, or, where `desc`'s box is its half, by each CTA its half (a split ring's:
+        pipeline/multicast.py)."""
         tile = self.tile(field, j, _semantic=_semantic)
         multicast = not isinstance(tile, PiecedTile) and _shared_by_cluster(tile)
+        pipe = self.stage.pipe
+        if multicast and is_split_load(tile.type.shape, desc):  # each CTA its half, to both (pipeline/multicast.py)
+            if not _unwrap_if_constexpr(pipe.split):
+                raise _trace.ProtocolError(f"pipeline '{_unwrap_if_constexpr(pipe.name)}': a split multicast load "
+                                           "needs a split ring (InputPipelineStorage(split=True)): both CTAs' "
+                                           "producers write both CTAs' slots")
+            split_multicast_load(desc, coords, self.mbar(_semantic=_semantic), tile, _semantic=_semantic)
+            return
+        if multicast and not (_unwrap_if_constexpr(pipe.multicast) or _unwrap_if_constexpr(pipe.split)):
+            raise _trace.ProtocolError(f"pipeline '{_unwrap_if_constexpr(pipe.name)}': a multicast load needs a ring "
+                                       "whose releases count both CTAs (multicast or split)")
         tile_load(desc, coords, self.mbar(_semantic=_semantic), tile, multicast=multicast, _semantic=_semantic)
 
     @builtin
