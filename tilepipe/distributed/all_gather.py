@@ -63,7 +63,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
         for peer in ws.push_order():
             ws.send(a_shard, peer)
     timeout_s = stall_seconds()
-    _launch(ws, b.t() if b_kmajor else b, out, gather_config(N), b_kmajor, debug, int(timeout_s * 1e9), device)
+    _launch(ws, b.t() if b_kmajor else b, out, gather_config(N), b_kmajor, debug, int(timeout_s * 1e3), device)
     if debug:
         check_report(ws, "all_gather_matmul", "load", timeout_s)
     ws.finish()
@@ -76,7 +76,7 @@ def gather_config(N: int) -> MatmulConfig:
 
 
 def _launch(ws: Workspace, b_view: torch.Tensor, out: torch.Tensor, cfg: MatmulConfig, b_kmajor: bool, debug: bool,
-            timeout_ns: int, device: int) -> None:
+            timeout_ms: int, device: int) -> None:
     """ag_matmul_kernel over the slots (W chunks of A) on a persistent grid: the first launch per configuration
     through Triton's JIT, later ones FastLauncher."""
     from tilepipe.kernels.matmul import operand_blocks
@@ -88,7 +88,7 @@ def _launch(ws: Workspace, b_view: torch.Tensor, out: torch.Tensor, cfg: MatmulC
     grid = (min(sm_count(device), tiles), 1, 1)
     stream = torch._C._cuda_getCurrentRawStream(device)
     pointers = (ws.flags, ws.epoch, ws.report)
-    scalars = (rows, ws.rank, timeout_ns, N, K, world, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
+    scalars = (rows, ws.rank, timeout_ms, N, K, world, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug)
     key = (cfg, out.dtype, b_kmajor, world, debug, device)
     if _LAUNCHERS.launch(key, grid, stream, (TmaOperand.of(a_rows), TmaOperand.of(b_view), TmaOperand.of(out),

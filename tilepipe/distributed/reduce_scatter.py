@@ -42,10 +42,12 @@ then NCCL's reduce_scatter_tensor), CUDA graphs, `debug` and errors as all_gathe
     debug = check_switches(overlap, debug)
     device = device_index(a)
     out = out if out is not None else a.new_empty((rows, N))
-    if overlap and device_target(device) != "sm_90a":
-        raise ValueError(f"overlap: the overlapped form needs a Hopper GPU, got {device_target(device)}")
+    fits = device_target(device) == "sm_90a" and rows * N < 2**31  # the reduction counts elements in int32
+    if overlap and not fits:
+        raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and fewer than 2**31 elements of out, got "
+                         f"{rows * N} on {device_target(device)}")
     if overlap is None:
-        overlap = device_target(device) == "sm_90a" and overlap_pays(M, N, K, rows, N, world, device_model(device))
+        overlap = fits and overlap_pays(M, N, K, rows, N, world, device_model(device))
     if not overlap:
         dist.reduce_scatter_tensor(out, matmul(a, b), group=group)
         return out
@@ -61,14 +63,14 @@ then NCCL's reduce_scatter_tensor), CUDA graphs, `debug` and errors as all_gathe
             ws.send(ws.scratch[step], peer)
     matmul(a[ws.rank * rows:(ws.rank + 1) * rows], b, out=ws.slots[ws.rank])
     timeout_s = stall_seconds()
-    _reduce(ws, out, debug, int(timeout_s * 1e9), device)
+    _reduce(ws, out, debug, int(timeout_s * 1e3), device)
     if debug:
         check_report(ws, "matmul_reduce_scatter", "reduce", timeout_s)
     ws.finish()
     return out
 
 
-def _reduce(ws: Workspace, out: torch.Tensor, debug: bool, timeout_ns: int, device: int) -> None:
+def _reduce(ws: Workspace, out: torch.Tensor, debug: bool, timeout_ms: int, device: int) -> None:
     """reduce_slots_kernel: out = the sum of the slots, once the peers' flags hold the epoch."""
     from tilepipe.kernels.reduce_slots import BLOCK, WARPS
 
@@ -76,7 +78,7 @@ def _reduce(ws: Workspace, out: torch.Tensor, debug: bool, timeout_ns: int, devi
     grid = (-(-numel // BLOCK), 1, 1)
     stream = torch._C._cuda_getCurrentRawStream(device)
     tensors = (ws.slots, out, ws.flags, ws.epoch, ws.report)
-    scalars = (ws.rank, timeout_ns, numel, ws.world, BLOCK, debug)
+    scalars = (ws.rank, timeout_ms, numel, ws.world, BLOCK, debug)
     key = (out.dtype, ws.world, debug, device)
     if _LAUNCHERS.launch(key, grid, stream, (*(t.data_ptr() for t in tensors), *scalars)) is not None:
         return

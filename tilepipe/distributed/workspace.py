@@ -21,6 +21,9 @@ import torch.distributed as dist
 
 from tilepipe.pipeline.flags import REPORT_WORDS
 
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+"""The environment every process on the 2-GPU machines must start with: NVLink multicast is switched off there (the
+ops themselves never use multicast; NCCL and torch's symmetric memory would probe it)."""
 FLAG_PAD = 32  # int32 flags a workspace allocates (a 128-byte line; W <= pipeline/flags.py MAX_CHUNKS)
 
 

@@ -22,13 +22,13 @@ from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers.chunked import ChunkedTileScheduler
 
 
-@gluon.jit(do_not_specialize=["chunk_rows", "rank", "timeout_ns", "N", "K"])  # one binary per configuration
-def ag_matmul_kernel(a_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_rows, rank, timeout_ns, N, K,
+@gluon.jit(do_not_specialize=["chunk_rows", "rank", "timeout_ms", "N", "K"])  # a binary per configuration
+def ag_matmul_kernel(a_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_rows, rank, timeout_ms, N, K,
                      WORLD: gl.constexpr, STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                      B_KMAJOR: gl.constexpr, TILE: gl.constexpr, EPILOGUE_N: gl.constexpr, DEBUG: gl.constexpr):
     """A (a_desc) is WORLD chunks of `chunk_rows` rows (>= the tile's), chunk r from rank r; `flags` holds an int32
     per chunk, which the copy engine sets to the call's epoch (at `epoch_ptr`) once the chunk landed. DEBUG: a wait
-    gives up after `timeout_ns` and writes `report` (pipeline/flags.py). TILE and EPILOGUE_N as matmul_kernel's."""
+    gives up after `timeout_ms` and writes `report` (pipeline/flags.py). TILE and EPILOGUE_N as matmul_kernel's."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -37,7 +37,7 @@ def ag_matmul_kernel(a_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_row
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(None, 0))
     sched = ChunkedTileScheduler.create(chunk_rows, N, WORLD, rank, BM, BN, GROUP_M)
-    arrivals = ChunkFlags.create(flags, epoch_ptr, chunk_rows, report if DEBUG else None, timeout_ns if DEBUG else 0)
+    arrivals = ChunkFlags.create(flags, epoch_ptr, chunk_rows, report if DEBUG else None, timeout_ms if DEBUG else 0)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     sources, load_order = c_pipelines(smem, smem.c_tiles, False)
@@ -55,7 +55,7 @@ def ag_matmul_spec(cfg, dtype: str, b_kmajor: bool, world: int, debug: bool = Fa
     blocks = operand_blocks(cfg, b_kmajor)
     signature = {"a_desc": tile_desc(dtype, *blocks["a"]), "b_desc": tile_desc(dtype, *blocks["b"]),
                  "d_desc": tile_desc(dtype, *blocks["c"]), "flags": "*i32", "epoch_ptr": "*i32", "report": "*i32",
-                 "chunk_rows": "i32", "rank": "i32", "timeout_ns": "i64", "N": "i32", "K": "i32"}
+                 "chunk_rows": "i32", "rank": "i32", "timeout_ms": "i32", "N": "i32", "K": "i32"}
     constexprs = {"WORLD": world, "STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m,
                   "B_KMAJOR": b_kmajor, "TILE": [cfg.block_m, cfg.block_n], "EPILOGUE_N": cfg.epilogue_n,
                   "DEBUG": debug}

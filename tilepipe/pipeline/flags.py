@@ -10,10 +10,10 @@ calls and CUDA-graph replays need no reset.
 A spinning persistent kernel holds its SMs: whatever feeds a flag must need no SM (copy-engine copies and stream memory
 operations only), or it waits behind the kernel that waits for it.
 
-Debug mode (`timeout_ns` > 0): a wait gives up after that long, stores (1, chunk, epoch, the flag's value, program) in
-the REPORT_WORDS int32 words at `report` and goes on, so the kernel ends and the host names the chunk that never came
-(tilepipe/distributed/). `wait_all` is the form for every thread of a kernel without roles (a reduction that reads
-the chunks with plain loads).
+Debug mode (a `report` and `timeout_ms`): a wait gives up after that long, stores (1, chunk, epoch, the flag's value,
+program) in the REPORT_WORDS int32 words at `report` and goes on, so the kernel ends and the host names the chunk that
+never came (tilepipe/distributed/). `wait_all` is the form for every thread of a kernel without roles (a reduction
+that reads the chunks with plain loads).
 """
 
 from triton.experimental import gluon
@@ -29,14 +29,15 @@ MAX_CHUNKS = 32
 
 
 def _spin(timed: bool) -> gl.constexpr:
-    """The wait, run by each thread on its own: $1 the flag's address, $2 the epoch, with `timed` $3 the timeout in ns.
+    """The wait, run by each thread on its own: $1 the flag's address, $2 the epoch, with `timed` $3 the timeout in ms.
     Its result ($0) is the flag's last value (the epoch unless timed out)."""
-    timer = """ .reg .u64 start, now;
+    timer = """ .reg .u64 start, now, limit;
  .reg .pred late;
+ mul.wide.u32 limit, $3, 1000000;
  mov.u64 start, %globaltimer;""" if timed else ""
     check = """ mov.u64 now, %globaltimer;
  sub.u64 now, now, start;
- setp.lt.u64 late, now, $3;
+ setp.lt.u64 late, now, limit;
  @late bra wait_chunk;""" if timed else " bra wait_chunk;"
     return gl.constexpr(f"""{{
  .reg .u32 seen;
@@ -58,16 +59,15 @@ _TIMED_SPIN = _spin(True)
 
 
 @gluon.jit
-def _wait(flag, epoch, timeout_ns, report, chunk, layout: gl.constexpr, COUNT: gl.constexpr):
+def _wait(flag, epoch, timeout_ms, report, chunk, layout: gl.constexpr, COUNT: gl.constexpr):
     """Every one of COUNT threads (one value each in `layout`) waits for `flag` to hold `epoch`; in debug mode
-    (`report` given) for at most `timeout_ns`, writing the report where it timed out."""
+    (`report` given) for at most `timeout_ms`, writing the report where it timed out."""
     zeros = gl.zeros([COUNT], gl.int32, layout)
     if report is None:
         gl.inline_asm_elementwise(_SPIN, "=r,l,r", [flag + zeros, epoch + zeros], dtype=gl.int32, is_pure=False,
                                   pack=1)
     else:
-        seen = gl.inline_asm_elementwise(_TIMED_SPIN, "=r,l,r,l", [flag + zeros, epoch + zeros,
-                                                                    timeout_ns + zeros.to(gl.int64)],
+        seen = gl.inline_asm_elementwise(_TIMED_SPIN, "=r,l,r,r", [flag + zeros, epoch + zeros, timeout_ms + zeros],
                                          dtype=gl.int32, is_pure=False, pack=1)
         word = gl.arange(0, COUNT, layout)
         value = gl.where(word == 0, 1, gl.where(word == 1, chunk, gl.where(word == 2, epoch, gl.where(
@@ -79,27 +79,27 @@ def _wait(flag, epoch, timeout_ns, report, chunk, layout: gl.constexpr, COUNT: g
 class ChunkFlags:
     """A role's view of the chunk flags: `flags` (an int32 per chunk), the call's `epoch`, `chunk_rows` rows of A a
     chunk, and `ready`, a mask of the chunks this role saw arrive (it waits on each chunk once). `report` and
-    `timeout_ns`: debug mode (module docstring), else None and 0."""
+    `timeout_ms`: debug mode (module docstring), else None and 0."""
     flags: gl.tensor
     epoch: gl.tensor
     chunk_rows: gl.tensor
     ready: gl.tensor
     report: gl.tensor | gl.constexpr
-    timeout_ns: gl.tensor | gl.constexpr
+    timeout_ms: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, flags, epoch, chunk_rows, ready, report, timeout_ns):
+    def __init__(self, flags, epoch, chunk_rows, ready, report, timeout_ms):
         self.flags = flags
         self.epoch = epoch
         self.chunk_rows = chunk_rows
         self.ready = ready
         self.report = report if isinstance(report, gl.tensor) else gl.constexpr(report)
-        self.timeout_ns = timeout_ns if isinstance(timeout_ns, gl.tensor) else gl.constexpr(timeout_ns)
+        self.timeout_ms = timeout_ms if isinstance(timeout_ms, gl.tensor) else gl.constexpr(timeout_ms)
 
     @gluon.jit
-    def create(flags, epoch_ptr, chunk_rows, report=None, timeout_ns=0):
+    def create(flags, epoch_ptr, chunk_rows, report=None, timeout_ms=0):
         """The flags of a call whose epoch is at `epoch_ptr`, with no chunk seen yet."""
-        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, gl.to_tensor(0), report, timeout_ns)
+        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, gl.to_tensor(0), report, timeout_ms)
 
     @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_rows(row)`.")
     @gluon.jit
@@ -110,16 +110,16 @@ class ChunkFlags:
         ready = self.ready
         if (ready >> chunk) & 1 == 0:
             gl.static_assert(gl.num_warps() == 1, "a one-warp role waits on a chunk flag")
-            _wait(self.flags + chunk, self.epoch, self.timeout_ns, self.report, chunk, one_per_lane(gl.num_ctas()),
+            _wait(self.flags + chunk, self.epoch, self.timeout_ms, self.report, chunk, one_per_lane(gl.num_ctas()),
                   32)
             ready = ready | (1 << chunk)
-        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, ready, self.report, self.timeout_ns)
+        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, ready, self.report, self.timeout_ms)
 
 
 @gluon.jit
-def wait_all(flags, epoch, chunks, skip, report, timeout_ns, layout: gl.constexpr, COUNT: gl.constexpr):
+def wait_all(flags, epoch, chunks, skip, report, timeout_ms, layout: gl.constexpr, COUNT: gl.constexpr):
     """Every thread of the calling program (COUNT threads, one value each in `layout`) waits until each of `chunks`
     flags but `skip` holds `epoch` (a rank's own chunk needs no flag); debug mode as ChunkFlags."""
     for chunk in range(chunks):
         if chunk != skip:
-            _wait(flags + chunk, epoch, timeout_ns, report, chunk, layout, COUNT)
+            _wait(flags + chunk, epoch, timeout_ms, report, chunk, layout, COUNT)

@@ -1,0 +1,187 @@
+"""Benchmark of tilepipe.distributed on the GPUs of one host, under torchrun (every rank runs it):
+
+    torchrun --nproc-per-node 2 -m tilepipe.tools.bench_tp [NAME]
+
+All-gather + GEMM on the issue's three shapes (A split on M, each rank its N / W columns of B) and GEMM +
+reduce-scatter on its two (K split): tilepipe overlapped, NCCL + torch.matmul in sequence, torch's
+fused_all_gather_matmul / fused_matmul_reduce_scatter, and the GEMM and the collective alone (the ideal is the larger).
+Methods interleave, REPS rounds of ITERS calls each, every round started at a barrier; a method's time is its median
+round on the slowest rank. Rank 0 writes bench/results/NAME.json (default tp-h200x2) and prints the table last.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from tilepipe._text import format_table
+from tilepipe.tools.bench import RESULTS_DIR, run_environment
+
+AG_SHAPES = ((8192, 28672, 8192), (4096, 8192, 8192), (1024, 28672, 8192))
+RS_SHAPES = ((8192, 8192, 28672), (4096, 8192, 8192))
+REPS = 5
+WARMUP = 3
+
+
+def timed(fn: Callable[[], object], iters: int) -> float:
+    """Milliseconds a call of `fn` over `iters` calls, started together on every rank; the slowest rank's."""
+    dist.barrier()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    mine = torch.tensor([start.elapsed_time(end) / iters], device="cuda")
+    dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+    return mine.item()
+
+
+def compare(methods: dict[str, Callable[[], object]], iters: int) -> dict[str, dict]:
+    """Each method's median time and rounds (interleaved), or its error."""
+    rounds: dict[str, list[float]] = {name: [] for name in methods}
+    errors = {}
+    for name, fn in methods.items():
+        try:
+            for _ in range(WARMUP):
+                fn()
+            torch.cuda.synchronize()
+        except Exception as error:  # a baseline this torch lacks is a row without it, not a lost run
+            errors[name] = f"{type(error).__name__}: {str(error)[:300]}"
+        dist.barrier()
+    for _ in range(REPS):
+        for name, fn in methods.items():
+            if name not in errors:
+                rounds[name].append(timed(fn, iters))
+    return {name: ({"error": errors[name]} if name in errors else
+                   {"ms": statistics.median(rounds[name]), "rounds": rounds[name]}) for name in methods}
+
+
+def all_gather_row(M: int, N: int, K: int, group: dist.ProcessGroup) -> dict:
+    from tilepipe.distributed import all_gather_matmul
+
+    world, rank = group.size(), group.rank()
+    a_shard = torch.randn(M // world, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(K, N // world, device="cuda", dtype=torch.bfloat16)
+    full = torch.empty(M, K, device="cuda", dtype=torch.bfloat16)
+
+    def sequence():
+        dist.all_gather_into_tensor(full, a_shard, group=group)
+        return torch.matmul(full, b)
+
+    methods = {"tilepipe": lambda: all_gather_matmul(a_shard, b, group, overlap=True),
+               "tilepipe default": lambda: all_gather_matmul(a_shard, b, group),
+               "nccl + torch.matmul": sequence,
+               "torch fused": lambda: torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, group.group_name),
+               "gemm alone": lambda: torch.matmul(full, b),
+               "all-gather alone": lambda: dist.all_gather_into_tensor(full, a_shard, group=group)}
+    err = rel_err(all_gather_matmul(a_shard, b, group, overlap=True), sequence())
+    return row("all_gather_matmul", M, N, K, rank, compare(methods, iters(M, N // world, K)), "all-gather alone", err)
+
+
+def reduce_scatter_row(M: int, N: int, K: int, group: dist.ProcessGroup) -> dict:
+    from tilepipe.distributed import matmul_reduce_scatter
+
+    world, rank = group.size(), group.rank()
+    a = torch.randn(M, K // world, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(K // world, N, device="cuda", dtype=torch.bfloat16)
+    partial = torch.matmul(a, b)
+    out = torch.empty(M // world, N, device="cuda", dtype=torch.bfloat16)
+
+    def sequence():
+        dist.reduce_scatter_tensor(out, torch.matmul(a, b), group=group)
+        return out
+
+    methods = {"tilepipe": lambda: matmul_reduce_scatter(a, b, group, overlap=True),
+               "tilepipe default": lambda: matmul_reduce_scatter(a, b, group),
+               "nccl + torch.matmul": sequence,
+               "torch fused": lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0,
+                                                                                     group.group_name),
+               "gemm alone": lambda: torch.matmul(a, b),
+               "reduce-scatter alone": lambda: dist.reduce_scatter_tensor(out, partial, group=group)}
+    err = rel_err(matmul_reduce_scatter(a, b, group, overlap=True), sequence().clone())
+    return row("matmul_reduce_scatter", M, N, K, rank, compare(methods, iters(M, N, K // world)),
+               "reduce-scatter alone", err)
+
+
+def iters(M: int, N: int, K: int) -> int:
+    """Calls per round: about 30 ms of GEMM at 600 TFLOP/s, at least 5."""
+    return max(5, int(30e-3 * 600e12 / (2.0 * M * N * K)))
+
+
+def rel_err(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    return ((ours.float() - theirs.float()).norm() / theirs.float().norm()).item()
+
+
+def row(op: str, M: int, N: int, K: int, rank: int, times: dict, collective: str, err: float) -> dict:
+    """A results row: the times, the ideal (the larger of the GEMM and the collective alone) and the ratios."""
+    ms = {name: t.get("ms") for name, t in times.items()}
+    ideal = max(ms["gemm alone"] or 0.0, ms[collective] or 0.0)
+    ratio = {f"tilepipe / {name}": (ms["tilepipe"] / ms[name]) if ms["tilepipe"] and ms[name] else None
+             for name in ("nccl + torch.matmul", "torch fused")}
+    return {"op": op, "shape": f"{M}x{N}x{K}", "times": times, "ideal_ms": ideal,
+            "tilepipe_over_ideal": ms["tilepipe"] / ideal if ms["tilepipe"] and ideal else None, **ratio,
+            "rel_err_vs_sequence": err, "rank": rank}
+
+
+def table(rows: list[dict]) -> str:
+    def cell(value, digits=3):
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    lines = [("op", "shape", "tilepipe ms", "default ms", "seq ms", "fused ms", "ideal ms", "/ideal", "vs seq",
+              "vs fused", "rel err")]
+    for r in rows:
+        ms = {name: t.get("ms") for name, t in r["times"].items()}
+        lines.append((r["op"], r["shape"], cell(ms["tilepipe"]), cell(ms["tilepipe default"]),
+                      cell(ms["nccl + torch.matmul"]), cell(ms["torch fused"]), cell(r["ideal_ms"]),
+                      cell(r["tilepipe_over_ideal"]), cell(_inverse(r["tilepipe / nccl + torch.matmul"])),
+                      cell(_inverse(r["tilepipe / torch fused"])), f"{r['rel_err_vs_sequence']:.1e}"))
+    return format_table(lines) + "\n(vs seq, vs fused: their time over tilepipe's; > 1 is tilepipe faster)"
+
+
+def _inverse(value: float | None) -> float | None:
+    return 1.0 / value if value else None
+
+
+def main(name: str = "tp-h200x2") -> int:
+    from tilepipe.distributed.workspace import MULTICAST_OFF
+
+    for variable, value in MULTICAST_OFF.items():  # before NCCL or symmetric memory start
+        os.environ.setdefault(variable, value)
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    group = dist.group.WORLD
+    start = time.time()
+    rows = []
+    for op, shapes, make in (("all_gather_matmul", AG_SHAPES, all_gather_row),
+                             ("matmul_reduce_scatter", RS_SHAPES, reduce_scatter_row)):
+        for M, N, K in shapes:
+            if group.rank() == 0:
+                print(f"[rank 0] bench {op} {M}x{N}x{K} ...", flush=True)
+            try:
+                rows.append(make(M, N, K, group))
+            except Exception as error:  # the next shape still runs
+                print(f"[rank {group.rank()}] {op} {M}x{N}x{K} failed: {type(error).__name__}: {error}", flush=True)
+            torch.cuda.empty_cache()
+    names: list = [None] * group.size()
+    dist.all_gather_object(names, torch.cuda.get_device_name())
+    if group.rank() == 0:
+        record = {**run_environment(name), "gpus": names, "world": group.size(), "reps": REPS,
+                  "seconds": round(time.time() - start, 1), "rows": rows}
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        (RESULTS_DIR / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+        print(table(rows), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0 if len(rows) == len(AG_SHAPES) + len(RS_SHAPES) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
