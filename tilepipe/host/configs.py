@@ -28,7 +28,9 @@ class MatmulConfig:
     narrow N side, and block_n columns along M. With `epilogue_n` the epilogue writes D's tile in block_m x
     epilogue_n sub-tiles through `c_stages` output stages of that size, which leaves room for more operand stages.
     With `pingpong` two MMA warpgroups of num_warps take turns, each a whole tile with `c_stages` output stages of its
-    own (kernels/matmul_pingpong.py): one's epilogue runs while the other's main loop does."""
+    own (kernels/matmul_pingpong.py): one's epilogue runs while the other's main loop does. With `split_multicast`
+    a cluster's CTAs each issue their half of the shared operand's tile to both (pipeline/multicast.py; K-major
+    operands), where without it the first CTA issues the whole tile."""
     block_m: int
     block_n: int
     block_k: int
@@ -41,6 +43,7 @@ class MatmulConfig:
     swap_ab: bool = False
     epilogue_n: int | None = None
     pingpong: bool = False
+    split_multicast: bool = False
 
     @property
     def cluster(self) -> Cluster:

@@ -30,6 +30,7 @@ from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines,
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
+from tilepipe.pipeline.multicast import split_block, split_shared
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.pieces import TilePieces, pieced
@@ -47,11 +48,12 @@ SCHEDULER_STAGES = 2  # tile ids in flight: the throttle keeps the scheduler one
 
 @gluon.constexpr_function
 def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_kmajor, has_c=False, src_dtype=None,
-                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False, streamk=False, epilogue_n=None):
+                dynamic=False, cluster_m=1, cluster_n=1, swap_ab=False, streamk=False, epilogue_n=None, split=False):
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id ring).
     In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's tiles: the operand its CTAs share is
-    multicast, so its input ring counts both CTAs' releases (the dynamic scheduler's tile-id ring is multicast too).
+    multicast, so its input ring counts both CTAs' releases (the dynamic scheduler's tile-id ring is multicast too);
+    with `split` each CTA issues its half of the shared tile (a split ring: pipeline/multicast.py).
     With `swap_ab` the output and source stages hold D's block_n x block_m tile. Under `streamk` the epilogue-load
     role also brings partial sums into the output stages (pipeline/partials.py). With `epilogue_n` an output (and
     source) stage holds a block_m x epilogue_n sub-tile of D."""
@@ -67,7 +69,7 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
                                                  b_cga=cluster.b(b_kmajor)),
                     c_tiles=OutputTileStorage(c_dtype, d_tile, c_stages, cga=cluster.c),
                     pipelines=SmemPipelineBundle(
-                        InputPipelineStorage(stages, multicast=cluster.num_ctas > 1),
+                        InputPipelineStorage(stages, multicast=cluster.num_ctas > 1 and not split, split=split),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async"),
                         clc=clc if dynamic else None, epi_load=sources))
@@ -127,7 +129,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     pieced tile, or D in sub-tiles of EPILOGUE_N columns), else None. EPILOGUE: a function or its "module:name"
     (kernels/epilogue_functions.py); a gated one (COLUMNS_IN = 2) writes BN / 2 of D's columns a tile."""
     RATIO: gl.constexpr = columns_in(EPILOGUE)  # accumulator columns per column of D
-    BM: gl.constexpr = a_desc.block_type.shape[0] if TILE is None else TILE[0]
+    BM: gl.constexpr = d_desc.block_type.shape[1 if SWAP_AB else 0] if TILE is None else TILE[0]
     BN: gl.constexpr = TILE[1] if TILE is not None else d_desc.block_type.shape[0 if SWAP_AB else 1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else BN // RATIO  # the columns of D's tile
@@ -141,9 +143,10 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                      "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     SOURCES: gl.constexpr = HAS_C or STREAMK  # an epilogue-load role and its ring
+    SPLIT: gl.constexpr = split_shared(a_desc, b_desc, BM, BN, CLUSTER_M, CLUSTER_N)  # the host's: operand_blocks
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
                                      c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK,
-                                     EPILOGUE_N)
+                                     EPILOGUE_N, SPLIT)
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
@@ -173,24 +176,33 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
     """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's; a pieced tile's smallest
     pieces, TilePieces.box; D's sub-tiles where the epilogue writes them), each with how the cluster's CTAs split or
     share it (pipeline/cluster.py). With swap_ab "a" and "b" are the kernel's operands (the problem's B^T and A,
-    K-major) and D's block is the transposed tile."""
+    K-major) and D's block is the transposed tile. With cfg.split_multicast the shared operand's block is a CTA's
+    half of it (pipeline/multicast.py: split_block), which is how the kernel knows to split its multicast."""
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
     d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.epilogue_cols)
     blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),
               "c": (d_block, cfg.cluster.c)}
-    return {name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}
+    blocks = {name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}
+    if cfg.split_multicast and cfg.cluster.num_ctas > 1:  # the shared operand's box: a CTA's half (multicast.py)
+        if cfg.cluster_m > 1 and not b_kmajor:
+            raise ValueError("split multicast moves K-major tiles: B row-major in a 2x1 cluster takes "
+                             "split_multicast=False")
+        shared = "b" if cfg.cluster_m > 1 else "a"
+        blocks[shared] = (split_block(blocks[shared][0]), blocks[shared][1])
+    return blocks
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
                 bias_dtype: str | None = None, probe: int = 0, schedule: str = "static", cluster: tuple | None = None,
                 swap_ab: bool | None = None, tile: tuple | None = None, epilogue_n: int | None = None,
-                pingpong: bool | None = None, epilogue: str | None = None):
+                pingpong: bool | None = None, epilogue: str | None = None, split_multicast: bool | None = None):
     """matmul_kernel (matmul_pingpong_kernel for a ping-pong config) for one configuration and scheduler as a KernelSpec
     (sm_90a): D of `c_dtype`, with C of `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe`
     is PROBE, `schedule` SCHEDULE, `epilogue` EPILOGUE ("module:name": kernels/epilogue_functions.py); `cluster`,
-    `swap_ab`, `tile`, `epilogue_n`, `pingpong` replace the config's (a gated epilogue takes epilogue_n)."""
+    `swap_ab`, `tile`, `epilogue_n`, `pingpong`, `split_multicast` replace the config's (a gated epilogue takes
+    epilogue_n)."""
     fields = dict(zip(("block_m", "block_n"), tile or ()), **dict(zip(("cluster_m", "cluster_n"), cluster or ())),
-                  epilogue_n=epilogue_n, swap_ab=swap_ab, pingpong=pingpong)
+                  epilogue_n=epilogue_n, swap_ab=swap_ab, pingpong=pingpong, split_multicast=split_multicast)
     cfg = replace(cfg, **{name: value for name, value in fields.items() if value is not None})
     kernel = "tilepipe.kernels.matmul_pingpong:matmul_pingpong_kernel" if cfg.pingpong else f"{__name__}:matmul_kernel"
     spec = gemm_spec(kernel, cfg, dtype, c_dtype, b_kmajor, operand_blocks(cfg, b_kmajor), "sm_90a", has_c,

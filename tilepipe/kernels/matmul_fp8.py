@@ -25,6 +25,7 @@ from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines,
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
+from tilepipe.pipeline.multicast import split_shared
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.roles import warp_specialize
@@ -37,7 +38,7 @@ from tilepipe.schedulers import scheduler_class
 
 @gluon.constexpr_function
 def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dtype, blockwise=False, cluster_m=1,
-             cluster_n=1, swap_ab=False, streamk=False):
+             cluster_n=1, swap_ab=False, streamk=False, split=False):
     """Shared memory: operand stages (plus the blockwise scales), output stages, and the pipelines between roles.
 
     Blockwise: the MMA role reads the scales with ordinary loads before it frees a stage, so the input pipeline's
@@ -45,6 +46,8 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
     and shares the blocks as pipeline/cluster.py says (blockwise: the scales with their operands). `swap_ab` (scaled
     kernel only): the output stages hold D's tile, the transpose of the block_m x block_n one the kernel computes.
     `streamk`: the epilogue-load ring that brings partial sums into the output stages (pipeline/partials.py).
+    `split`: each CTA issues its half of the shared operand's tile (a split ring: pipeline/multicast.py); blockwise,
+    the shared operand's scales are still multicast by the first CTA (a few hundred bytes).
     """
     cluster = Cluster(cluster_m, cluster_n)
     if blockwise and swap_ab:
@@ -60,7 +63,7 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
                                               cga=cluster.c),
                     pipelines=SmemPipelineBundleNoClc(
                         InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async",
-                                             multicast=cluster.num_ctas > 1),
+                                             multicast=cluster.num_ctas > 1 and not split, split=split),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async"),
                         epi_load=EpiLoadPipelineStorage(c_stages, consumer="store") if streamk else None))
@@ -126,13 +129,14 @@ def scaled_matmul_kernel(a_desc, b_desc, d_desc, scale_a, scale_b, workspace, M,
     with num_ctas = CLUSTER_M * CLUSTER_N, the blocks are a cluster's tiles (stream-K: per-CTA partials). SWAP_AB:
     the host passes B, A, their scales and N, M in that order, and d_desc's blocks are D's (transposed) tiles.
     `partial_desc` (stream-K): the workspace's partial tiles (pipeline/partials.py)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BM: gl.constexpr = d_desc.block_type.shape[1] if SWAP_AB else d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[0] if SWAP_AB else d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     D_BN: gl.constexpr = d_desc.block_type.shape[1]
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, False,
-                                  CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK)
+                                  CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK, split_shared(a_desc, b_desc, BM, BN,
+                                                                                       CLUSTER_M, CLUSTER_N))
     inputs, outputs, sources, load_order = allocate_roles(PLAN, STREAMK)
     partials = PartialTiles.create(workspace, partial_desc, outputs.tiles, BN) if STREAMK else None
     # edge tiles inside D (TileGrid) but where it spills: 128x256's column scales, split-K's 64-row tiles

@@ -22,8 +22,10 @@ from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_
 from tilepipe.pipeline.cluster import column_runs
 from tilepipe.pipeline.mma import warpgroup_local_wait
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
+from tilepipe.pipeline.multicast import split_shared
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
+from tilepipe.pipeline.pieces import tile_boxes
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import BlockwiseScaleStorage
 from tilepipe.pipeline.tiles import InputTilePipeline
@@ -34,10 +36,12 @@ from tilepipe.schedulers import scheduler_class
 @gluon.jit
 def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles):
     """A, B and the K tile's scales (A's column of BM row scales, B's block scales) into one input stage; in a cluster
-    what the CTAs share is multicast (InputProducerStage.load)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    what the CTAs share is multicast (InputProducerStage.load: split or by the first CTA, as its descriptor says)."""
+    BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[0]
+    BN: gl.constexpr = inputs.payload.b_tiles.shape[1]
+    A_BOXES: gl.constexpr = tile_boxes(inputs.payload.a_tiles, a_desc)  # 2 where a CTA loads its half (split)
+    B_BOXES: gl.constexpr = tile_boxes(inputs.payload.b_tiles, b_desc)
     producer = inputs.producer()
     work = sched.work(paces=True)
     while work.valid:
@@ -45,7 +49,7 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
         k_begin, k_end = work.k_steps(k_tiles)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
-                tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc)
+                tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc, boxes=(A_BOXES, B_BOXES, 1, 1))
                 tiles.load_a(a_desc, [pid_m * BM, k * BK])
                 tiles.load_b(b_desc, [pid_n * BN, k * BK])
                 load_stage_scales(tiles, sa_desc, sb_desc, pid_m, pid_n, k)
@@ -139,7 +143,8 @@ def blockwise_matmul_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, workspace,
                      "one B scale per CTA and one A scale column per K tile")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True,
-                                  CLUSTER_M, CLUSTER_N, streamk=STREAMK)
+                                  CLUSTER_M, CLUSTER_N, streamk=STREAMK,
+                                  split=split_shared(a_desc, b_desc, BM, BN, CLUSTER_M, CLUSTER_N))
     inputs, outputs, sources, load_order = allocate_roles(PLAN, STREAMK)
     partials = PartialTiles.create(workspace, partial_desc, outputs.tiles, BN) if STREAMK else None
     sched = scheduler_class(SCHEDULE).from_kernel(M, N, gl.cdiv(K, BK), BM, BN, GROUP_M, None, workspace, partials)
