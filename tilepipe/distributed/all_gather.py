@@ -58,8 +58,10 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
     main = torch.cuda.current_stream()
     ws.epoch.add_(1)
     ws.stream.wait_stream(main)
-    with torch.cuda.stream(ws.stream):
+    ws.local.wait_stream(main)
+    with torch.cuda.stream(ws.local):
         ws.keep(a_shard)
+    with torch.cuda.stream(ws.stream):
         for peer in ws.push_order():
             ws.send(a_shard, peer)
     timeout_s = stall_seconds()
