@@ -7,7 +7,8 @@ import torch
 import torch.distributed as dist
 
 from tilepipe.api.matmul import matmul
-from tilepipe.distributed.checks import check_agreement, check_operands, check_out, check_switches, resolve_group
+from tilepipe.distributed.checks import (check_agreement, check_aligned, check_operands, check_out, check_switches,
+                                         resolve_group)
 from tilepipe.distributed.plan import CHUNK_MIN_ROWS, overlap_pays
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, MatmulConfig
@@ -42,6 +43,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
         return out
     check_agreement(group, "all_gather_matmul", "a_shard", a_shard, b, b_kmajor)
     debug = check_switches(overlap, debug)
+    check_aligned(out)
     device = device_index(a_shard)
     if overlap and (rows < CHUNK_MIN_ROWS or device_target(device) != "sm_90a"):
         raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and shards of at least {CHUNK_MIN_ROWS} "

@@ -84,6 +84,12 @@ def check_out(out: torch.Tensor | None, shape: tuple[int, int]) -> None:
                          f"{out.stride()}")
 
 
+def check_aligned(out: torch.Tensor | None) -> None:
+    """out, when given, starts on 16 bytes (TMA writes it); a real tensor's check (a fake one has no address)."""
+    if out is not None and out.data_ptr() % 16:
+        raise ValueError(f"out must start on 16 bytes, got address {out.data_ptr():#x}")
+
+
 def check_switches(overlap: bool | None, debug: bool | None) -> bool:
     """`overlap` is a bool or None; `debug` as debug_requested takes it, and not while a CUDA graph is captured (the
     check reads the report on the host). Returns whether debug mode is on."""

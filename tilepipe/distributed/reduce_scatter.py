@@ -9,7 +9,8 @@ import torch
 import torch.distributed as dist
 
 from tilepipe.api.matmul import matmul
-from tilepipe.distributed.checks import check_agreement, check_operands, check_out, check_switches, resolve_group
+from tilepipe.distributed.checks import (check_agreement, check_aligned, check_operands, check_out, check_switches,
+                                         resolve_group)
 from tilepipe.distributed.plan import overlap_pays
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.device import device_index, device_target
@@ -40,6 +41,7 @@ then NCCL's reduce_scatter_tensor), CUDA graphs, `debug` and errors as all_gathe
         return out
     check_agreement(group, "matmul_reduce_scatter", "a", a, b, b_kmajor)
     debug = check_switches(overlap, debug)
+    check_aligned(out)
     device = device_index(a)
     out = out if out is not None else a.new_empty((rows, N))
     fits = device_target(device) == "sm_90a" and rows * N < 2**31  # the reduction counts elements in int32
