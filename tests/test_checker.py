@@ -7,7 +7,8 @@ import pytest
 
 from tilepipe.host.configs import LARGE_16BIT, MEDIUM, MatmulConfig
 from tilepipe.kernels.catalogue import (MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
-                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SWAP, shipped_variants)
+                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SPLIT, MATMUL_SWAP, SPLIT_SCHEDULES,
+                                       shipped_variants)
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait, check,
                                      consume, format_results, loop, produce, trip_cases, wait_filled)
@@ -69,6 +70,8 @@ def test_every_shipped_kernel_passes(shipped):
     assert kernels == {*MATMUL_EPILOGUES, *MATMUL_CLUSTERS, *MATMUL_SWAP, *(f"{c} streamk" for c in MATMUL_CLUSTERS),
                        *MATMUL_PIECED, *(f"{p} dynamic" for p in MATMUL_PIECED), *MATMUL_PINGPONG,
                        *(f"{c} dynamic" for c, options in MATMUL_CLUSTERS.items() if not options.get("has_c")),
+                       *(name if schedule == "static" else f"{name} {schedule}" for name in MATMUL_SPLIT
+                         for schedule in SPLIT_SCHEDULES[name]),
                        *(f"{epilogue} {schedule}" for epilogue in (*MATMUL_EPILOGUES, *MATMUL_SWAP)
                          for schedule in ("dynamic", "streamk")),
                        "matmul_fp8 scaled", "matmul_fp8 scaled cluster", "matmul_fp8 scaled swap-AB",

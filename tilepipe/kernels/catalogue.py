@@ -29,6 +29,16 @@ MATMUL_CLUSTERS = {
 """matmul_kernel in two-CTA clusters, as matmul_spec arguments, under CLUSTER_KERNEL_SCHEDULES."""
 CLUSTER_KERNEL_SCHEDULES = tuple(dict.fromkeys(KERNEL_SCHEDULE.get(s, s) for s in CLUSTER_SCHEDULES))
 """The kernel schedules of CLUSTER_SCHEDULES: static, dynamic and stream-K (split-K runs the stream-K kernel)."""
+MATMUL_SPLIT = {
+    "matmul split 1x2": dict(dtype="bf16", c_dtype="bf16", cluster=(1, 2), split_multicast=True),
+    "matmul +C split 2x1": dict(dtype="bf16", c_dtype="bf16", has_c=True, cluster=(2, 1), split_multicast=True),
+}
+"""matmul_kernel in two-CTA clusters whose CTAs each issue their half of the shared tile (pipeline/multicast.py), as
+matmul_spec arguments, under SPLIT_SCHEDULES (few variants: the split changes only the input ring)."""
+SPLIT_SCHEDULES = {"matmul split 1x2": CLUSTER_KERNEL_SCHEDULES, "matmul +C split 2x1": ("static", )}
+FP8_SPLIT = (("matmul_fp8 scaled", (2, 1)), ("matmul_fp8 blockwise", (1, 2)))
+"""The FP8 kernels' split multicast variants: per-tensor/per-row in a 2x1 cluster (B shared), blockwise in a 1x2 one
+(A shared with its row scales)."""
 MATMUL_SWAP = {
     "matmul swap-AB": dict(dtype="bf16", c_dtype="bf16", swap_ab=True),
     "matmul +C swap-AB": dict(dtype="bf16", c_dtype="bf16", has_c=True, swap_ab=True),  # C tiles of D, transposed
@@ -124,12 +134,14 @@ def shipped_variants() -> list[Variant]:
     dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain, +bias, +bias with GELU and
     SwiGLU, static), the activation epilogues (static and stream-K), the gated ones (static and dynamic), the
     sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
-    2x1 and 1x2 clusters), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise)
+    2x1/1x2 clusters, split too), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise)
     and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in CLUSTER_KERNEL_SCHEDULES for name, options in MATMUL_CLUSTERS.items()]
+    variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
+                 for name, options in MATMUL_SPLIT.items() for schedule in SPLIT_SCHEDULES[name]]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SCHEDULERS for name, options in MATMUL_SWAP.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
@@ -153,6 +165,8 @@ def shipped_variants() -> list[Variant]:
     variants += [Variant(kernel, f"{kernel} streamk", {"schedule": "streamk"}) for kernel in FP8_KERNELS]  # +split-K
     variants += [Variant(f"{kernel} cluster", f"{kernel} cluster {m}x{n}", {"cluster": (m, n)})
                  for kernel in FP8_KERNELS for m, n in ((2, 1), (1, 2))]
+    variants += [Variant(f"{kernel} cluster", f"{kernel} split {m}x{n}", {"cluster": (m, n), "split_multicast": True})
+                 for kernel, (m, n) in FP8_SPLIT]
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
     variants += [Variant("grouped_matmul_kernel", f"{name} static", {**options, "schedule": "static"})

@@ -502,9 +502,8 @@ class BarrierPair(Storage):
                        BarrierUse(f"{self.name}.empty", self.stages, self.consumer_arrivals, self.consumer,
                                   self.producer))
         if self.split:  # each CTA's barriers: both CTAs' bytes on full, both CTAs' consumers on empty
-            full = replace(full, producer=f"{self.producer} of both CTAs (bytes)", kind="split_barrier")
-            empty = replace(empty, arrivals=2 * empty.arrivals, consumer=f"{self.consumer} of both CTAs",
-                            kind="split_barrier")
+            full = replace(full, kind="split_barrier")
+            empty = replace(empty, arrivals=2 * empty.arrivals, kind="split_barrier")
         if self.pair_side == "full":
             full = replace(full, arrivals=2 * full.arrivals, kind="pair_barrier")  # the producers of both CTAs
         elif self.pair_side == "empty":

@@ -22,7 +22,9 @@ A cluster kernel (`Protocol.ctas` = 2) runs every role once per CTA, each CTA ov
 ring (its storage declares an `empty_pair` barrier) couples them as the hardware does: the first CTA's fill also
 lands in the second CTA (one more arrival on that CTA's full barrier, for the same phase), every consumer's release
 also arrives on the pair barrier (in the first CTA, counting both CTAs), and only the first CTA's producer waits on
-it (Gluon predicates the pair wait to the first CTA).
+it (Gluon predicates the pair wait to the first CTA). A split multicast ring (its storage declares "split_barrier"s)
+couples them both ways: each CTA's fill lands in every CTA (one more arrival on each peer's full barrier), every
+consumer's release arrives on the empty barrier of every CTA, and each producer waits on its own CTA's.
 
 A two-CTA MMA ring (sm_100a cta_group::2: its storage declares one side a "pair_barrier") couples them as the
 compiled kernel does: its MMA side (the consumer of a ring whose full barrier is the pair's, the producer of one whose
@@ -66,6 +68,7 @@ class PipelineModel:
     consumers: tuple[str, ...]
     pair_arrivals: int = 0  # a multicast ring's pair barrier count (both CTAs' releases); 0: not multicast
     pair_side: str = ""  # a two-CTA MMA ring's barrier kept per CTA pair ("full" or "empty", counting both CTAs)
+    split: bool = False  # a split multicast ring: every CTA's producer fills, and consumer releases, every CTA's slot
 
     @property
     def lead_roles(self) -> tuple[str, ...]:
@@ -75,7 +78,7 @@ class PipelineModel:
     def per_cta_arrivals(self) -> tuple[int, int]:
         """(producer, consumer) arrivals as each CTA declares them: a pair barrier's count is both CTAs'."""
         return (self.producer_arrivals // (2 if self.pair_side == "full" else 1),
-                self.consumer_arrivals // (2 if self.pair_side == "empty" else 1))
+                self.consumer_arrivals // (2 if self.pair_side == "empty" or self.split else 1))
 
 
 def pipelines_of(storages: Iterable[Storage]) -> dict[str, PipelineModel]:
@@ -92,7 +95,8 @@ def pipelines_of(storages: Iterable[Storage]) -> dict[str, PipelineModel]:
             side = "full" if full.kind == "pair_barrier" else "empty" if empty.kind == "pair_barrier" else ""
             models[pipe] = PipelineModel(pipe, full.count, full.arrivals, empty.arrivals,
                                          tuple(full.producer.split("+")), tuple(full.consumer.split("+")),
-                                         pair.arrivals if pair is not None else 0, side)
+                                         pair.arrivals if pair is not None else 0, side,
+                                         empty.kind == "split_barrier")
     return models
 
 
@@ -114,7 +118,8 @@ class Wait:
 @dataclass(frozen=True)
 class Signal:
     """Arrive for the current stage: a producer on `full`; a consumer on `empty` (with its release lag; on a
-    multicast ring also on the pair barrier, unless `own_cta_only`, a seeded bug)."""
+    multicast ring also on the pair barrier, on a split ring on every CTA's empty barrier, unless `own_cta_only`, a
+    seeded bug)."""
     pipeline: str
     side: str
     own_cta_only: bool = False
@@ -300,10 +305,16 @@ class _Barriers:
         """Whether `pipeline` is a multicast ring in a cluster of more than one CTA."""
         return self.ctas > 1 and self.pipelines[pipeline].pair_arrivals > 0
 
+    def split(self, pipeline: str) -> bool:
+        """Whether `pipeline` is a split multicast ring in a cluster of more than one CTA."""
+        return self.ctas > 1 and self.pipelines[pipeline].split
+
     def counts(self) -> tuple[int, ...]:
-        """Arrivals per phase: a multicast ring's full barrier outside the first CTA also counts the multicast."""
+        """Arrivals per phase: a multicast ring's full barrier outside the first CTA also counts the multicast, a
+        split ring's in every CTA the peer's half."""
         per_cta = [tuple(count for m in self.pipelines.values()
-                         for count in (m.producer_arrivals + int(cta > 0 and self.multicast(m.name)), ) * m.stages
+                         for count in (m.producer_arrivals + int(cta > 0 and self.multicast(m.name))
+                                       + int(self.split(m.name)), ) * m.stages
                          + (m.consumer_arrivals, ) * m.stages) for cta in range(self.ctas)]
         pairs = tuple(m.pair_arrivals for m in self.pipelines.values() if self.multicast(m.name)
                       for _ in range(m.stages))
@@ -432,10 +443,10 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
         if op.side == "producer" and cta == 0 and barriers.multicast(op.pipeline):  # both CTAs released the slot
             steps.append(_WaitStep(barriers.pair(op.pipeline, s), parity ^ op.flip, target, where, drain))
 
-    def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str, pair: bool = True) -> None:
-        if slots:
-            pair = pair and barriers.multicast(pipeline)
-            ctas = everywhere if pipeline in lead else (cta, )
+    def arrive(pipeline: str, slots: list[int], cur: _Cursor, where: str, both: bool = True) -> None:
+        if slots:  # `both`: a multicast ring's release also reaches the pair barrier, a split ring's every CTA
+            pair = both and barriers.multicast(pipeline)
+            ctas = everywhere if pipeline in lead or both and barriers.split(pipeline) else (cta, )
             arrivals = tuple((barrier, intent) for s in slots for intent in (cur.release_intent(s), )
                              for barrier in tuple(barriers.empty(pipeline, s, c) for c in ctas)
                              + ((barriers.pair(pipeline, s), ) if pair else ()))
@@ -467,6 +478,8 @@ def _concrete_steps(role: Role, barriers: _Barriers, params: dict[str, int],
             # each peer's full barrier
             coupled = barriers.multicast(op.pipeline) or op.pipeline in lead
             peers = range(1, barriers.ctas) if cta == 0 and coupled else ()
+            if barriers.split(op.pipeline):  # each CTA's half lands in every CTA
+                peers = tuple(c for c in everywhere if c != cta)
             steps.append(_ArriveStep(tuple((barriers.full(op.pipeline, s, c), intent) for c in (cta, *peers)),
                                      where))
             if holds:

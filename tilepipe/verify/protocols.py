@@ -15,9 +15,10 @@ import torch
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, GATED_SCHEDULES, GROUPED, MATMUL_ACTIVATIONS,
-                                       MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED, MATMUL_PIECED, MATMUL_PINGPONG,
-                                       MATMUL_SWAP, PIECED_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
+from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED,
+                                       MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
+                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SPLIT, MATMUL_SWAP, PIECED_SCHEDULES,
+                                       SPLIT_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
 from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
@@ -171,8 +172,8 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     pieced tile (the plain pipelines, each stage an array per piece: its `tile`, and D's sub-tiles if it names them,
     in the stages host/configs.py variant_config gives them, replace cfg) or a fused epilogue (the pipelines of
     its tile; a gated one's tile writes half its accumulator's columns, so half the sub-tiles)."""
-    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SWAP, **MATMUL_PIECED, **MATMUL_ACTIVATIONS,
-            **MATMUL_GATED}[variant]
+    args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SPLIT, **MATMUL_SWAP, **MATMUL_PIECED,
+            **MATMUL_ACTIVATIONS, **MATMUL_GATED}[variant]
     cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args or "epilogue" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
@@ -180,7 +181,7 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk",
-                          epilogue_n=cfg.epilogue_n)
+                          epilogue_n=cfg.epilogue_n, split=args.get("split_multicast", False))
     roles, cases = {"static": (matmul_roles(has_c, subtiles=subtiles), tile_cases(cfg.stages)),
                     "dynamic": (dynamic_roles(has_c, cm * cn > 1, subtiles), tile_cases(cfg.stages)),
                     "streamk": (streamk_roles(has_c, subtiles=subtiles),
@@ -238,6 +239,23 @@ def cluster_streamk_protocols() -> list[Protocol]:
     its own output and epi_load rings and the multicast input ring. Each CTA's partial slot and flag are global memory
     (pipeline/partials.py), not modelled, as with one CTA."""
     return [matmul_protocol("LARGE_16BIT", configs.LARGE_16BIT, variant, "streamk") for variant in MATMUL_CLUSTERS]
+
+
+def split_protocols() -> list[Protocol]:
+    """The split multicast GEMMs (pipeline/multicast.py: both CTAs' producers fill both CTAs' slots, each consumer
+    releases both CTAs' empty barriers) in the largest tile under their schedules; under the dynamic scheduler the
+    input ring only (its scheduler ring is the leader-issued one cluster_dynamic_protocols checks); and the FP8
+    kernels' split forms."""
+    protocols = []
+    for variant, schedules in SPLIT_SCHEDULES.items():
+        for schedule in schedules:
+            full = matmul_protocol("LARGE_16BIT", configs.LARGE_16BIT, variant, schedule)
+            if schedule == "dynamic":
+                full = replace(full, roles=scoped_roles(full.roles, ("input", )), scope=("input", ),
+                               config=full.config + " (input ring)")
+            protocols.append(full)
+    return protocols + [fp8_cluster_protocol(kernel.endswith("blockwise"), m, n, split=True)
+                        for kernel, (m, n) in FP8_SPLIT]
 
 
 def swap_protocols() -> list[Protocol]:
@@ -358,9 +376,10 @@ def fp8_protocols() -> list[Protocol]:
     return protocols
 
 
-def fp8_cluster_protocol(blockwise: bool, m: int, n: int) -> Protocol:
+def fp8_cluster_protocol(blockwise: bool, m: int, n: int, split: bool = False) -> Protocol:
     """An FP8 kernel (per-tensor/per-row scales, or blockwise) in an `m` x `n` cluster at its largest bf16 tile:
-    both CTAs' roles over the multicast input ring (blockwise: the scales ride in its stages), up to two tiles."""
+    both CTAs' roles over the multicast input ring (`split`: the split ring), blockwise with the scales in its
+    stages, up to two tiles."""
     import torch
 
     from tilepipe.kernels.matmul_fp8 import fp8_plan, scaled_spec
@@ -368,13 +387,14 @@ def fp8_cluster_protocol(blockwise: bool, m: int, n: int) -> Protocol:
 
     cfg = fp8_configs(blockwise, torch.bfloat16)[0]
     plan = fp8_plan.fn(cfg.block_m * m, cfg.block_n * n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
-                       "bf16", blockwise, m, n)
-    pair = replace(cfg, cluster_m=m, cluster_n=n)
+                       "bf16", blockwise, m, n, split=split)
+    pair = replace(cfg, cluster_m=m, cluster_n=n, split_multicast=split)
     fns = ("blockwise_mma_role", "blockwise_load_role") if blockwise else ("scaled_mma_role", )
     spec = ((lambda: blockwise_spec(pair, "fp8e4nv", "fp8e4nv", "bf16")) if blockwise else
             (lambda: scaled_spec(pair, "fp8e4nv", "fp8e4nv", "bf16", True)))
     return Protocol(f"matmul_fp8 {'blockwise' if blockwise else 'scaled'} cluster",
-                    f"{m}x{n} {cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> bf16", plan_storages(plan),
+                    f"{m}x{n}{' split' if split else ''} {cfg.block_m}x{cfg.block_n} stages={cfg.stages} -> bf16",
+                    plan_storages(plan),
                     matmul_roles(False, *fns), trip_cases(tiles=(1, 2), k=(1, cfg.stages + 1)), spec, ctas=2)
 
 
@@ -571,12 +591,13 @@ def grouped_protocols() -> list[Protocol]:
 
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
-    program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K), swap-AB, the pieced
-    tiles, the ping-pong GEMM, the grouped GEMM, the fused epilogues, the FP8 kernels, the sm_100a GEMM (its two-CTA
-    form too), the stress kernel and the wgmma kernel."""
+    program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K; split multicast:
+    split_protocols), swap-AB, the pieced tiles, the ping-pong GEMM, the grouped GEMM, the fused epilogues, the FP8
+    kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
+    protocols += split_protocols()
     protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols() + fused_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()

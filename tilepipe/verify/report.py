@@ -140,7 +140,8 @@ def catalogue_rows() -> list[Row]:
             rows.append(Row(v.name, describe(cfg), spec))
         elif v.kernel in ("matmul_fp8 scaled cluster", "matmul_fp8 blockwise cluster"):
             m, n = o["cluster"]
-            cfg = replace((scaled if "scaled" in v.kernel else blockwise)[0], cluster_m=m, cluster_n=n)
+            cfg = replace((scaled if "scaled" in v.kernel else blockwise)[0], cluster_m=m, cluster_n=n,
+                          split_multicast=o.get("split_multicast", False))
             spec = (scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", False) if "scaled" in v.kernel else
                     blockwise_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16"))
             rows.append(Row(v.name, describe(cfg), spec))

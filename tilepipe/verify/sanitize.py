@@ -94,8 +94,9 @@ def run_matmul(options: dict, config=None) -> bool:
         c, beta = torch.randn(N, dtype=dtypes[options["bias_dtype"]], device="cuda").expand(M, N), 1.0
     reference = a.cpu().double() @ w.cpu().double().t() + (0.0 if c is None else beta * c.cpu().double())
     cluster = options.get("cluster")
-    config = config if cluster is None else tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cluster[0],
-                                                                cluster_n=cluster[1])
+    config = config if cluster is None else tilepipe.MatmulConfig(
+        128, 128, 64, stages=4, cluster_m=cluster[0], cluster_n=cluster[1],
+        split_multicast=options.get("split_multicast", False))
     config = variant_config(options, out_dtype, config)
     got = tilepipe.matmul(a, w.t(), out_dtype=out_dtype, c=c, beta=beta, scheduler=options.get("schedule"),
                           config=config)
@@ -132,10 +133,10 @@ def run_fused(options: dict) -> bool:
 
 
 def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, schedule: str | None = None,
-            swap: bool = False) -> bool:
+            swap: bool = False, split: bool = False) -> bool:
     """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE: in a two-CTA `cluster` when given, under
     `schedule` when given (forced, whatever matmul_fp8 would choose), for per-tensor and per-row scales in swap-AB's
-    tile with `swap`."""
+    tile with `swap`; `split`: the cluster's CTAs split the shared operand's multicast."""
     import torch
 
     import tilepipe
@@ -159,7 +160,7 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, schedule: str 
         from tilepipe.host.configs import fp8_configs
 
         config = replace(fp8_configs(scaling == "blockwise", torch.bfloat16)[0], cluster_m=cluster[0],
-                         cluster_n=cluster[1])
+                         cluster_n=cluster[1], split_multicast=split)
     if swap:
         from tilepipe.host.configs import swap_config
 
@@ -246,13 +247,15 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "matmul_fp8 scaled":
         return lambda: run_fp8("tensor", schedule=schedule) and run_fp8("row", schedule=schedule)
     if variant.kernel == "matmul_fp8 scaled cluster":
-        return lambda: run_fp8("tensor", options["cluster"]) and run_fp8("row", options["cluster"])
+        split = options.get("split_multicast", False)
+        return lambda: run_fp8("tensor", options["cluster"], split=split) and run_fp8("row", options["cluster"],
+                                                                                  split=split)
     if variant.kernel == "matmul_fp8 scaled swap-AB":
         return lambda: run_fp8("tensor", schedule=schedule, swap=True) and run_fp8("row", schedule=schedule, swap=True)
     if variant.kernel == "matmul_fp8 blockwise":
         return lambda: run_fp8("blockwise", schedule=schedule)
     if variant.kernel == "matmul_fp8 blockwise cluster":
-        return lambda: run_fp8("blockwise", options["cluster"])
+        return lambda: run_fp8("blockwise", options["cluster"], split=options.get("split_multicast", False))
     if variant.kernel == "grouped_matmul_kernel":
         return lambda: run_grouped(options)
     if variant.kernel == "restage_rows_kernel":
