@@ -74,6 +74,17 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
     return out
 
 
+def shard_slot(rows: int, K: int, dtype: torch.dtype, group: dist.ProcessGroup | str | None = None) -> torch.Tensor:
+    """This rank's [rows, K] slot of all_gather_matmul's symmetric buffer for shards of that shape and dtype: a shard
+    written here (say, by the layer before) is gathered without the copy into the slot. Collective on first use, like
+    the op's first call."""
+    group = resolve_group(group)
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"dtype must be float16 or bfloat16, got {dtype}")
+    ws = workspace(group, (rows, K), dtype, torch.device("cuda", torch.cuda.current_device()), "all_gather")
+    return ws.slots[ws.rank]
+
+
 def gather_config(N: int) -> MatmulConfig:
     """matmul's 128x256 tile (D in 64-column sub-tiles) where N fills it, else 128x128."""
     return LARGE_SUBTILED_16BIT if N >= LARGE_SUBTILED_16BIT.block_n else MEDIUM

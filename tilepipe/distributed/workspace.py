@@ -58,8 +58,10 @@ class Workspace:
         self.peer_flags[peer][self.rank:self.rank + 1].copy_(self.epoch)
 
     def keep(self, chunk: torch.Tensor) -> None:
-        """On the local stream (current): `chunk` into this rank's own slot, then this call's epoch into its flag."""
-        self.slots[self.rank].copy_(chunk)
+        """On the local stream (current): `chunk` into this rank's own slot (unless it is that slot), then this call's
+        epoch into its flag."""
+        if chunk.data_ptr() != self.slots[self.rank].data_ptr():
+            self.slots[self.rank].copy_(chunk)
         self.flags[self.rank:self.rank + 1].copy_(self.epoch)
 
     def finish(self) -> None:
