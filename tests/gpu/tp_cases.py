@@ -144,7 +144,7 @@ def case_hang(op: str) -> dict:
     torch.cuda.synchronize()
     dist.barrier()
     if rank != 0:
-        time.sleep(30)  # skips the call; stays alive while rank 0 waits for it
+        time.sleep(10)  # skips the call; stays alive while rank 0 waits for it (3 s)
         return {"ok": True, "skipped": True}
     start = time.monotonic()
     try:
