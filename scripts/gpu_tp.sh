@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of tilepipe.distributed on 2 GPUs (nvidia-h200-x2), logs to $OUT (or ./gpu-logs); every torchrun (python3 -m
-# torch.distributed.run) runs under `timeout`, so a hung rank ends its part instead of the script. Parts (PARTS, default "tests hang bench"):
-# `tests` (tests/gpu/tp_cases.py: both ops vs float64, graph replays, bad arguments), `hang` (a skipped call named by
+# torch.distributed.run) runs under `timeout`, so a hung rank ends its part instead of the script. Parts (PARTS,
+# default "tests hang bench"): `tests` (tests/gpu/tp_cases.py: both ops vs float64, graph replays, bad arguments), `hang` (a skipped call named by
 # debug mode, all-gather then reduce-scatter), `bench` (tilepipe/tools/bench_tp.py: bench/results/tp-h200x2.json,
 # copied to $OUT, its table printed last). NVLink multicast is off on these machines and must stay off.
 set -uo pipefail
