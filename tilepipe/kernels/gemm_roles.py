@@ -45,7 +45,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
               B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None, arrivals=None):
     """A and B tiles per k-step, in their descriptors' boxes (a pieced tile takes several), and, given scale
     descriptors, the block scales of a block-scaled payload. The tile sizes are the payload's. Given `arrivals`
-    (pipeline/flags.py: ChunkFlags), a tile's loads wait until the chunk of A holding its rows arrived."""
+    (pipeline/flags.py: ChunkFlags), a tile's loads wait until the chunk of A holding its rows arrived, and A's tiles
+    of this rank's own chunk come from its shard's descriptor."""
     BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1] if B_KMAJOR else inputs.payload.b_tiles.shape[2]
@@ -68,7 +69,10 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                 else:
                     tiles.expect_loads(a_desc, b_desc, sfa_desc, sfb_desc)
                     tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
-                tiles.load_a(a_desc, [row, k * BK])
+                if arrivals is None:
+                    tiles.load_a(a_desc, [row, k * BK])
+                else:  # this rank's own chunk from its shard, the others from the gathered A
+                    arrivals.load_a(tiles, a_desc, row, k * BK)
                 b_row, b_col = work.b_coords(col, k * BK, B_KMAJOR)
                 tiles.load_b(b_desc, [b_row, b_col])
         if HAS_C:
