@@ -4,7 +4,7 @@ torch's symmetric memory: all_gather_matmul (column-parallel: all-gather A, then
 tilepipe::all_gather_matmul and tilepipe::matmul_reduce_scatter. docs/tp.md: the design."""
 
 from tilepipe.distributed import library  # noqa: F401  (registers the custom ops)
-from tilepipe.distributed.all_gather import all_gather_matmul, shard_slot
+from tilepipe.distributed.all_gather import all_gather_matmul
 from tilepipe.distributed.reduce_scatter import matmul_reduce_scatter
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "shard_slot"]
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter"]

@@ -44,6 +44,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
     check_agreement(group, "all_gather_matmul", "a_shard", a_shard, b, b_kmajor)
     debug = check_switches(overlap, debug)
     check_aligned(out)
+    check_aligned(a_shard, "a_shard")
     device = device_index(a_shard)
     if overlap and (rows < CHUNK_MIN_ROWS or device_target(device) != "sm_90a"):
         raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and shards of at least {CHUNK_MIN_ROWS} "
@@ -60,29 +61,16 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
     main = torch.cuda.current_stream()
     ws.epoch.add_(1)
     ws.stream.wait_stream(main)
-    ws.local.wait_stream(main)
-    with torch.cuda.stream(ws.local):
-        ws.keep(a_shard)
     with torch.cuda.stream(ws.stream):
         for peer in ws.push_order():
             ws.send(a_shard, peer)
     timeout_s = stall_seconds()
-    _launch(ws, b.t() if b_kmajor else b, out, gather_config(N), b_kmajor, debug, int(timeout_s * 1e3), device)
+    _launch(ws, a_shard, b.t() if b_kmajor else b, out, gather_config(N), b_kmajor, debug, int(timeout_s * 1e3),
+            device)
     if debug:
         check_report(ws, "all_gather_matmul", "load", timeout_s)
     ws.finish()
     return out
-
-
-def shard_slot(rows: int, K: int, dtype: torch.dtype, group: dist.ProcessGroup | str | None = None) -> torch.Tensor:
-    """This rank's [rows, K] slot of all_gather_matmul's symmetric buffer for shards of that shape and dtype: a shard
-    written here (say, by the layer before) is gathered without the copy into the slot. Collective on first use, like
-    the op's first call."""
-    group = resolve_group(group)
-    if dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"dtype must be float16 or bfloat16, got {dtype}")
-    ws = workspace(group, (rows, K), dtype, torch.device("cuda", torch.cuda.current_device()), "all_gather")
-    return ws.slots[ws.rank]
 
 
 def gather_config(N: int) -> MatmulConfig:
@@ -90,10 +78,10 @@ def gather_config(N: int) -> MatmulConfig:
     return LARGE_SUBTILED_16BIT if N >= LARGE_SUBTILED_16BIT.block_n else MEDIUM
 
 
-def _launch(ws: Workspace, b_view: torch.Tensor, out: torch.Tensor, cfg: MatmulConfig, b_kmajor: bool, debug: bool,
-            timeout_ms: int, device: int) -> None:
-    """ag_matmul_kernel over the slots (W chunks of A) on a persistent grid: the first launch per configuration
-    through Triton's JIT, later ones FastLauncher."""
+def _launch(ws: Workspace, a_shard: torch.Tensor, b_view: torch.Tensor, out: torch.Tensor, cfg: MatmulConfig,
+            b_kmajor: bool, debug: bool, timeout_ms: int, device: int) -> None:
+    """ag_matmul_kernel over the slots (W chunks of A; this rank's from a_shard itself) on a persistent grid: the
+    first launch per configuration through Triton's JIT, later ones FastLauncher."""
     from tilepipe.kernels.matmul import operand_blocks
 
     world, rows, K = ws.slots.shape
@@ -106,15 +94,15 @@ def _launch(ws: Workspace, b_view: torch.Tensor, out: torch.Tensor, cfg: MatmulC
     scalars = (rows, ws.rank, timeout_ms, N, K, world, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug)
     key = (cfg, out.dtype, b_kmajor, world, debug, device)
-    if _LAUNCHERS.launch(key, grid, stream, (TmaOperand.of(a_rows), TmaOperand.of(b_view), TmaOperand.of(out),
-                                             *(t.data_ptr() for t in pointers), *scalars)) is not None:
+    operands = (TmaOperand.of(a_rows), TmaOperand.of(a_shard), TmaOperand.of(b_view), TmaOperand.of(out))
+    if _LAUNCHERS.launch(key, grid, stream, (*operands, *(t.data_ptr() for t in pointers), *scalars)) is not None:
         return
     from tilepipe.kernels.ag_matmul import ag_matmul_kernel
 
     blocks = operand_blocks(cfg, b_kmajor)
-    kernel = ag_matmul_kernel[grid](tensor_descriptor(a_rows, *blocks["a"]), tensor_descriptor(b_view, *blocks["b"]),
-                                    tensor_descriptor(out, *blocks["c"]), *pointers, *scalars, num_warps=cfg.num_warps,
-                                    **BUILD_OPTIONS)
+    kernel = ag_matmul_kernel[grid](tensor_descriptor(a_rows, *blocks["a"]), tensor_descriptor(a_shard, *blocks["a"]),
+                                    tensor_descriptor(b_view, *blocks["b"]), tensor_descriptor(out, *blocks["c"]),
+                                    *pointers, *scalars, num_warps=cfg.num_warps, **BUILD_OPTIONS)
     _LAUNCHERS.remember(key, kernel)
 
 

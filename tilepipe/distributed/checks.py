@@ -84,10 +84,11 @@ def check_out(out: torch.Tensor | None, shape: tuple[int, int]) -> None:
                          f"{out.stride()}")
 
 
-def check_aligned(out: torch.Tensor | None) -> None:
-    """out, when given, starts on 16 bytes (TMA writes it); a real tensor's check (a fake one has no address)."""
-    if out is not None and out.data_ptr() % 16:
-        raise ValueError(f"out must start on 16 bytes, got address {out.data_ptr():#x}")
+def check_aligned(t: torch.Tensor | None, name: str = "out") -> None:
+    """`t` (named `name`), when given, starts on 16 bytes (TMA reads or writes it); a real tensor's check (a fake one
+    has no address)."""
+    if t is not None and t.data_ptr() % 16:
+        raise ValueError(f"{name} must start on 16 bytes (TMA reads or writes it), got address {t.data_ptr():#x}")
 
 
 def check_switches(overlap: bool | None, debug: bool | None) -> bool:

@@ -5,11 +5,11 @@ get_buffer, barrier); tilepipe has no transport of its own.
 
 A call (both ops):
   main stream   epoch += 1 (a one-element add, before anything that waits)
-  side streams  this rank's own chunk into its own slot, then the epoch into its flag (all-gather; its own stream);
-                for each peer p, in push order (p = rank - 1, rank - 2, ... mod W, so rank r hears from r + 1 first):
+  side stream   for each peer p, in push order (p = rank - 1, rank - 2, ... mod W, so rank r hears from r + 1 first):
                 copy this rank's chunk into p's slot `rank` (copy engine), then copy the epoch into p's flag `rank`
                 (4 bytes, copy engine): a flag never lands before its chunk, and no SM is needed
-  main stream   the kernel that waits on the flags; then waits for the side stream and (`finish`) a barrier of the
+  main stream   the kernel that waits on the flags (its own chunk it reads where it lies: the all-gather's shard, the
+                reduce-scatter's own slot); then waits for the side stream and (`finish`) a barrier of the
                 group, so no peer copies the next call's chunk into a slot this rank may still read
 Each rank adds 1 to its own epoch once a call, so every rank's call n has epoch n: a flag holding an earlier epoch is
 stale, and CUDA-graph replays (which replay the add) need no reset. The flags start at zero before the first call.
@@ -41,7 +41,6 @@ class Workspace:
     epoch: torch.Tensor
     report: torch.Tensor
     stream: torch.cuda.Stream
-    local: torch.cuda.Stream  # the copy into this rank's own slot, beside the peers' copies (another copy engine)
     peer_slots: dict[int, torch.Tensor] = field(default_factory=dict)
     peer_flags: dict[int, torch.Tensor] = field(default_factory=dict)
     handle: object = None  # the slots' _SymmetricMemory (its barrier)
@@ -57,17 +56,9 @@ class Workspace:
         self.peer_slots[peer][self.rank].copy_(chunk)
         self.peer_flags[peer][self.rank:self.rank + 1].copy_(self.epoch)
 
-    def keep(self, chunk: torch.Tensor) -> None:
-        """On the local stream (current): `chunk` into this rank's own slot (unless it is that slot), then this call's
-        epoch into its flag."""
-        if chunk.data_ptr() != self.slots[self.rank].data_ptr():
-            self.slots[self.rank].copy_(chunk)
-        self.flags[self.rank:self.rank + 1].copy_(self.epoch)
-
     def finish(self) -> None:
-        """Main stream: wait for the side streams' copies, then for every rank of the group to get here."""
+        """Main stream: wait for the side stream's copies, then for every rank of the group to get here."""
         torch.cuda.current_stream().wait_stream(self.stream)
-        torch.cuda.current_stream().wait_stream(self.local)
         self.handle.barrier(channel=0)
 
 
@@ -104,7 +95,7 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
     flag_handle = symm_mem.rendezvous(flags, group.group_name)
     ws = Workspace(group.group_name, rank, world, slots, flags, torch.zeros(1, dtype=torch.int32, device=device),
                    torch.zeros(REPORT_WORDS, dtype=torch.int32, device=device), torch.cuda.Stream(device, priority=-1),
-                   torch.cuda.Stream(device, priority=-1), handle=handle)
+                   handle=handle)
     for peer in ws.push_order():
         ws.peer_slots[peer] = handle.get_buffer(peer, (world, *slot_shape), dtype)
         ws.peer_flags[peer] = flag_handle.get_buffer(peer, (FLAG_PAD, ), torch.int32)

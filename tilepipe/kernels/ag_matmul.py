@@ -2,7 +2,8 @@
 
 matmul_kernel's roles and pipelines (kernels/matmul.py) under the chunked static schedule (schedulers/chunked.py):
   load   (1 warp)   before a tile's first TMA load of A, waits until the chunk holding its rows arrived
-                    (pipeline/flags.py: an acquire of the chunk's epoch flag and the proxy fence TMA needs)
+                    (pipeline/flags.py: an acquire of the chunk's epoch flag and the proxy fence TMA needs); the
+                    rank's own chunk it reads from its shard, which needs no copy and no wait
   mma    (8 warps)  two wgmma warpgroups on a tile, D through the output stages (matmul's mma role)
   store  (1 warp)   TMA-stores each output stage (D in sub-tiles where EPILOGUE_N is set)
 Each rank starts on its own chunk and takes the peers' in the order they arrive. No C, bias, cluster or swap-AB.
@@ -23,11 +24,12 @@ from tilepipe.schedulers.chunked import ChunkedTileScheduler
 
 
 @gluon.jit(do_not_specialize=["chunk_rows", "rank", "timeout_ms", "N", "K"])  # a binary per configuration
-def ag_matmul_kernel(a_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_rows, rank, timeout_ms, N, K,
+def ag_matmul_kernel(a_desc, own_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_rows, rank, timeout_ms, N, K,
                      WORLD: gl.constexpr, STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                      B_KMAJOR: gl.constexpr, TILE: gl.constexpr, EPILOGUE_N: gl.constexpr, DEBUG: gl.constexpr):
-    """A (a_desc) is WORLD chunks of `chunk_rows` rows (>= the tile's), chunk r from rank r; `flags` holds an int32
-    per chunk, which the copy engine sets to the call's epoch (at `epoch_ptr`) once the chunk landed. DEBUG: a wait
+    """A (a_desc) is WORLD chunks of `chunk_rows` rows (>= the tile's), chunk r from rank r, but this rank's own
+    chunk is read from its shard (own_desc); `flags` holds an int32 per chunk, which the copy engine sets to the
+    call's epoch (at `epoch_ptr`) once the chunk landed. DEBUG: a wait
     gives up after `timeout_ms` and writes `report` (pipeline/flags.py). TILE and EPILOGUE_N as matmul_kernel's."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
@@ -37,7 +39,8 @@ def ag_matmul_kernel(a_desc, b_desc, d_desc, flags, epoch_ptr, report, chunk_row
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate(Probe.create(None, 0))
     sched = ChunkedTileScheduler.create(chunk_rows, N, WORLD, rank, BM, BN, GROUP_M)
-    arrivals = ChunkFlags.create(flags, epoch_ptr, chunk_rows, report if DEBUG else None, timeout_ms if DEBUG else 0)
+    arrivals = ChunkFlags.create(flags, epoch_ptr, chunk_rows, rank, own_desc, report if DEBUG else None,
+                                 timeout_ms if DEBUG else 0)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     sources, load_order = c_pipelines(smem, smem.c_tiles, False)
@@ -53,8 +56,8 @@ def ag_matmul_spec(cfg, dtype: str, b_kmajor: bool, world: int, debug: bool = Fa
     """ag_matmul_kernel for configuration `cfg` (a single-CTA MatmulConfig, static) as a KernelSpec (sm_90a): A, B and
     D of `dtype`, `world` chunks, DEBUG as `debug`."""
     blocks = operand_blocks(cfg, b_kmajor)
-    signature = {"a_desc": tile_desc(dtype, *blocks["a"]), "b_desc": tile_desc(dtype, *blocks["b"]),
-                 "d_desc": tile_desc(dtype, *blocks["c"]), "flags": "*i32", "epoch_ptr": "*i32", "report": "*i32",
+    signature = {"a_desc": tile_desc(dtype, *blocks["a"]), "own_desc": tile_desc(dtype, *blocks["a"]),
+                 "b_desc": tile_desc(dtype, *blocks["b"]), "d_desc": tile_desc(dtype, *blocks["c"]), "flags": "*i32", "epoch_ptr": "*i32", "report": "*i32",
                  "chunk_rows": "i32", "rank": "i32", "timeout_ms": "i32", "N": "i32", "K": "i32"}
     constexprs = {"WORLD": world, "STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m,
                   "B_KMAJOR": b_kmajor, "TILE": [cfg.block_m, cfg.block_n], "EPILOGUE_N": cfg.epilogue_n,

@@ -19,6 +19,7 @@ that reads the chunks with plain loads).
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma
 
 from tilepipe.pipeline.partials import one_per_lane
 
@@ -78,28 +79,34 @@ def _wait(flag, epoch, timeout_ms, report, chunk, layout: gl.constexpr, COUNT: g
 @aggregate
 class ChunkFlags:
     """A role's view of the chunk flags: `flags` (an int32 per chunk), the call's `epoch`, `chunk_rows` rows of A a
-    chunk, and `ready`, a mask of the chunks this role saw arrive (it waits on each chunk once). `report` and
-    `timeout_ms`: debug mode (module docstring), else None and 0."""
+    chunk, and `ready`, a mask of the chunks this role saw arrive (it waits on each chunk once). With `own` (a TMA
+    descriptor over this rank's shard, chunk `rank`) that chunk is read where it lies: no copy, no flag to wait on.
+    `report` and `timeout_ms`: debug mode (module docstring), else None and 0."""
     flags: gl.tensor
     epoch: gl.tensor
     chunk_rows: gl.tensor
+    rank: gl.tensor
     ready: gl.tensor
+    own: tma.tensor_descriptor | gl.constexpr
     report: gl.tensor | gl.constexpr
     timeout_ms: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, flags, epoch, chunk_rows, ready, report, timeout_ms):
+    def __init__(self, flags, epoch, chunk_rows, rank, ready, own, report, timeout_ms):
         self.flags = flags
         self.epoch = epoch
         self.chunk_rows = chunk_rows
+        self.rank = rank
         self.ready = ready
+        self.own = own if isinstance(own, tma.tensor_descriptor) else gl.constexpr(own)
         self.report = report if isinstance(report, gl.tensor) else gl.constexpr(report)
         self.timeout_ms = timeout_ms if isinstance(timeout_ms, gl.tensor) else gl.constexpr(timeout_ms)
 
     @gluon.jit
-    def create(flags, epoch_ptr, chunk_rows, report=None, timeout_ms=0):
-        """The flags of a call whose epoch is at `epoch_ptr`, with no chunk seen yet."""
-        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, gl.to_tensor(0), report, timeout_ms)
+    def create(flags, epoch_ptr, chunk_rows, rank, own=None, report=None, timeout_ms=0):
+        """The flags of a call whose epoch is at `epoch_ptr`, no chunk seen yet but the own one where `own` reads it."""
+        ready = gl.to_tensor(0) if own is None else gl.to_tensor(1) << rank
+        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, rank, ready, own, report, timeout_ms)
 
     @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_rows(row)`.")
     @gluon.jit
@@ -113,7 +120,21 @@ class ChunkFlags:
             _wait(self.flags + chunk, self.epoch, self.timeout_ms, self.report, chunk, one_per_lane(gl.num_ctas()),
                   32)
             ready = ready | (1 << chunk)
-        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, ready, self.report, self.timeout_ms)
+        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, self.rank, ready, self.own, self.report,
+                          self.timeout_ms)
+
+    @gluon.jit
+    def load_a(self, tiles, a_desc, row, col):
+        """TMA-load A's tile at (row, col) of the gathered A into the stage `tiles`: from `own` where the row is in
+        this rank's chunk, else from `a_desc` (the chunks that arrived)."""
+        if self.own is None:
+            tiles.load_a(a_desc, [row, col])
+        else:
+            own_row = row - self.rank * self.chunk_rows
+            if (own_row >= 0) & (own_row < self.chunk_rows):
+                tiles.load_a(self.own, [own_row, col])
+            else:
+                tiles.load_a(a_desc, [row, col])
 
 
 @gluon.jit

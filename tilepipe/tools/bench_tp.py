@@ -3,8 +3,7 @@
     torchrun --nproc-per-node 2 -m tilepipe.tools.bench_tp [NAME]
 
 All-gather + GEMM on the issue's three shapes (A split on M, each rank its N / W columns of B) and GEMM +
-reduce-scatter on its two (K split): tilepipe overlapped (all-gather: also with the shard written in its slot,
-shard_slot, which saves the copy into it), NCCL + torch.matmul in sequence, torch's
+reduce-scatter on its two (K split): tilepipe overlapped, NCCL + torch.matmul in sequence, torch's
 fused_all_gather_matmul / fused_matmul_reduce_scatter, and the GEMM and the collective alone (the ideal is the larger).
 Methods interleave, REPS rounds of ITERS calls each, every round started at a barrier; a method's time is its median
 round on the slowest rank. Rank 0 writes bench/results/NAME.json (default tp-h200x2) and prints the table last.
@@ -65,11 +64,10 @@ def compare(methods: dict[str, Callable[[], object]], iters: int) -> dict[str, d
 
 
 def all_gather_row(M: int, N: int, K: int, group: dist.ProcessGroup) -> dict:
-    from tilepipe.distributed import all_gather_matmul, shard_slot
+    from tilepipe.distributed import all_gather_matmul
 
     world, rank = group.size(), group.rank()
     a_shard = torch.randn(M // world, K, device="cuda", dtype=torch.bfloat16)
-    in_slot = shard_slot(M // world, K, torch.bfloat16, group).copy_(a_shard)
     b = torch.randn(K, N // world, device="cuda", dtype=torch.bfloat16)
     full = torch.empty(M, K, device="cuda", dtype=torch.bfloat16)
 
@@ -79,7 +77,6 @@ def all_gather_row(M: int, N: int, K: int, group: dist.ProcessGroup) -> dict:
 
     methods = {"tilepipe": lambda: all_gather_matmul(a_shard, b, group, overlap=True),
                "tilepipe default": lambda: all_gather_matmul(a_shard, b, group),
-               "tilepipe shard in slot": lambda: all_gather_matmul(in_slot, b, group, overlap=True),
                "nccl + torch.matmul": sequence,
                "torch fused": lambda: torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, group.group_name),
                "gemm alone": lambda: torch.matmul(full, b),
@@ -137,13 +134,13 @@ def table(rows: list[dict]) -> str:
     def cell(value, digits=3):
         return "-" if value is None else f"{value:.{digits}f}"
 
-    lines = [("op", "shape", "tilepipe ms", "default ms", "in slot ms", "seq ms", "fused ms", "ideal ms", "/ideal",
-              "vs seq", "vs fused", "rel err")]
+    lines = [("op", "shape", "tilepipe ms", "default ms", "seq ms", "fused ms", "ideal ms", "/ideal", "vs seq",
+              "vs fused", "rel err")]
     for r in rows:
         ms = {name: t.get("ms") for name, t in r["times"].items()}
         lines.append((r["op"], r["shape"], cell(ms["tilepipe"]), cell(ms["tilepipe default"]),
-                      cell(ms.get("tilepipe shard in slot")), cell(ms["nccl + torch.matmul"]), cell(ms["torch fused"]),
-                      cell(r["ideal_ms"]), cell(r["tilepipe_over_ideal"]), cell(_inverse(r["tilepipe / nccl + torch.matmul"])),
+                      cell(ms["nccl + torch.matmul"]), cell(ms["torch fused"]), cell(r["ideal_ms"]),
+                      cell(r["tilepipe_over_ideal"]), cell(_inverse(r["tilepipe / nccl + torch.matmul"])),
                       cell(_inverse(r["tilepipe / torch fused"])), f"{r['rel_err_vs_sequence']:.1e}"))
     return format_table(lines) + "\n(vs seq, vs fused: their time over tilepipe's; > 1 is tilepipe faster)"
 

@@ -3,10 +3,11 @@ interleaving (small groups) or many random ones (large groups), so a change to i
 
 Each of W ranks makes `calls` calls. In call n a rank:
   epoch     sets its epoch (n; a seeded "baked" epoch stays 1, as a host constant replayed by a CUDA graph would)
-  copies    (its copy engine, in order) for itself, then each peer in push order: the chunk into that rank's slot,
-            then the epoch into that rank's flag of this rank
-  kernel    for each chunk in tile order (its own, then rank + 1, rank + 2, ...): waits until the chunk's flag holds
-            its epoch, then reads the slot, which must hold call n's chunk
+  copies    (its copy engine, in order) for each peer in push order: the chunk into that rank's slot, then the epoch
+            into that rank's flag of this rank
+  kernel    its own chunk first, read where it lies (no copy, no flag); then each peer's chunk in tile order (rank + 1,
+            rank + 2, ...): waits until the chunk's flag holds its epoch, then reads the slot, which must hold call
+            n's chunk
   finish    once its copies and its kernel are done, arrives at the group's barrier of call n, and goes on when every
             rank arrived (a seeded "no_barrier" goes on at once)
 A rank that "skips" a call (seeded) makes no step of it. Findings: "stale" (a read of another call's chunk), "hang"
@@ -46,7 +47,7 @@ class _Model:
         if seed is not None and seed not in SEEDS:
             raise ValueError(f"seed must be None or one of {SEEDS}, got {seed!r}")
         self.world, self.calls, self.seed = world, calls, seed
-        self.targets = [[r] + [(r - s) % world for s in range(1, world)] for r in range(world)]  # copy order
+        self.targets = [[(r - s) % world for s in range(1, world)] for r in range(world)]  # copy order
         self.order = [[(r + s) % world for s in range(world)] for r in range(world)]  # tile order
 
     def initial(self) -> tuple:
@@ -68,7 +69,7 @@ class _Model:
                 value = 1 if self.seed == "baked_epoch" else call
                 yield f"rank {r} call {call}: epoch {value}", self._rank(state, r, (call, "run", value, 0, 0))
             elif stage == "run":
-                if copy_pc < 2 * W:
+                if copy_pc < 2 * (W - 1):
                     peer = self.targets[r][copy_pc // 2]
                     table, value = (slots, call) if copy_pc % 2 == 0 else (flags, epoch)
                     table = _set(table, peer, r, value)
@@ -78,13 +79,16 @@ class _Model:
                         new, r, (call, stage, epoch, copy_pc + 1, kernel_pc))
                 if kernel_pc < W:
                     chunk = self.order[r][kernel_pc]
-                    if flags[r][chunk] == epoch:
+                    if chunk == r:
+                        yield f"rank {r} reads its own chunk", self._rank(state, r, (call, stage, epoch, copy_pc,
+                                                                                    kernel_pc + 1))
+                    elif flags[r][chunk] == epoch:
                         step = self._rank(state, r, (call, stage, epoch, copy_pc, kernel_pc + 1))
                         if slots[r][chunk] != call:
                             yield "stale", (f"rank {r} call {call} read chunk {chunk} holding call "
                                             f"{slots[r][chunk]}'s data (its flag held epoch {epoch})")
                         yield f"rank {r} reads chunk {chunk}", step
-                if copy_pc == 2 * W and kernel_pc == W:
+                if copy_pc == 2 * (W - 1) and kernel_pc == W:
                     count = list(arrived)
                     count[call] += 1
                     yield f"rank {r} arrives at barrier {call}", self._rank(
