@@ -10,6 +10,9 @@
 # names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
 # `epilogues` (issue 40, at most 6 minutes): the fused epilogues' GPU cases (test_linear_gpu, test_linear_fp8_gpu,
 # test_grouped_epilogues_gpu, test_llama_gpu), then tools/bench_epilogues.py (epilogues-h200.json) into $OUT.
+# `split` (issue 42, at most 6 minutes): split multicast's GPU cases (tests/gpu/test_split_gpu.py: every split cluster
+# GEMM under every scheduler, a CUDA-graph replay, the debug-mode hang of a release that skips the peer), then
+# tools/bench_clusters.py's split table (split-h200.json: split against leader-issued, no cluster and torch) into $OUT.
 # `shapes` (issue 20, about 6 minutes): `python -m tilepipe bench --shapes`
 # (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled,
 # ping-pong and FP8 stream-K GPU cases, one process each.
@@ -41,6 +44,20 @@ if [ "$part" = epilogues ]; then  # issue 40: the fused epilogues' GPU cases, th
     bench=$?
     cat "$out/bench.log"
     echo "epilogue gpu cases exit=$tests, bench_epilogues exit=$bench"
+    [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
+    exit
+fi
+if [ "$part" = split ]; then  # issue 42: split multicast's GPU cases, then its table (at most 6 minutes)
+    timeout 190 python3 -m pytest -q -m gpu tests/gpu/test_split_gpu.py --junitxml="$out/junit.xml" \
+        > "$out/pytest.log" 2>&1
+    tests=$?
+    tail -60 "$out/pytest.log"
+    name="${BENCH_NAME:-split-h200}"
+    timeout 160 python3 -m tilepipe.tools.bench_clusters "$name" > "$out/bench.log" 2>&1
+    bench=$?
+    cp "bench/results/$name.json" "$out/" 2>/dev/null
+    cat "$out/bench.log"
+    echo "split gpu cases exit=$tests, bench_clusters split exit=$bench"
     [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
     exit
 fi
@@ -78,7 +95,7 @@ if runs tests; then  # about 9.5 minutes on an H100 (203 cases), at the edge of 
     # minutes, tests/gpu/test_matmul_gpu.py) and tests-rest (the others, about 6) split it over two calls
     case "$part" in
         tests-matmul) selected=(tests/gpu/test_matmul_gpu.py) ;;
-        tests-rest) selected=(tests --ignore=tests/gpu/test_matmul_gpu.py) ;;
+        tests-rest) selected=(tests --ignore=tests/gpu/test_matmul_gpu.py --ignore=tests/gpu/test_split_gpu.py) ;;
         *) selected=(tests) ;;
     esac
     timeout 570 python3 -m pytest -q -m gpu "${selected[@]}" --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1

@@ -110,3 +110,12 @@ def test_the_checker_passes_the_split_rings_and_catches_a_release_that_skips_the
                                         for r in plain.roles))
     found = [f for f in check(seeded).findings if f.kind == "deadlock"]
     assert any("waits on input.empty[" in f.message for f in found), format_results([check(seeded)])
+
+
+def test_the_benchmark_times_each_cluster_split_and_leader_issued():
+    from tilepipe.tools.bench_clusters import SPLIT_SHAPES, cluster_variants
+
+    variants = cluster_variants(MatmulConfig(128, 256, 64, 3, cluster_m=2, split_multicast=True), split=True)
+    assert list(variants) == ["default", "1x1", "1x2", "2x1", "1x2 split", "2x1 split"]
+    assert [v.split_multicast for v in variants.values() if v] == [False, False, False, True, True]
+    assert (448, 4096, 14336) in SPLIT_SHAPES["bf16"] and (1024, 2048, 7168) in SPLIT_SHAPES["blockwise"]

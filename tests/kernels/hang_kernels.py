@@ -6,7 +6,10 @@ BUG is "none" (a healthy ring: prints {"ok": true}), "wrong_phase" (the producer
 its loop, so it waits on the empty barrier with the wrong parity), "missing_arrive" (the consumer steps past
 each slot through the direct API without arriving, so the producer never gets a slot back), or, in two-CTA
 clusters over a multicast ring, "missing_peer_release" (each consumer frees its own CTA's slot but not the pair's,
-so the pair's first CTA, which waits for both, never gets a slot back). A healthy multicast ring needs its fills to
+so the pair's first CTA, which waits for both, never gets a slot back); over a split multicast ring (each empty
+barrier counts both CTAs' consumers: pipeline/multicast.py), "split_none" (healthy: each CTA fills its own slots,
+every release reaches both CTAs) and "split_skips_peer" (each consumer frees its own CTA's slot only, so neither
+CTA's producer gets a slot back). A healthy multicast ring needs its fills to
 reach both CTAs (TMA multicast: see ProducerConsumerPipeline), which this generic ring does not do, so the healthy
 cluster case is the cluster GEMM in debug mode (tests/gpu/probe_cases.py). The kernel runs in
 debug mode under `tilepipe.probes.debug.watch`; a hang ends the process with the watchdog's report and exit code.
@@ -25,8 +28,9 @@ from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.ring import ProducerConsumerPipeline
 from tilepipe.pipeline.roles import warp_specialize
 
-BUGS = {"none": 0, "wrong_phase": 1, "missing_arrive": 2, "missing_peer_release": 3}
-CLUSTER_BUGS = ("missing_peer_release", )
+BUGS = {"none": 0, "wrong_phase": 1, "missing_arrive": 2, "missing_peer_release": 3, "split_none": 4,
+        "split_skips_peer": 5}
+CLUSTER_BUGS = ("missing_peer_release", "split_none", "split_skips_peer")
 ITEMS = 4096
 
 
@@ -47,9 +51,9 @@ def consumer_role(ring: ProducerConsumerPipeline, items, out_ptr, BUG: gl.conste
         if BUG == 2:
             ring.wait_producer()
             ring = ring.consumer_step()  # the bug: no arrive on the empty barrier
-        elif BUG == 3:
+        elif BUG == 3 or BUG == 5:
             ring.wait_producer()
-            mbarrier.arrive(ring.consumer_mbar(ring.index))  # the bug: this CTA's barrier only, not the pair's
+            mbarrier.arrive(ring.consumer_mbar(ring.index))  # the bug: this CTA's barrier only, not the pair's/peer's
             ring = ring.consumer_step()
         else:
             stage = ring.acquire_consumer()
@@ -61,7 +65,7 @@ def consumer_role(ring: ProducerConsumerPipeline, items, out_ptr, BUG: gl.conste
 def ring_kernel(out_ptr, items, probe_buf, STAGES: gl.constexpr, BUG: gl.constexpr, PROBE: gl.constexpr):
     probe = Probe.create(probe_buf, PROBE)
     ring = ProducerConsumerPipeline.create(STAGES, name="ring", producer_proxy="generic", consumer_proxy="generic",
-                                           probe=probe, multicast=gl.num_ctas() > 1)
+                                           probe=probe, multicast=gl.num_ctas() > 1 and BUG < 4, split=BUG >= 4)
     warp_specialize([(consumer_role, (ring, items, out_ptr + gl.program_id(0), BUG)),
                      (producer_role, (ring, items, BUG))], [1], [40])
 

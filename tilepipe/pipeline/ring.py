@@ -147,15 +147,15 @@ class ProducerConsumerPipeline:
 
     @builtin
     def create(num_stages, producer_arrivals=1, consumer_arrivals=1, name="pipeline", producer_proxy="async",
-               consumer_proxy="async", probe=None, multicast=False, _semantic=None, _generator=None):
+               consumer_proxy="async", probe=None, multicast=False, split=False, _semantic=None, _generator=None):
         """Allocate 2 x num_stages barriers per CTA (and, `multicast`, a pair barrier per stage in a two-CTA
-        cluster) from one declaration and initialise them."""
+        cluster; `split`: a split multicast ring's, no pair) from one declaration and initialise them."""
         stages = _unwrap_if_constexpr(num_stages)
         barriers = allocate_barriers(2 * stages, False, name, _semantic)
         pair = allocate_barriers(stages, True, name, _semantic) if _unwrap_if_constexpr(multicast) else None
         pipe = ProducerConsumerPipeline.from_barriers(barriers, num_stages, producer_arrivals, consumer_arrivals,
                                                       name, producer_proxy, consumer_proxy, probe, pair,
-                                                      _semantic=_semantic)
+                                                      split=split, _semantic=_semantic)
         _generator.call_JitFunction(ProducerConsumerPipeline.init_barriers, [pipe], {})
         return pipe
 
