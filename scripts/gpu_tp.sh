@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # GPU check of tilepipe.distributed on 2 GPUs (nvidia-h200-x2), logs to $OUT (or ./gpu-logs). Every torchrun
 # (python3 -m torch.distributed.run) runs under `timeout`, so a hung rank ends its part instead of the script.
-# Parts (PARTS, default "tests hang bench"): `tests` (tests/gpu/tp_cases.py: both ops vs float64, graph replays, bad
-# arguments), `hang` (a skipped call named by debug mode, all-gather then reduce-scatter), `bench`
+# Parts (PARTS, default "tests hang bench"): `tests` (tests/gpu/tp_cases.py: both ops vs float64, graph replays,
+# torch.compile, bad arguments), `hang` (a skipped call named by debug mode, all-gather then reduce-scatter), `bench`
 # (tilepipe/tools/bench_tp.py: bench/results/tp-h200x2.json, copied to $OUT, its table printed last). NVLink
 # multicast is off on these machines and must stay off.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_env.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda",
+torch.version.cuda)
 for i in range(torch.cuda.device_count()): print("GPU", i, torch.cuda.get_device_name(i))'
 nvidia-smi topo -m 2>/dev/null | head -n 4
 torchrun_part() {  # name, timeout in seconds, then the arguments after torchrun's (2 processes, one per GPU)
@@ -31,7 +32,8 @@ for part in ${PARTS:-tests hang bench}; do
     case "$part" in
     tests)
         torchrun_part tests "${TESTS_S:-200}" -m tests.gpu.tp_cases ag-bf16-rowmajor ag-bf16-kmajor ag-fp16-rowmajor \
-            ag-fp16-kmajor rs-bf16-rowmajor rs-bf16-kmajor rs-fp16-rowmajor rs-fp16-kmajor graph badargs
+            ag-fp16-kmajor rs-bf16-rowmajor rs-bf16-kmajor rs-fp16-rowmajor rs-fp16-kmajor graph compile \
+            badargs
         code=$? ;;
     hang)
         torchrun_part hang-ag 60 -m tests.gpu.tp_cases hang-ag

@@ -12,7 +12,7 @@ from tests.gpu.guarded import assert_ok
 from tilepipe.probes.debug import run_guarded
 
 CORRECTNESS = [f"{op}-{dtype}-{layout}" for op in ("ag", "rs") for dtype in ("bf16", "fp16")
-               for layout in ("rowmajor", "kmajor")] + ["graph", "badargs"]
+               for layout in ("rowmajor", "kmajor")] + ["graph", "compile", "badargs"]
 GROUPS = {"correctness": CORRECTNESS, "hang-ag": ["hang-ag"], "hang-rs": ["hang-rs"]}
 TIMEOUT_S = {"correctness": 420, "hang-ag": 120, "hang-rs": 120}
 

@@ -4,8 +4,9 @@
 
 CASE: ag-DTYPE-LAYOUT and rs-DTYPE-LAYOUT (DTYPE bf16/fp16, LAYOUT rowmajor/kmajor: both ops, overlapped and as the
 NCCL sequence, on ragged M against a float64 reference of the unsplit GEMM, out poisoned with NaN), graph (CUDA-graph
-replays bitwise equal to eager calls, both ops), badargs (ranks that disagree, M not split evenly), hang-ag and
-hang-rs (rank 1 skips a call; rank 0's debug mode must name the chunk and the peer; run each in its own torchrun).
+replays bitwise equal to eager calls, both ops), compile (torch.compile fullgraph of a layer calling both), badargs
+(ranks that disagree, M not split evenly), hang-ag and hang-rs (rank 1 skips a call; rank 0's debug mode must name
+the chunk and the peer; run each in its own torchrun).
 Each rank prints a JSON line per case; rank 0 prints the summary {"ok": ...} last. NVLink multicast stays off."""
 
 import json
@@ -105,6 +106,25 @@ def case_graph() -> dict:
     return {"ok": all(equal.values()), "bitwise_equal": equal}
 
 
+def case_compile() -> dict:
+    """torch.compile(fullgraph=True) of a layer calling both ops traces them as tilepipe's custom ops; its output
+    equals the eager call's."""
+    from tilepipe.distributed import all_gather_matmul, matmul_reduce_scatter
+
+    rows, K, N = 333, 1032, 776
+    a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
+    w_up = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+    w_down = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+
+    def layer(x):
+        return matmul_reduce_scatter(torch.relu(all_gather_matmul(x, w_up, overlap=True)), w_down, overlap=True)
+
+    compiled = torch.compile(layer, fullgraph=True)
+    eager, traced = layer(a), compiled(a)
+    torch.cuda.synchronize()
+    return {"ok": torch.equal(eager, traced), "rel_err": rel_err(traced, eager.double())}
+
+
 def case_badargs() -> dict:
     """Ranks that disagree on a_shard's shape are refused on every rank, naming a_shard; M not a multiple of W."""
     from tilepipe.distributed import all_gather_matmul, matmul_reduce_scatter
@@ -158,7 +178,8 @@ def case_hang(op: str) -> dict:
 
 def run(case: str) -> dict:
     kind, *args = case.split("-")
-    return {"ag": case_ag, "rs": case_rs, "graph": case_graph, "badargs": case_badargs, "hang": case_hang}[kind](*args)
+    return {"ag": case_ag, "rs": case_rs, "graph": case_graph, "compile": case_compile, "badargs": case_badargs,
+            "hang": case_hang}[kind](*args)
 
 
 def main(cases: list[str]) -> int:
