@@ -76,6 +76,11 @@ class MatmulConfig:
         return {"TILE": (self.tile_m, self.tile_n) if tiled else None, "EPILOGUE_N": self.epilogue_n}
 
 
+SPLIT_MULTICAST = False
+"""Whether the clusters the host picks split their multicast (each CTA issues its half of the shared tile:
+pipeline/multicast.py; B K-major in the 2x1 cluster config_for takes), or leave it to the first CTA. Off until the
+H200 has run it: tests/gpu/test_split_gpu.py and tools/bench_clusters.py's split table (scripts/gpu_check.sh split)
+say whether to turn it on."""
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
 LARGE_SUBTILED_16BIT = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=64)
 """LARGE_16BIT's tile with D written in 128x64 sub-tiles through two 16 KiB stages instead of one 64 KiB stage, which
@@ -334,7 +339,7 @@ def modelled_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
     if out_dtype == torch.float32 and cfg == MEDIUM and schedule == "static" and wide_fp32_pays(M, N, K, has_c, gpu):
         cfg = LARGE_SUBTILED_FP32
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
-    pair = replace(cfg, cluster_m=2)
+    pair = replace(cfg, cluster_m=2, split_multicast=SPLIT_MULTICAST and b_kmajor)
     if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (gpu.sms // 2):
         return pair
     others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
