@@ -30,7 +30,7 @@ from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines,
 from tilepipe.kernels.spec import gemm_spec
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
-from tilepipe.pipeline.multicast import split_block, split_shared
+from tilepipe.pipeline.multicast import split_operand, split_shared
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.pieces import TilePieces, pieced
@@ -52,11 +52,10 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
     """Shared memory: operand stages, output stages (which also receive C of D's dtype), source stages for C of
     another dtype (`src_dtype`), and the pipelines between the roles (with the dynamic scheduler, its tile-id ring).
     In a `cluster_m` x `cluster_n` cluster the blocks are the cluster's tiles: the operand its CTAs share is
-    multicast, so its input ring counts both CTAs' releases (the dynamic scheduler's tile-id ring is multicast too);
-    with `split` each CTA issues its half of the shared tile (a split ring: pipeline/multicast.py).
-    With `swap_ab` the output and source stages hold D's block_n x block_m tile. Under `streamk` the epilogue-load
-    role also brings partial sums into the output stages (pipeline/partials.py). With `epilogue_n` an output (and
-    source) stage holds a block_m x epilogue_n sub-tile of D."""
+    multicast (`split`: each CTA its half, pipeline/multicast.py), so its input ring counts both CTAs' releases (the
+    dynamic scheduler's tile-id ring is multicast too). With `swap_ab` the output and source stages hold D's block_n
+    x block_m tile. Under `streamk` the epilogue-load role also brings partial sums into the output stages
+    (pipeline/partials.py). With `epilogue_n` an output (and source) stage holds a block_m x epilogue_n sub-tile."""
     cluster = Cluster(cluster_m, cluster_n)
     if swap_ab and cluster.num_ctas > 1:
         raise ValueError("swap-AB is built without clusters")
@@ -143,10 +142,9 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                      "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
     SOURCES: gl.constexpr = HAS_C or STREAMK  # an epilogue-load role and its ring
-    SPLIT: gl.constexpr = split_shared(a_desc, b_desc, BM, BN, CLUSTER_M, CLUSTER_N)  # the host's: operand_blocks
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, HAS_C,
                                      c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK,
-                                     EPILOGUE_N, SPLIT)
+                                     EPILOGUE_N, split_shared(a_desc, b_desc, BM, BN, CLUSTER_M, CLUSTER_N))
     k_tiles = gl.cdiv(K, BK)
     probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
     smem = PLAN.allocate(probe)
@@ -176,20 +174,12 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
     """The TMA blocks of A, B and C/D for configuration `cfg` (a program's tiles: a cluster's; a pieced tile's smallest
     pieces, TilePieces.box; D's sub-tiles where the epilogue writes them), each with how the cluster's CTAs split or
     share it (pipeline/cluster.py). With swap_ab "a" and "b" are the kernel's operands (the problem's B^T and A,
-    K-major) and D's block is the transposed tile. With cfg.split_multicast the shared operand's block is a CTA's
-    half of it (pipeline/multicast.py: split_block), which is how the kernel knows to split its multicast."""
+    K-major) and D's block is the transposed tile. Split multicast halves the shared one's (kernels read it so)."""
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
     d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.epilogue_cols)
     blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),
               "c": (d_block, cfg.cluster.c)}
-    blocks = {name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}
-    if cfg.split_multicast and cfg.cluster.num_ctas > 1:  # the shared operand's box: a CTA's half (multicast.py)
-        if cfg.cluster_m > 1 and not b_kmajor:
-            raise ValueError("split multicast moves K-major tiles: B row-major in a 2x1 cluster takes "
-                             "split_multicast=False")
-        shared = "b" if cfg.cluster_m > 1 else "a"
-        blocks[shared] = (split_block(blocks[shared][0]), blocks[shared][1])
-    return blocks
+    return split_operand({name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}, cfg, b_kmajor)
 
 
 def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = False, source_dtype: str | None = None,
@@ -198,9 +188,7 @@ def matmul_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, has_c: bool = Fal
                 pingpong: bool | None = None, epilogue: str | None = None, split_multicast: bool | None = None):
     """matmul_kernel (matmul_pingpong_kernel for a ping-pong config) for one configuration and scheduler as a KernelSpec
     (sm_90a): D of `c_dtype`, with C of `source_dtype` (default D's) when `has_c`, or a bias of `bias_dtype`; `probe`
-    is PROBE, `schedule` SCHEDULE, `epilogue` EPILOGUE ("module:name": kernels/epilogue_functions.py); `cluster`,
-    `swap_ab`, `tile`, `epilogue_n`, `pingpong`, `split_multicast` replace the config's (a gated epilogue takes
-    epilogue_n)."""
+    is PROBE, `schedule` SCHEDULE, `epilogue` EPILOGUE ("module:name", epilogue_functions.py); others replace cfg's."""
     fields = dict(zip(("block_m", "block_n"), tile or ()), **dict(zip(("cluster_m", "cluster_n"), cluster or ())),
                   epilogue_n=epilogue_n, swap_ab=swap_ab, pingpong=pingpong, split_multicast=split_multicast)
     cfg = replace(cfg, **{name: value for name, value in fields.items() if value is not None})

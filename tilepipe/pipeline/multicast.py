@@ -53,6 +53,21 @@ def split_block(block: tuple[int, int]) -> tuple[int, int]:
     return rows // CTAS, cols
 
 
+def split_operand(blocks: dict, cfg, b_kmajor: bool) -> dict:
+    """A GEMM's TMA blocks ({"a"/"b"/"c": (block, cga bases)}, kernels/matmul.py operand_blocks) for configuration
+    `cfg`: with cfg.split_multicast in a cluster the shared operand's block halved (split_block), A's in a 1x2
+    cluster, B's in a 2x1 one, which must be K-major (ValueError otherwise); else as they are."""
+    cluster = cfg.cluster
+    if not cfg.split_multicast or cluster.num_ctas == 1:
+        return blocks
+    if cluster.m > 1 and not b_kmajor:
+        raise ValueError("split multicast moves K-major tiles: B row-major in a 2x1 cluster takes "
+                         "split_multicast=False")
+    shared = "b" if cluster.m > 1 else "a"
+    block, cga = blocks[shared]
+    return {**blocks, shared: (split_block(block), cga)}
+
+
 def is_split_load(tile_shape, desc) -> bool:
     """Whether `desc` moves half of a stage tile of `tile_shape` (its box is the tile's rows / 2, the columns whole):
     a split multicast load of a tile every CTA holds."""
