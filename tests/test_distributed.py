@@ -33,6 +33,7 @@ def test_flag_waiting_gemm_compiles_with_acquire_and_proxy_fence(reports, name):
     assert report.shared <= SMEM_LIMIT
     assert report.count("ld.acquire.sys.global.u32") == 1  # one wait site: the load role's, once per chunk
     assert report.count("fence.proxy.async.global") == 1
+    assert report.count("bar.warp.sync -1") >= 1  # the spinning lanes joined before the warp issues TMA loads
     assert report.count("wgmma.mma_async") > 0 and report.count("cp.async.bulk.tensor") > 0
     assert (report.count("%globaltimer") > 0) == ("debug" in name)  # only debug mode times its wait
 

@@ -31,6 +31,7 @@ MAX_CHUNKS = 32
 
 def _spin(timed: bool) -> gl.constexpr:
     """The wait, run by each thread on its own: $1 the flag's address, $2 the epoch, with `timed` $3 the timeout in ms.
+    Its lanes may leave the loop apart; `bar.warp.sync` joins them before the fence and whatever the warp does next.
     Its result ($0) is the flag's last value (the epoch unless timed out)."""
     timer = """ .reg .u64 start, now, limit;
  .reg .pred late;
@@ -50,6 +51,7 @@ def _spin(timed: bool) -> gl.constexpr:
  @arrived bra chunk_landed;
 {check}
  chunk_landed:
+ bar.warp.sync -1;
  fence.proxy.async.global;
  mov.u32 $0, seen;
 }}""")
