@@ -6,10 +6,9 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
+from tilepipe.host.checks import check_operands as check_gemm_operands
 from tilepipe.pipeline.flags import MAX_CHUNKS
 from tilepipe.probes.debug import debug_requested
-
-DTYPES = (torch.float16, torch.bfloat16)
 
 
 class Geometry(NamedTuple):
@@ -42,23 +41,8 @@ def check_operands(a_name: str, a: torch.Tensor, b: torch.Tensor, out: torch.Ten
     """a (named `a_name`) [rows, K] and b [K, N], both CUDA tensors of one device and dtype (fp16 or bf16), b row-major
     or K-major (a transposed [N, K] tensor), rows of 16 bytes; the group's size at most MAX_CHUNKS. Returns (rows, K,
     N, b K-major)."""
-    for name, t in ((a_name, a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    for name, t in ((a_name, a), ("b", b)):
-        if t.device.type != "cuda":
-            raise ValueError(f"{name} must be a CUDA tensor, got one on {t.device}")
-        if t.dim() != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
-        if t.dtype not in DTYPES:
-            raise TypeError(f"{name} must be float16 or bfloat16, got {t.dtype}")
-    if b.device != a.device:
-        raise ValueError(f"b must be on {a_name}'s device {a.device}, got {b.device}")
-    if b.dtype != a.dtype:
-        raise TypeError(f"b must have {a_name}'s dtype {a.dtype}, got {b.dtype}")
+    check_gemm_operands(a, b, (a_name, "b"))  # types, 2-D, 16-bit, CUDA, one dtype and device, K
     rows, K = a.shape
-    if b.shape[0] != K:
-        raise ValueError(f"b must have {a_name}'s {K} columns as its rows, got shape {tuple(b.shape)}")
     N = b.shape[1]
     if a.stride(1) != 1 or a.stride(0) != K and rows > 1:
         raise ValueError(f"{a_name} must be contiguous, got strides {a.stride()}")
