@@ -7,8 +7,8 @@ import pytest
 
 from tilepipe.host.configs import LARGE_16BIT, MEDIUM, MatmulConfig
 from tilepipe.kernels.catalogue import (MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
-                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SPLIT, MATMUL_SWAP, SPLIT_SCHEDULES,
-                                       shipped_variants)
+                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT, MATMUL_SWAP,
+                                       SPLIT_SCHEDULES, shipped_variants)
 from tilepipe.pipeline.storage import BarrierPair, SmemPipelineBundle, Storage
 from tilepipe.verify.checker import (Commit, Drain, Flush, Loop, Protocol, Role, Signal, Step, Wait, check,
                                      consume, format_results, loop, produce, trip_cases, wait_filled)
@@ -81,6 +81,7 @@ def test_every_shipped_kernel_passes(shipped):
                        "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel", "sm100_blockwise_matmul_kernel",
                        "grouped_matmul_kernel", "pipeline_demo stress", *MATMUL_ACTIVATIONS, *MATMUL_GATED,
                        *(f"{a} streamk" for a in MATMUL_ACTIVATIONS), *(f"{g} dynamic" for g in MATMUL_GATED),
+                       *MATMUL_QUANTIZING,
                        "pipeline_demo wgmma"}
     configs = {r.config.split()[0] for r in shipped if r.kernel in MATMUL_EPILOGUES}
     assert configs == set(matmul_configs()) and len(configs) == len(set(matmul_configs().values()))

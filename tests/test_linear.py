@@ -20,7 +20,7 @@ from tilepipe.kernels.epilogue_functions import columns_in, epilogue_function, g
 from tilepipe.kernels.matmul import matmul_spec
 from tilepipe.verify.compile import KernelReport, compile_kernels
 
-FUSED = [v for v in shipped_variants() if "epilogue" in v.options]
+FUSED = [v for v in shipped_variants() if v.kernel == "matmul_kernel" and "epilogue" in v.options]
 EXTRA = {  # an activation in the other tiles linear may run it in, over C, and a user's epilogue
     "silu swap-AB": matmul_spec(swap_config(32, torch.bfloat16), "bf16", "bf16", True, bias_dtype="bf16",
                                 epilogue=f"{EPILOGUES}:silu"),
@@ -72,6 +72,8 @@ def test_activations_hold_their_instructions(reports):
     the bias is read (ld.global) where the variant has one."""
     for v in FUSED:
         report, name = reports[v.name], v.options["epilogue"].split(":")[1]
+        if name.startswith("quantize"):  # FP8 output: tests/test_epilogue_fp8.py
+            continue
         if name in ("relu", "reglu"):
             assert report.count("max.f32") > 0 and report.count("ex2.approx") == 0, v.name
         else:

@@ -12,7 +12,7 @@ from tilepipe.host.checks import check_grouped_mm, check_no_overlap, check_out, 
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MatmulConfig
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache, TmaOperand, tensor_descriptor
-from tilepipe.kernels.spec import BUILD_OPTIONS
+from tilepipe.kernels.spec import BUILD_OPTIONS, KernelSpec
 
 GROUPED_SCHEDULE = "static"
 
@@ -150,6 +150,19 @@ def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool =
         raise ValueError(f"b: a row-major b needs K a multiple of 16, got K = {K}; pass b as a transposed (G, N, K) "
                          "tensor")
     return replace(cfg, block_k=block_k)
+
+
+def variant_spec(options: dict) -> tuple[MatmulConfig, KernelSpec]:
+    """A grouped catalogue variant (kernels/catalogue.py GROUPED: dtype, c_dtype, optional bias and epilogue) as
+    grouped_mm or grouped_gated_mm launches it with B K-major: its configuration and its KernelSpec."""
+    from tilepipe.kernels.epilogue_functions import columns_in
+    from tilepipe.kernels.grouped_matmul import grouped_spec
+
+    epilogue = options.get("epilogue")
+    cfg = grouped_config(4096, torch.float32 if options["c_dtype"] == "fp32" else torch.bfloat16, True,
+                         columns_in(epilogue) == 2)  # B K-major: the same tile at every K
+    return cfg, grouped_spec(cfg, options["dtype"], options["c_dtype"], True, bias=options.get("bias", False),
+                             epilogue=epilogue)
 
 
 def stacked_experts(b: torch.Tensor, b_kmajor: bool) -> torch.Tensor:

@@ -83,6 +83,15 @@ columns of D, in sub-tiles: host/configs.py LARGE_SUBTILED_16BIT), as matmul_spe
 GATED_SCHEDULES = ("static", "dynamic")
 """The schedules a gated epilogue runs under (tilepipe.gated_linear runs static; stream-K's partials are not built
 for it)."""
+MATMUL_QUANTIZING = {
+    "matmul fp8 1x128": dict(dtype="bf16", c_dtype="fp8e4nv", bias_dtype="fp32", epilogue=f"{EPILOGUES}:quantize_1x128",
+                             epilogue_n=128),
+    "matmul fp8 per-tensor": dict(dtype="bf16", c_dtype="fp8e4nv", bias_dtype="fp32",
+                                  epilogue=f"{EPILOGUES}:quantize_tensor", epilogue_n=128),
+}
+"""matmul_kernel writing e4m3 through a quantizing epilogue (tilepipe.linear_fp8: 1x128 scales written through the
+bias pointer, or a per-tensor scale read there), D in 128-column sub-tiles (api/linear_fp8.py fp8_output_config), as
+matmul_spec arguments; static only (stream-K's partial sums travel in D's dtype)."""
 MATMUL_PINGPONG = {
     "matmul pingpong": dict(dtype="bf16", c_dtype="bf16", pingpong=True),
     "matmul +bias pingpong": dict(dtype="bf16", c_dtype="bf16", bias_dtype="bf16", pingpong=True),
@@ -95,9 +104,12 @@ matmul_spec arguments (a gated epilogue only with D in sub-tiles, as PINGPONG_16
 GROUPED = {
     "grouped_mm": dict(dtype="bf16", c_dtype="bf16"),
     "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),  # D in 128x32 sub-tiles
+    "grouped_mm +bias gelu": dict(dtype="bf16", c_dtype="bf16", bias=True, epilogue=f"{EPILOGUES}:gelu"),
+    "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
 }
-"""grouped_matmul_kernel (tilepipe.grouped_mm, kernels/grouped_matmul.py) in its two D forms, as grouped_spec arguments,
-under the grouped static schedule (schedulers/grouped.py)."""
+"""grouped_matmul_kernel (tilepipe.grouped_mm, kernels/grouped_matmul.py) in its two D forms and with an epilogue (a
+per-expert bias and GELU; SwiGLU over packed gate-up experts: half the sub-tiles a tile), as api/grouped.py
+variant_spec takes them, under the grouped static schedule (schedulers/grouped.py)."""
 PIECED_SCHEDULES = ("static", "dynamic")
 """The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
 SM100_EPILOGUES = {
@@ -133,6 +145,7 @@ def shipped_variants() -> list[Variant]:
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
     dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain, +bias, +bias with GELU and
     SwiGLU, static), the activation epilogues (static and stream-K), the gated ones (static and dynamic), the
+    quantizing ones (FP8 output, static), the
     sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
     2x1/1x2 clusters, split too), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise)
     and block-scaled GEMMs, the restaging copy, and the pipeline examples the demo runs."""
@@ -154,6 +167,8 @@ def shipped_variants() -> list[Variant]:
                  for schedule in ACTIVATION_SCHEDULES for name, options in MATMUL_ACTIVATIONS.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in GATED_SCHEDULES for name, options in MATMUL_GATED.items()]
+    variants += [Variant("matmul_kernel", f"{name} static", {**options, "schedule": "static"})
+                 for name, options in MATMUL_QUANTIZING.items()]
     variants += [Variant("sm100_matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                  for schedule in SM100_SCHEDULERS for name, options in SM100_EPILOGUES.items()]
     variants += [Variant("sm100_matmul_kernel 2-CTA", f"{name} static", options)

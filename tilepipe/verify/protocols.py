@@ -17,7 +17,8 @@ from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
 from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED,
                                        MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
-                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_SPLIT, MATMUL_SWAP, PIECED_SCHEDULES,
+                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT, MATMUL_SWAP,
+                                       PIECED_SCHEDULES,
                                        SPLIT_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
 from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
@@ -173,7 +174,7 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     in the stages host/configs.py variant_config gives them, replace cfg) or a fused epilogue (the pipelines of
     its tile; a gated one's tile writes half its accumulator's columns, so half the sub-tiles)."""
     args = {**MATMUL_EPILOGUES, **MATMUL_CLUSTERS, **MATMUL_SPLIT, **MATMUL_SWAP, **MATMUL_PIECED,
-            **MATMUL_ACTIVATIONS, **MATMUL_GATED}[variant]
+            **MATMUL_ACTIVATIONS, **MATMUL_GATED, **MATMUL_QUANTIZING}[variant]
     cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args or "epilogue" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
@@ -332,9 +333,11 @@ def pingpong_protocols() -> list[Protocol]:
 
 def fused_protocols() -> list[Protocol]:
     """The fused epilogues' variants (kernels/catalogue.py: the activations under ACTIVATION_SCHEDULES, the gated
-    ones under GATED_SCHEDULES) in the tile their options give (D in sub-tiles of LARGE_SUBTILED_16BIT's tile)."""
+    ones under GATED_SCHEDULES, the quantizing ones static) in the tile their options give (D in sub-tiles of
+    LARGE_SUBTILED_16BIT's tile)."""
     return [matmul_protocol("LARGE_SUBTILED_16BIT", configs.LARGE_SUBTILED_16BIT, variant, schedule)
-            for variants, schedules in ((MATMUL_ACTIVATIONS, ACTIVATION_SCHEDULES), (MATMUL_GATED, GATED_SCHEDULES))
+            for variants, schedules in ((MATMUL_ACTIVATIONS, ACTIVATION_SCHEDULES), (MATMUL_GATED, GATED_SCHEDULES),
+                                        (MATMUL_QUANTIZING, ("static", )))
             for variant in variants for schedule in schedules]
 
 
@@ -568,24 +571,22 @@ def wgmma_protocol(stages: int) -> Protocol:
 
 def grouped_protocols() -> list[Protocol]:
     """grouped_matmul_kernel in each catalogue form (kernels/grouped_matmul.py): matmul's roles without C over
-    matmul_plan's pipelines, D's sub-tiles a stage each, its own mma and store roles (a tile that spills past its
-    group passes its stages through unwritten: the same pipeline steps); its tiles' number comes from the device
-    (schedulers/grouped.py), which the tile cases cover as any tile count does."""
-    from tilepipe.api.grouped import grouped_config
-    from tilepipe.kernels.grouped_matmul import grouped_spec
+    matmul_plan's pipelines, D's sub-tiles a stage each (a gated epilogue's half as many), its own mma and store
+    roles (a tile that spills past its group passes its stages through unwritten: the same pipeline steps); its
+    tiles' number comes from the device (schedulers/grouped.py), which the tile cases cover as any tile count does."""
+    from tilepipe.api.grouped import variant_spec
 
     protocols = []
     for name, options in GROUPED.items():
-        d_dtype = torch.float32 if options["c_dtype"] == "fp32" else torch.bfloat16
-        cfg = grouped_config(4096, d_dtype, True)  # B K-major: the same tile at every K
+        cfg, _ = variant_spec(options)
         plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
                               options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
-        mma, load, store = matmul_roles(False, "grouped_mma_role", subtiles=cfg.tile_n // cfg.epilogue_cols)
+        subtiles = cfg.tile_n // cfg.epilogue_cols // columns_in(options.get("epilogue"))
+        mma, load, store = matmul_roles(False, "grouped_mma_role", subtiles=subtiles)
         roles = (mma, load, replace(store, function="grouped_store_role"))
         protocols.append(Protocol("grouped_matmul_kernel", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
                                   plan_storages(plan), roles, tile_cases(cfg.stages),
-                                  lambda cfg=cfg, options=options: grouped_spec(cfg, options["dtype"],
-                                                                                options["c_dtype"], True)))
+                                  lambda options=options: variant_spec(options)[1]))
     return protocols
 
 

@@ -91,9 +91,8 @@ def first_call_rows(gpu: GpuModel = H100) -> list[Row]:
 def catalogue_rows() -> list[Row]:
     """Every shipped variant (kernels/catalogue.py) for its target, at the largest tile that takes it, plus the
     other sm_90a tiles, the sm_100a medium tile, and the pipeline demo's kernels for both targets."""
-    from tilepipe.api.grouped import grouped_config
+    from tilepipe.api.grouped import variant_spec
     from tilepipe.examples import pipeline_demo
-    from tilepipe.kernels.grouped_matmul import grouped_spec
     from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
     from tilepipe.kernels.restage import restage_spec
@@ -150,8 +149,8 @@ def catalogue_rows() -> list[Row]:
             rows.append(Row(v.name, describe(cfg),
                             scaled_spec(cfg, "fp8e4nv", "fp8e4nv", "bf16", True, o["schedule"])))
         elif v.kernel == "grouped_matmul_kernel":  # tilepipe.grouped_mm's tile, B K-major
-            cfg = grouped_config(4096, torch.float32 if o["c_dtype"] == "fp32" else bf16, True)
-            rows.append(Row(v.name, describe(cfg), grouped_spec(cfg, o["dtype"], o["c_dtype"], True)))
+            cfg, spec = variant_spec(o)
+            rows.append(Row(v.name, describe(cfg), spec))
         elif v.kernel == "restage_rows_kernel":
             rows.append(Row(v.name, "", restage_spec()))
     other_tiles = ((LARGE_FP32, "fp32", "static"), (SMALL, "bf16", "static"), (LARGE_SUBTILED_FP32, "fp32", "static"),

@@ -132,6 +132,28 @@ def run_fused(options: dict) -> bool:
     return close(got, reference)
 
 
+def run_quantizing(options: dict) -> bool:
+    """A quantizing variant (kernels/catalogue.py MATMUL_QUANTIZING) through tilepipe.linear_fp8 on SHAPE's M and K
+    and 256 columns (whole 1x128 groups), in the configuration linear_fp8 chooses: D * scales against float64 within
+    e4m3's rounding (2^-4 of the value, plus a subnormal step of the scale)."""
+    import torch
+
+    import tilepipe
+
+    M, _, K = SHAPE
+    x = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(256, K, dtype=torch.bfloat16, device="cuda") / K ** 0.5
+    reference = x.cpu().double() @ w.cpu().double().t()
+    if options["epilogue"].endswith("quantize_1x128"):
+        d, scales = tilepipe.linear_fp8(x, w)
+        scale = scales.cpu().double().repeat_interleave(128, 1)
+    else:
+        d, _ = tilepipe.linear_fp8(x, w, scale=torch.tensor([0.01], device="cuda"))
+        scale = torch.full_like(reference, 0.01)
+    error = (d.cpu().double() * scale - reference).abs()
+    return bool((error <= 2.0 ** -4 * reference.abs() * 1.001 + 2.0 ** -9 * scale).all())
+
+
 def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, schedule: str | None = None,
             swap: bool = False, split: bool = False) -> bool:
     """matmul_fp8 with per-tensor, per-row or blockwise scales on FP8_SHAPE: in a two-CTA `cluster` when given, under
@@ -187,25 +209,38 @@ def run_block_scaled(fmt: str) -> bool:
 
 
 def run_grouped(options: dict) -> bool:
-    """grouped_matmul_kernel (tilepipe.grouped_mm) over ragged groups (an empty one, one under a tile, one past a
-    tile) of SHAPE's K and N, B K-major, against a float64 reference; the rows past the groups must stay NaN."""
+    """grouped_matmul_kernel (tilepipe.grouped_mm, or grouped_gated_mm for a gated epilogue, D of N rounded down to
+    64 columns) over ragged groups (an empty one, one under a tile, one past a tile) of SHAPE's K and N, B K-major,
+    with the variant's bias and epilogue, against a float64 reference; the rows past the groups must stay NaN."""
     import torch
 
     import tilepipe
+    from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS, pack_gate_up
 
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     _, N, K = SHAPE
     sizes = [0, 37, 200, 1]
+    function = options.get("epilogue", "").rpartition(":")[2]
+    gated = next((name for name, fn in GATED.items() if fn.__name__ == function), None)
+    activation = next((name for name, fn in ACTIVATIONS.items() if fn.__name__ == function), None)
+    N = N // 64 * 64 if gated else N  # D's H columns: a multiple of 64 (pack_gate_up's blocks)
     a = torch.randn(sum(sizes) + 5, K, dtype=dtypes[options["dtype"]], device="cuda")
-    b = torch.randn(len(sizes), N, K, dtype=a.dtype, device="cuda").transpose(1, 2)
+    w = torch.randn(len(sizes), 2 * N if gated else N, K, dtype=a.dtype, device="cuda")
+    bias = torch.randn(len(sizes), N, dtype=a.dtype, device="cuda") if options.get("bias") else None
     offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
     out = torch.full((a.shape[0], N), float("nan"), dtype=dtypes[options["c_dtype"]], device="cuda")
-    tilepipe.grouped_mm(a, b, offs, out=out)
+    if gated:
+        tilepipe.grouped_gated_mm(a, pack_gate_up(w).transpose(1, 2), offs, gated, out=out)
+    else:
+        tilepipe.grouped_mm(a, w.transpose(1, 2), offs, out=out, bias=bias, activation=activation)
     ends = [0] + offs.tolist()
-    reference = torch.cat([a[start:end].cpu().double() @ b[g].cpu().double()
-                           for g, (start, end) in enumerate(zip(ends, ends[1:]))])
-    got = out.cpu().double()
-    rows = ends[-1]
+    parts = []
+    for g, (start, end) in enumerate(zip(ends, ends[1:])):
+        y = a[start:end].cpu().double() @ w[g].cpu().double().t() + (0.0 if bias is None else bias[g].cpu().double())
+        gate, up = y.chunk(2, dim=1) if gated else (y, None)
+        act = TORCH_ACTIVATIONS[gated or activation] if gated or activation else (lambda x: x)
+        parts.append(act(gate) * up if gated else act(y))
+    reference, got, rows = torch.cat(parts), out.cpu().double(), ends[-1]
     return bool(torch.isnan(got[rows:]).all()) and float((got[:rows] - reference).norm() / reference.norm()) < 1e-2
 
 
@@ -224,6 +259,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     from tilepipe.examples import pipeline_demo
 
     options = variant.options
+    if variant.kernel == "matmul_kernel" and "quantize" in options.get("epilogue", ""):
+        return lambda: run_quantizing(options)
     if variant.kernel == "matmul_kernel" and "epilogue" in options:
         return lambda: run_fused(options)
     if variant.kernel == "matmul_kernel":
