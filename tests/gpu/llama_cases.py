@@ -16,7 +16,7 @@ import torch
 
 import tilepipe
 
-TOLERANCE = 2e-2  # relative Frobenius distance of two bf16 forward passes over two layers (each GEMM rounds to bf16)
+TOLERANCE = 3e-2  # relative Frobenius distance of two bf16 forward passes over two layers (each GEMM rounds to bf16)
 
 
 def rel(x: torch.Tensor, ref: torch.Tensor) -> float:
