@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                              "resources (no GPU needed; --all: every shipped kernel); "
                              "check: the pipeline protocol checker")
     parser.add_argument("--all", action="store_true", help="report: every shipped kernel and the storage plans")
-    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes; with "
-                             "--clusters, clusters; with --grouped, grouped-h200)")
+    parser.add_argument("--name", help="bench: the results file name (default: matmul-bf16; with --shapes, shapes; "
+                             "with --clusters, clusters; with --grouped, grouped-h200; with --epilogues, "
+                             "epilogues-h200)")
     parser.add_argument("--pairs", type=int, default=5, help="bench: interleaved timing pairs per shape")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="bench: only redraw the plot of a results file")
     parser.add_argument("--family", choices=("all", "bf16", "fp8"), default="all",
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grouped", action="store_true",
                         help="bench: issue 39's grouped GEMM (tilepipe.grouped_mm) on MoE shapes against "
                              "torch._grouped_mm and the dense GEMM over the same rows (tilepipe.tools.bench_grouped)")
+    parser.add_argument("--epilogues", action="store_true",
+                        help="bench: issue 40's fused epilogues (gated_linear, linear + bias + GELU, linear_fp8, a MoE "
+                             "expert MLP) against torch eager and torch.compile (tilepipe.tools.bench_epilogues)")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check()
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA GPU here: compile report for sm_90a and sm_100a instead of the GPU demo\n")
         return report()
     name = args.name or ("shapes" if args.shapes else "clusters" if args.clusters else
-                         "grouped-h200" if args.grouped else "matmul-bf16")
+                         "grouped-h200" if args.grouped else "epilogues-h200" if args.epilogues else "matmul-bf16")
     if args.command == "bench" and args.shapes:
         from tilepipe.tools import bench_shapes
 
@@ -98,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         from tilepipe.tools import bench_grouped
 
         bench_grouped.run(name, pairs=args.pairs)
+        return 0
+    if args.command == "bench" and args.epilogues:
+        from tilepipe.tools import bench_epilogues
+
+        bench_epilogues.run(name, pairs=args.pairs)
         return 0
     if args.command == "bench" and args.schedulers:
         bench.run_schedulers(name, pairs=args.pairs)
