@@ -6,7 +6,8 @@ different magnitudes, K = 0, M = 0): the scales within 1e-3 of a float64 referen
 rounding), D * scale within e4m3's rounding of float64, the scales in the layout matmul_fp8 reads without a copy, and
 the next blockwise matmul_fp8 consuming D and its scales against float64.
 `... tensor fp16`: a given per-tensor scale, unsaturated and saturating at +-448.
-`... compile`: linear_fp8 then matmul_fp8 under torch.compile(fullgraph=True), equal to eager.
+`... compile`: linear_fp8 then matmul_fp8 under torch.compile(fullgraph=True), equal to eager; both forms replayed
+from a CUDA graph on new inputs and a new per-tensor scale, equal to eager calls.
 `... badargs`: N not a multiple of 128, a wrong-shaped, wrongly typed or misplaced scale: errors naming the argument.
 """
 
@@ -122,7 +123,23 @@ def run_compile() -> dict:
     compiled = torch.compile(layer, fullgraph=True)(x)
     torch.cuda.synchronize()
     ok = torch.equal(eager, compiled) and bool(torch.isfinite(eager).all())
-    return {"case": "linear_fp8 compile", "ok": ok}
+    scale = torch.tensor([0.05], device="cuda")  # a CUDA graph replays both forms on new x and a new scale
+    tilepipe.linear_fp8(x, w, scale=scale)  # compiled before the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        (d, scales), (d_tensor, _) = tilepipe.linear_fp8(x, w), tilepipe.linear_fp8(x, w, scale=scale)
+    replays = []
+    for _ in range(2):
+        x.copy_(inputs((100, ), 512, 256, torch.bfloat16)[0])
+        scale.fill_(float(torch.rand(())) + 0.01)
+        graph.replay()
+        torch.cuda.synchronize()
+        (want, want_scales), (want_tensor, _) = tilepipe.linear_fp8(x, w), tilepipe.linear_fp8(x, w, scale=scale)
+        same = (torch.equal(d.view(torch.uint8), want.view(torch.uint8)) and torch.equal(scales, want_scales)
+                and torch.equal(d_tensor.view(torch.uint8), want_tensor.view(torch.uint8)))
+        replays.append(bool(same))
+    return {"case": "linear_fp8 compile and CUDA graph", "ok": ok and all(replays), "compiled_equal": ok,
+            "replays_equal": replays}
 
 
 def run_badargs() -> dict:
