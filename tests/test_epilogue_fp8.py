@@ -1,4 +1,4 @@
-"""CPU tests of FP8 output (tilepipe.linear_fp8; kernels/epilogue_functions.py quantize_1x128, quantize_tensor): the
+"""CPU tests of FP8 output (tilepipe.linear_fp8; kernels/quantize_epilogues.py quantize_1x128, quantize_tensor): the
 quantizing GEMMs compile for sm_90a without spills, convert with saturation and store their scales; the scales' layout
 is one matmul_fp8's blockwise scale_a reads without a copy; the ops' fake shapes, strides and argument errors; a
 torch.compile trace."""
@@ -15,17 +15,17 @@ from tilepipe.host.checks import scaling_of
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, modelled_config
 from tilepipe.host.gpus import H100
 from tilepipe.host.staging import tma_addressable
+from tilepipe.kernels.catalogue import QUANTIZERS
 from tilepipe.kernels.matmul import matmul_spec
 from tilepipe.verify.compile import compile_kernels
 
-EPILOGUES = "tilepipe.kernels.epilogue_functions"
 SPECS = {"1x128 128x256 in 128-column sub-tiles": matmul_spec(replace(LARGE_SUBTILED_16BIT, epilogue_n=128), "bf16",
                                                               "fp8e4nv", True, bias_dtype="fp32",
-                                                              epilogue=f"{EPILOGUES}:quantize_1x128"),
+                                                              epilogue=f"{QUANTIZERS}:quantize_1x128"),
          "1x128 64x128": matmul_spec(SMALL, "fp16", "fp8e4nv", True, bias_dtype="fp32",
-                                     epilogue=f"{EPILOGUES}:quantize_1x128"),
+                                     epilogue=f"{QUANTIZERS}:quantize_1x128"),
          "per-tensor 128x128": matmul_spec(MEDIUM, "bf16", "fp8e4nv", True, bias_dtype="fp32",
-                                           epilogue=f"{EPILOGUES}:quantize_tensor")}
+                                           epilogue=f"{QUANTIZERS}:quantize_tensor")}
 
 
 @pytest.fixture(scope="module")

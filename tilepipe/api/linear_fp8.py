@@ -1,7 +1,7 @@
 """tilepipe.linear_fp8: torch.nn.functional.linear on Hopper with its result quantized to float8_e4m3fn in the GEMM's
 epilogue, for an FP8 layer after it. DeepSeek-style 1x128 scales (one per row and 128 columns, written beside D in the
 layout matmul_fp8's blockwise scale_a reads without a copy), or a given per-tensor scale. One pass over D replaces a
-16-bit D, an amax pass and a cast (kernels/epilogue_functions.py: quantize_1x128, quantize_tensor)."""
+16-bit D, an amax pass and a cast (kernels/quantize_epilogues.py: quantize_1x128, quantize_tensor)."""
 
 from dataclasses import replace
 from functools import lru_cache
@@ -13,7 +13,7 @@ from tilepipe.api.matmul import _launch
 from tilepipe.host.configs import MEDIUM, SMALL, MatmulConfig, config_for
 from tilepipe.host.device import device_index, device_target
 from tilepipe.host.staging import tma_ready
-from tilepipe.kernels import epilogue_functions as epilogues
+from tilepipe.kernels import quantize_epilogues as epilogues
 
 FP8_MAX = epilogues.FP8_MAX.value
 SCALE_GROUP = epilogues.SCALE_GROUP.value

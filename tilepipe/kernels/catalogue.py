@@ -83,11 +83,13 @@ columns of D, in sub-tiles: host/configs.py LARGE_SUBTILED_16BIT), as matmul_spe
 GATED_SCHEDULES = ("static", "dynamic")
 """The schedules a gated epilogue runs under (tilepipe.gated_linear runs static; stream-K's partials are not built
 for it)."""
+QUANTIZERS = "tilepipe.kernels.quantize_epilogues"
+"""The module of the FP8-output epilogue functions."""
 MATMUL_QUANTIZING = {
-    "matmul fp8 1x128": dict(dtype="bf16", c_dtype="fp8e4nv", bias_dtype="fp32", epilogue=f"{EPILOGUES}:quantize_1x128",
-                             epilogue_n=128),
+    "matmul fp8 1x128": dict(dtype="bf16", c_dtype="fp8e4nv", bias_dtype="fp32",
+                             epilogue=f"{QUANTIZERS}:quantize_1x128", epilogue_n=128),
     "matmul fp8 per-tensor": dict(dtype="bf16", c_dtype="fp8e4nv", bias_dtype="fp32",
-                                  epilogue=f"{EPILOGUES}:quantize_tensor", epilogue_n=128),
+                                  epilogue=f"{QUANTIZERS}:quantize_tensor", epilogue_n=128),
 }
 """matmul_kernel writing e4m3 through a quantizing epilogue (tilepipe.linear_fp8: 1x128 scales written through the
 bias pointer, or a per-tensor scale read there), D in 128-column sub-tiles (api/linear_fp8.py fp8_output_config), as
