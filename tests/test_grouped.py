@@ -119,6 +119,8 @@ def test_fake_epilogue_results(kmajor):
         assert torch.ops.tilepipe.grouped_mm(a, b, offs, empty(4, 256), activation="silu").shape == (100, 256)
         gated = torch.ops.tilepipe.grouped_gated_mm(a, b, offs, activation="gelu", out_dtype=torch.float32)
         assert gated.shape == (100, 128) and gated.dtype == torch.float32
+        out = empty(100, 128, dtype=torch.float32)  # an fp32 out and no out_dtype: D is out's dtype
+        assert torch.ops.tilepipe.grouped_gated_mm_out(out, a, b, offs, activation="relu") is None
 
 
 def test_moe_mlp_traces_under_compile():

@@ -68,14 +68,14 @@ def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, bias: to
                   ) -> tuple[int, int, int, int, torch.dtype, bool]:
     """grouped_mm's (columns_in = 2: grouped_gated_mm's, whose b is named b_gate_up and whose D has half b's
     columns) checks that need no memory address: (G, M, N of the GEMM, K, out dtype, b K-major)."""
-    gated = columns_in == 2
+    gated, requested = columns_in == 2, out_dtype
     G, M, N, K, out_dtype, b_kmajor = check_grouped_mm(a, b, offs, None if gated else out,
                                                        None if gated and out is not None else out_dtype)
     if gated and N % (2 * GATE_COLUMNS):
         raise ValueError(f"b_gate_up must have a multiple of {2 * GATE_COLUMNS} columns per expert (gate and up "
                          f"interleaved in blocks of {GATE_COLUMNS}: pack it with tilepipe.pack_gate_up), got {N}")
     if gated and out is not None:  # D has H = N / 2 columns
-        out_dtype = check_out_dtype(out_dtype, out, a.dtype)
+        out_dtype = check_out_dtype(requested, out, a.dtype)  # out's dtype where none was asked for
         check_out(out, (M, N // 2), a.device)
         if out.stride(1) != 1 or out.stride(0) * out.element_size() % 16 and M > 1:
             raise ValueError(f"out must be row-major with rows on 16 bytes (TMA writes it), got strides "
