@@ -9,6 +9,7 @@ Triton version and the source of tilepipe and of the spec's module, so one spec 
 commands ask for it.
 """
 
+import base64
 import hashlib
 import importlib.util
 import json
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,12 +38,14 @@ _LOG_LIMIT = 8000  # characters of a failed spec's console output kept in its Co
 
 @dataclass(frozen=True)
 class KernelReport:
-    """What one compiled kernel looks like: its code at three levels and its resource use."""
+    """What one compiled kernel looks like: its code at three levels and its resource use. The SASS is disassembled
+    from the cubin when first read: most reports (the compile report's) never read it, and cuobjdump costs a
+    fraction of a CPU-second a kernel."""
 
     name: str
     target: str
     ptx: str = field(repr=False)
-    sass: str = field(repr=False)
+    cubin: str = field(repr=False)  # base64
     ttgir: str = field(repr=False)
     shared: int  # bytes of shared memory (metadata.shared)
     tmem: int  # TMEM columns allocated (metadata.tmem_size; 0 without TMEM, and on sm_90a)
@@ -49,6 +53,10 @@ class KernelReport:
     registers: int  # per thread, from ptxas -v
     spill_stores: int  # bytes
     spill_loads: int  # bytes
+
+    @cached_property
+    def sass(self) -> str:
+        return _sass(base64.b64decode(self.cubin))
 
     def count(self, pattern: str, where: str = "ptx") -> int:
         """Occurrences of the literal substring `pattern` in the PTX, SASS or TTGIR."""
@@ -370,19 +378,20 @@ def _compile_one(spec: dict[str, Any], run_dir: Path, log: Path) -> dict[str, An
         registers, spill_stores, spill_loads = _ptxas_usage(kernel.asm["ptx"], md, spec["target"], run_dir)
     return {
         "name": md.name, "target": spec["target"], "ptx": kernel.asm["ptx"], "ttgir": kernel.asm["ttgir"],
-        "sass": _sass(kernel.asm["cubin"], run_dir), "shared": md.shared, "tmem": getattr(md, "tmem_size", None) or 0,
+        "cubin": base64.b64encode(kernel.asm["cubin"]).decode(), "shared": md.shared, "tmem": getattr(md, "tmem_size", None) or 0,
         "num_warps": md.num_warps,
         "registers": registers, "spill_stores": spill_stores, "spill_loads": spill_loads,
     }
 
 
-def _sass(cubin: bytes, run_dir: Path) -> str:
+def _sass(cubin: bytes) -> str:
     """Disassemble with Triton's bundled cuobjdump (CUDA 13.1 in triton 3.9; it reads sm_90a and sm_100a cubins)."""
     from triton import knobs
 
-    path = run_dir / "kernel.cubin"
-    path.write_bytes(cubin)
-    return _run_tool([knobs.nvidia.cuobjdump.path, "-sass", str(path)]).stdout
+    with tempfile.TemporaryDirectory(prefix="tilepipe-sass-") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        return _run_tool([knobs.nvidia.cuobjdump.path, "-sass", str(path)]).stdout
 
 
 def _ptxas_usage(ptx: str, md: Any, target: str, run_dir: Path) -> tuple[int, int, int]:
