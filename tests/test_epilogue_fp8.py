@@ -25,7 +25,11 @@ SPECS = {"1x128 128x256 in 128-column sub-tiles": matmul_spec(replace(LARGE_SUBT
          "1x128 64x128": matmul_spec(SMALL, "fp16", "fp8e4nv", True, bias_dtype="fp32",
                                      epilogue=f"{QUANTIZERS}:quantize_1x128"),
          "per-tensor 128x128": matmul_spec(MEDIUM, "bf16", "fp8e4nv", True, bias_dtype="fp32",
-                                           epilogue=f"{QUANTIZERS}:quantize_tensor")}
+                                           epilogue=f"{QUANTIZERS}:quantize_tensor"),
+         "per-tensor 64x128 fp16": matmul_spec(SMALL, "fp16", "fp8e4nv", True, bias_dtype="fp32",
+                                               epilogue=f"{QUANTIZERS}:quantize_tensor")}
+PER_THREAD_PAIRS = 32
+"""e4m3 pairs each thread converts per tile: 64x128 over 4 warps and 128x128 over 8 are both 64 elements a thread."""
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +46,29 @@ def test_quantizing_gemms_compile_without_spills(reports, name):
     assert report.spill_stores == report.spill_loads == 0 and report.shared <= 227 * 1024
     assert report.count("cvt.rn.satfinite.e4m3x2.f32") >= 32
     assert (report.count("st.global") >= 1 and report.count("shfl") >= 1) == name.startswith("1x128")
+
+
+@pytest.mark.parametrize("name", [name for name in SPECS if name.startswith("per-tensor")])
+def test_per_tensor_converts_fp32_once_with_saturation(reports, name):
+    """acc * fp32(1 / s) goes to e4m3 in one rounding: each pair by one cvt.rn.satfinite.e4m3x2.f32 (F2FP.SATFINITE
+    in SASS), with no 16-bit step between (no double rounding) and no clamp of its own (the conversion saturates after
+    rounding, so |x| / s in (448, 464) rounds to 448 as a clip before it would). The 64x128 fp16 form is what M = 16
+    runs (fp8_output_config refuses matmul's swap-AB tile)."""
+    report = reports[name]
+    assert report.count("cvt.rn.satfinite.e4m3x2.f32") == PER_THREAD_PAIRS
+    assert report.count("F2FP.SATFINITE.E4M3.F32.PACK_AB", "sass") == report.count("F2FP", "sass") == PER_THREAD_PAIRS
+    assert report.count("div.full.f32") == 1 and report.count("mul.f32") == 2 * PER_THREAD_PAIRS
+    for step in ("cvt.rn.f16.f32", "cvt.rn.bf16.f32", "cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32", "e4m3x2.f16x2",
+                 "min.f32", "max.f32", "min.ftz.f32", "max.ftz.f32"):
+        assert report.count(step) == 0, step
+
+
+def test_m16_quantizes_in_the_64_row_tile(monkeypatch):
+    """matmul's choice at M = 16 is swap-AB (a transposed D); linear_fp8 runs the 64x128 tile instead."""
+    monkeypatch.setattr("tilepipe.api.linear_fp8.config_for", lambda M, N, K, dtype, *args: modelled_config(
+        M, N, K, dtype, dtype, True, H100, False, "static"))
+    assert modelled_config(16, 14336, 4096, torch.float16, torch.float16, True, H100, False, "static").swap_ab
+    assert fp8_output_config.__wrapped__(16, 14336, 4096, torch.float16, 0) == SMALL
 
 
 def fake_cuda():
