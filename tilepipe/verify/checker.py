@@ -34,16 +34,18 @@ lands on that side's barrier in every CTA. The CTAs run independently otherwise,
 """
 
 import hashlib
+import json
 import multiprocessing
 import os
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from itertools import product, repeat
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tilepipe._text import format_table
 from tilepipe.pipeline import _trace
@@ -51,6 +53,7 @@ from tilepipe.pipeline.storage import Storage
 
 KINDS = ("deadlock", "over-arrival", "phase-aliasing", "leftover", "declaration", "drift")
 MAX_STATES = 2_000_000
+T = TypeVar("T")
 _TRACE_STEPS = 12  # steps of a finding's interleaving kept in its report
 
 
@@ -834,9 +837,21 @@ def trace_sessions(spec) -> list:
     return sessions
 
 
-def _drift_findings(protocol: Protocol) -> list[Finding]:
-    """Differences between the declared roles and what tracing the kernel records."""
-    sessions = trace_sessions(protocol.trace())
+def _drift(protocol: Protocol) -> list[Finding]:
+    """_drift_findings, once per process and per test session (as _explored keeps explorations): keyed by the
+    declaration, the traced spec and the source of tilepipe and of the kernel's module (tracing a kernel costs
+    about as much as exploring its protocol)."""
+    from tilepipe.verify.compile import _source_digest
+
+    spec = protocol.trace()
+    key = json.dumps([repr((protocol.storages, protocol.roles, protocol.scope)), asdict(spec),
+                      _source_digest(spec.fn.partition(":")[0])], sort_keys=True)
+    return list(_kept("drift", key, lambda: tuple(_drift_findings(protocol, spec))))
+
+
+def _drift_findings(protocol: Protocol, spec) -> list[Finding]:
+    """Differences between the declared roles and what tracing the kernel (`spec`, protocol.trace()) records."""
+    sessions = trace_sessions(spec)
     scoped = lambda pipe: not protocol.scope or pipe in protocol.scope  # noqa: E731
     stages = {(rec.role, rec.side, rec.pipeline) for s in sessions for rec in s.stages.values() if scoped(rec.pipeline)}
     signals = {(role, pipe, barrier) for s in sessions for (pipe, barrier), roles in s.signals.items()
@@ -874,7 +889,7 @@ def check(protocol: Protocol, trace: bool = False) -> CheckResult:
     result = CheckResult(protocol.kernel, protocol.config)
     result.findings = _declaration_findings(protocol)
     if trace and protocol.trace is not None:
-        result.findings += _drift_findings(protocol)
+        result.findings += _drift(protocol)
         result.traced = True
     if result.findings:
         return result
@@ -917,26 +932,34 @@ def _explored(protocol: Protocol, case: tuple[tuple[str, int], ...]) -> tuple[in
     """(states, findings) of one trip-count case. Protocols of the same storages and roles explore alike (a kernel
     and its variants often do), so each is explored once per process, and once per test session where
     TILEPIPE_CHECK_CACHE names a directory (keyed by the model, the case and this checker's source)."""
-    model = repr((protocol.storages, protocol.roles, protocol.ctas, case))
-    key = hashlib.sha256((model + _CHECKER_SOURCE).encode()).hexdigest()
-    if key in _EXPLORED:
-        return _EXPLORED[key]
+    def explore() -> tuple[int, tuple[Finding, ...]]:
+        explorer = _AsyncExplorer(protocol, dict(case))
+        return explorer.run(), tuple(explorer.findings.values())
+
+    return _kept("explored", repr((protocol.storages, protocol.roles, protocol.ctas, case)), explore)
+
+
+def _kept(kind: str, model: str, compute: Callable[[], T]) -> T:
+    """compute()'s result for `model` (a text that determines it), once per process, and once per test session where
+    TILEPIPE_CHECK_CACHE names a directory (written whole, then renamed, for readers in other processes)."""
+    key = hashlib.sha256(f"{kind}\0{model}\0{_CHECKER_SOURCE}".encode()).hexdigest()
+    if key in _KEPT:
+        return _KEPT[key]
     directory = os.environ.get("TILEPIPE_CHECK_CACHE")
     path = Path(directory) / f"{key}.pickle" if directory else None
     if path is not None and path.exists():
-        _EXPLORED[key] = pickle.loads(path.read_bytes())
-        return _EXPLORED[key]
-    explorer = _AsyncExplorer(protocol, dict(case))
-    _EXPLORED[key] = explorer.run(), tuple(explorer.findings.values())
+        _KEPT[key] = pickle.loads(path.read_bytes())
+        return _KEPT[key]
+    _KEPT[key] = compute()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_suffix(f".{os.getpid()}.part")
-        part.write_bytes(pickle.dumps(_EXPLORED[key]))
+        part.write_bytes(pickle.dumps(_KEPT[key]))
         part.replace(path)
-    return _EXPLORED[key]
+    return _KEPT[key]
 
 
-_EXPLORED: dict[str, tuple[int, tuple[Finding, ...]]] = {}
+_KEPT: dict[str, Any] = {}
 _CHECKER_SOURCE = Path(__file__).read_text()
 
 
