@@ -120,10 +120,11 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
 
 @gluon.jit
 def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr,
-                       SWAP_AB: gl.constexpr = False, HAS_C: gl.constexpr = True):
+                       SWAP_AB: gl.constexpr = False, HAS_C: gl.constexpr = True, arrivals=None):
     """C of each finished BM x BN tile of D, a source stage at a time (sm_90a: the whole tile, a pieced one box by
     box; sm_100a: the epilogue's sub-tiles, one stage each); under stream-K first the partial sums a finisher adds
-    (an empty fill for each stage use without a load: pipeline/partials.py)."""
+    (an empty fill for each stage use without a load: pipeline/partials.py). Given `arrivals` (pipeline/flags.py:
+    ChunkFlags), a tile's C loads wait until the chunk of C holding its rows arrived (another rank's partial sums)."""
     BM: gl.constexpr = sources.tiles.shape[1]  # a stage's tile: c_desc's block, or its boxes' where it is pieced
     SUB_N: gl.constexpr = sources.tiles.shape[2]
     work = sched.work()
@@ -133,6 +134,8 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
             if HAS_C:
                 load_order = load_order.wait()  # this tile's main-loop loads were issued first
                 row, col = output_origin(work, BM, BN, SWAP_AB)
+                if arrivals is not None:
+                    arrivals = arrivals.wait_rows(row)
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.load(c_desc, [row, col + j * SUB_N])
             else:
