@@ -147,13 +147,27 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     sources.drain()
 
 
+@gluon.constexpr_function
+def operand_accumulator(acc_layout, dtype):
+    """`acc_layout` with the wgmma instruction's K for operands of `dtype` (16 for 16-bit, 32 for FP8): the same
+    registers, so a role written for 16-bit operands (matmul's mma role, whose layout says 16) also runs FP8 ones."""
+    instr_k = 256 // dtype.primitive_bitwidth
+    if acc_layout.instr_shape[2] == instr_k:
+        return acc_layout
+    return gl.NVMMADistributedLayout(acc_layout.version, acc_layout.warps_per_cta,
+                                     [*acc_layout.instr_shape[:2], instr_k], acc_layout.cga_layout)
+
+
 @gluon.jit
 def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
                B_KMAJOR: gl.constexpr):
     """An sm_90a MMA role's main loop for one scheduler unit (wgmma_steps), the last wgmmas retired. Returns (acc, the
     consumer)."""
     acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
-    return consumer.retire(acc)
+    acc, consumer = consumer.retire(acc)
+    if acc_layout is not None:  # FP8 operands under a 16-bit role's layout: the same registers (operand_accumulator)
+        acc = gl.convert_layout(acc, acc_layout)
+    return acc, consumer
 
 
 @gluon.jit
@@ -165,7 +179,7 @@ def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc
     if acc_layout is None:
         acc = piece_zeros(BM, BN, gl.num_warps())
     else:
-        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
+        acc = gl.zeros([BM, BN], gl.float32, operand_accumulator(acc_layout, consumer.payload.a_tiles.dtype))
     k_begin, k_end = work.k_steps(k_tiles)
     for k in range(k_begin, k_end):
         tiles = consumer.acquire()
