@@ -1,6 +1,7 @@
-"""tilepipe.distributed on the CPU: the flag-waiting GEMM and the reduction compile for sm_90a with the acquire and
-the proxy fence; the flag protocol's model passes and catches seeded faults; bad input is refused naming the
-argument (a one-rank gloo group; fake CUDA tensors for the checks that need a CUDA device); the overlap rule.
+"""tilepipe.distributed on the CPU: the flag-waiting GEMMs (the all-gather's, the reduce-scatter's accumulating step;
+16-bit and FP8 per-tensor) compile for sm_90a with the acquire and the proxy fence; the flag protocol's model passes
+and catches seeded faults; bad input is refused naming the argument (a one-rank gloo group; fake CUDA tensors for the
+checks that need a CUDA device); the overlap rule and the all-gather's tile.
 The GPU side: tests/gpu/tp_cases.py under torchrun (scripts/gpu_tp.sh)."""
 
 import pytest
@@ -8,16 +9,19 @@ import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from tilepipe.distributed.plan import for_operands, gather_config, medium
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT
 from tilepipe.host.gpus import gpu_model
 from tilepipe.kernels.ag_matmul import ag_matmul_spec
-from tilepipe.kernels.reduce_slots import reduce_slots_spec
+from tilepipe.kernels.rs_matmul import rs_matmul_spec
 from tilepipe.verify.compile import compile_kernels
 from tilepipe.verify.tp_protocol import check_tp_protocol
 
+FP8_LARGE = for_operands(LARGE_SUBTILED_16BIT, True)
 SPECS = {"ag bf16 row-major": ag_matmul_spec(LARGE_SUBTILED_16BIT, "bf16", False, 2),
-         "ag fp16 K-major debug": ag_matmul_spec(LARGE_SUBTILED_16BIT, "fp16", True, 2, debug=True),
-         "reduce bf16": reduce_slots_spec("bf16", 2)}
+         "ag fp8 debug": ag_matmul_spec(for_operands(medium(), True), "fp8e4nv", True, 2, True, "bf16"),
+         "rs bf16 row-major": rs_matmul_spec(LARGE_SUBTILED_16BIT, "bf16", False),
+         "rs fp8 debug": rs_matmul_spec(FP8_LARGE, "fp8e4nv", True, True, "bf16")}
 SMEM_LIMIT = 232448  # 227 KB per block on sm_90a
 
 
@@ -26,22 +30,28 @@ def reports():
     return dict(zip(SPECS, compile_kernels(list(SPECS.values()))))
 
 
-@pytest.mark.parametrize("name", [n for n in SPECS if n.startswith("ag")])
+@pytest.mark.parametrize("name", list(SPECS))
 def test_flag_waiting_gemm_compiles_with_acquire_and_proxy_fence(reports, name):
     report = reports[name]
     assert report.spill_stores == 0 and report.spill_loads == 0
     assert report.shared <= SMEM_LIMIT
-    assert report.count("ld.acquire.sys.global.u32") == 1  # one wait site: the load role's, once per chunk
+    assert report.count("ld.acquire.sys.global.u32") == 1  # one wait site: the load (ag) or epilogue-load (rs) role's
     assert report.count("fence.proxy.async.global") == 1
-    assert report.count("bar.warp.sync -1") >= 1  # the spinning lanes joined before the warp issues TMA loads
-    assert report.count("wgmma.mma_async") > 0 and report.count("cp.async.bulk.tensor") > 0
+    assert report.count("bar.warp.sync -1") >= 1  # the spinning lanes joined before the warp issues TMA copies
+    assert report.count("cp.async.bulk.tensor") > 0
     assert (report.count("%globaltimer") > 0) == ("debug" in name)  # only debug mode times its wait
+    fp8 = "fp8" in name
+    assert report.count(".e4m3.e4m3" if fp8 else "k16.f32.bf16.bf16") > 0  # FP8 wgmmas through matmul's mma role
+    assert report.count("ld.global.b32") == (3 if fp8 else 1)  # the epoch, and the two scales of the FP8 form
 
 
-def test_reduction_waits_on_its_flags(reports):
-    report = reports["reduce bf16"]
-    assert report.count("ld.acquire.sys.global.u32") >= 1 and report.spill_stores == 0
-    assert report.count("%globaltimer") == 0
+def test_all_gather_tile_is_128x128_where_its_waves_fill_better():
+    """1024x28672x8192 on 2 ranks: 448 tiles of 128x256 (4 waves on 132 SMs, the last 39% full) against 896 of
+    128x128 (7 waves); the issue's two larger shapes keep 128x256."""
+    h200 = gpu_model("NVIDIA H200")
+    assert gather_config(512, 14336, 2, h200) == medium()
+    assert gather_config(2048, 4096, 2, h200) == LARGE_SUBTILED_16BIT
+    assert gather_config(4096, 14336, 2, h200) == LARGE_SUBTILED_16BIT
 
 
 @pytest.mark.parametrize("world, walks", [(2, 0), (3, 0), (4, 300), (8, 60)])
@@ -88,6 +98,8 @@ def test_bad_input_on_the_cpu_names_the_argument(group):
         all_gather_matmul(a, "b", group)
     with pytest.raises(TypeError, match="group must be"):
         matmul_reduce_scatter(a, b, 3)
+    with pytest.raises(TypeError, match="scale_b must be a torch.Tensor"):
+        all_gather_matmul(a, b, group, scale_a=torch.ones(1))
 
 
 def fake(*shape, dtype=torch.bfloat16, strides=None):
@@ -102,12 +114,24 @@ def fake(*shape, dtype=torch.bfloat16, strides=None):
     (lambda: (fake(256, 64), fake(64, 128, strides=(1, 128))), ValueError, "b must be row-major or a transposed"),
     (lambda: (fake(4, 64, 64), fake(64, 128)), ValueError, "a_shard must be 2-D"),
     (lambda: (fake(256, 64, dtype=torch.float32), fake(64, 128)), TypeError, "a_shard must be bfloat16 or float16"),
+    (lambda: (*fp8_operands(), fake(1, dtype=torch.float32), fake(2, dtype=torch.float32)), ValueError,
+     "scale_b must be a one-element float32 tensor"),
+    (lambda: (*fp8_operands(b_strides=(128, 1)), *fp8_scales()), ValueError, "b must be a transposed"),
+    (lambda: (fake(256, 64), fake(64, 128), *fp8_scales()), TypeError, "a_shard must be float8_e4m3fn"),
 ])
 def test_fake_calls_check_their_arguments(group, make, error, message):
     import tilepipe.distributed  # noqa: F401  (registers the ops)
 
     with FakeTensorMode(), pytest.raises(error, match=message):
         torch.ops.tilepipe.all_gather_matmul(*make(), group_name=group.group_name)
+
+
+def fp8_operands(b_strides=(1, 64)):
+    return fake(256, 64, dtype=torch.float8_e4m3fn), fake(64, 128, dtype=torch.float8_e4m3fn, strides=b_strides)
+
+
+def fp8_scales():
+    return fake(1, dtype=torch.float32), fake(1, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("b_strides", [None, (1, 64)])
@@ -118,6 +142,9 @@ def test_fake_results_have_the_gathered_rows(group, b_strides):
         a, b = fake(256, 64), fake(64, 128, strides=b_strides)
         assert torch.ops.tilepipe.all_gather_matmul(a, b, group_name=group.group_name).shape == (256, 128)
         assert torch.ops.tilepipe.matmul_reduce_scatter(a, b, group_name=group.group_name).shape == (256, 128)
+        d = torch.ops.tilepipe.all_gather_matmul(*fp8_operands(), *fp8_scales(), group_name=group.group_name,
+                                                 out_dtype=torch.float16)
+        assert d.shape == (256, 128) and d.dtype == torch.float16
 
 
 def test_ranks_that_disagree_are_named(group, monkeypatch):

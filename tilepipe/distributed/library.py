@@ -4,43 +4,39 @@ the checks that need neither memory nor the other ranks, so torch.compile traces
 
 import torch
 
-from tilepipe.api.library import register
-from tilepipe.distributed.checks import check_operands, check_out, resolve_group
+from tilepipe.api.library import PublicOp, register
+from tilepipe.distributed.checks import check_call, resolve_group
+
+OPTIONS = "str group_name, ScalarType? out_dtype=None"
 
 
-def _all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, *, group_name: str,
-                       out: torch.Tensor | None = None) -> torch.Tensor:
-    from tilepipe.distributed.all_gather import all_gather_matmul
-
-    return all_gather_matmul(a_shard, b, group_name, out=out)
-
-
-def _all_gather_matmul_like(a_shard: torch.Tensor, b: torch.Tensor, *, group_name: str,
-                            out: torch.Tensor | None = None) -> torch.Tensor:
-    group = resolve_group(group_name)
-    rows, _, N, _ = check_operands("a_shard", a_shard, b, out, group)
-    check_out(out, (rows * group.size(), N))
-    return out if out is not None else a_shard.new_empty((rows * group.size(), N))
+def traced(op: str, out: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None,
+           scale_b: torch.Tensor | None, group_name: str, out_dtype: torch.dtype | None) -> torch.Tensor:
+    """A call of tensor-parallel op `op` while torch.compile traces: the custom op (its _out form into `out`)."""
+    if out is None:
+        return getattr(torch.ops.tilepipe, op)(a, b, scale_a, scale_b, group_name=group_name, out_dtype=out_dtype)
+    getattr(torch.ops.tilepipe, f"{op}_out")(out, a, b, scale_a, scale_b, group_name=group_name, out_dtype=out_dtype)
+    return out
 
 
-def _matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, *, group_name: str,
-                           out: torch.Tensor | None = None) -> torch.Tensor:
-    from tilepipe.distributed.reduce_scatter import matmul_reduce_scatter
+def _register(op: str, a_name: str) -> PublicOp:
+    """tilepipe::`op` over tilepipe.distributed's function of that name, whose first argument is `a_name`."""
 
-    return matmul_reduce_scatter(a, b, group_name, out=out)
+    def impl(*, group_name: str, **arguments) -> torch.Tensor:
+        import tilepipe.distributed
+
+        return getattr(tilepipe.distributed, op)(group=group_name, **arguments)
+
+    def result_like(*, group_name: str, scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+                    out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
+                    **tensors: torch.Tensor) -> torch.Tensor:
+        a = tensors[a_name]
+        call = check_call(op, a_name, a, tensors["b"], resolve_group(group_name), scale_a, scale_b, out, out_dtype)
+        return out if out is not None else a.new_empty(call.out_shape, dtype=call.out_dtype)
+
+    return register(op, f"Tensor {a_name}, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None", OPTIONS, impl,
+                    result_like)
 
 
-def _matmul_reduce_scatter_like(a: torch.Tensor, b: torch.Tensor, *, group_name: str,
-                                out: torch.Tensor | None = None) -> torch.Tensor:
-    group = resolve_group(group_name)
-    M, _, N, _ = check_operands("a", a, b, out, group)
-    if M % group.size():
-        raise ValueError(f"a: its {M} rows must split evenly over the group's {group.size()} ranks")
-    check_out(out, (M // group.size(), N))
-    return out if out is not None else a.new_empty((M // group.size(), N))
-
-
-ALL_GATHER_MATMUL = register("all_gather_matmul", "Tensor a_shard, Tensor b", "str group_name", _all_gather_matmul,
-                             _all_gather_matmul_like)
-MATMUL_REDUCE_SCATTER = register("matmul_reduce_scatter", "Tensor a, Tensor b", "str group_name",
-                                 _matmul_reduce_scatter, _matmul_reduce_scatter_like)
+ALL_GATHER_MATMUL = _register("all_gather_matmul", "a_shard")
+MATMUL_REDUCE_SCATTER = _register("matmul_reduce_scatter", "a")

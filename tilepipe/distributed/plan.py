@@ -2,7 +2,12 @@
 fixed steps more than NCCL's sequence (the epoch add, the flags, the closing barrier). Where what they can hide is
 below that cost, or the all-gather kernel cannot tile the chunks, the op runs the sequence instead."""
 
-from tilepipe.host.configs import floor_us
+from dataclasses import replace
+from functools import cache
+
+import torch
+
+from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, MatmulConfig, floor_us, with_stages_that_fit
 from tilepipe.host.gpus import GpuModel
 
 LINK_BYTES_PER_US = 190_000.0
@@ -19,7 +24,37 @@ def transfer_us(rows: int, cols: int, world: int, in_bytes: int = 2) -> float:
     return (world - 1) * rows * cols * in_bytes / LINK_BYTES_PER_US
 
 
-def overlap_pays(M: int, N: int, K: int, chunk_rows: int, chunk_cols: int, world: int, gpu: GpuModel) -> bool:
-    """Whether overlapping the transfer of W - 1 chunks of chunk_rows x chunk_cols with the M x N x K GEMM beats
-    running them in sequence: the time hidden (the smaller of the two) must exceed SYNC_US."""
-    return min(floor_us(M, N, K, gpu), transfer_us(chunk_rows, chunk_cols, world)) > SYNC_US
+def overlap_pays(M: int, N: int, K: int, chunk_rows: int, chunk_cols: int, world: int, gpu: GpuModel,
+                 in_bytes: int = 2) -> bool:
+    """Whether overlapping the transfer of W - 1 chunks of chunk_rows x chunk_cols (of `in_bytes` an element) with the
+    M x N x K GEMM beats running them in sequence: the time hidden (the smaller of the two) must exceed SYNC_US."""
+    return min(floor_us(M, N, K, gpu), transfer_us(chunk_rows, chunk_cols, world, in_bytes)) > SYNC_US
+
+
+def tile_config(N: int) -> MatmulConfig:
+    """The tensor-parallel kernels' tile: matmul's 128x256 (D in 64-column sub-tiles) where N fills it, else 128x128."""
+    return LARGE_SUBTILED_16BIT if N >= LARGE_SUBTILED_16BIT.block_n else medium()
+
+
+def for_operands(cfg: MatmulConfig, fp8: bool) -> MatmulConfig:
+    """`cfg` for FP8 operands: a k-step of 128 (the same 128 bytes a row as 16-bit operands' 64: the same stages)."""
+    return replace(cfg, block_k=128) if fp8 else cfg
+
+
+@cache
+def medium() -> MatmulConfig:
+    """The cooperative 128x128 tile with as many operand stages as fit (as matmul runs it; 16-bit D)."""
+    return with_stages_that_fit(MEDIUM, torch.bfloat16)
+
+
+def gather_config(rows: int, N: int, world: int, gpu: GpuModel) -> MatmulConfig:
+    """all_gather_matmul's tile over `world` chunks of `rows` x N: tile_config's, or 128x128 where its persistent
+    waves take less time. A wave of 128x128 tiles costs half of one of 128x256 times gpu.pingpong_step_cost (the
+    cooperative 128x128's k-step against half a 128x256 one). It moves 1024x28672x8192 on 2 ranks (448 tiles of
+    128x256 on 132 SMs: 4 waves, the last 39% full; 896 of 128x128: 7 waves, 7.5 of the 8 half-waves): predicted
+    6% faster, where the 128x256 tiles ran 1.087x their ideal (bench/results/tp-h200x2.json)."""
+    large, small = tile_config(N), medium()
+    if large is small:
+        return small
+    waves = {cfg: -(-world * -(-rows // cfg.block_m) * -(-N // cfg.block_n) // gpu.sms) for cfg in (large, small)}
+    return small if waves[small] * gpu.pingpong_step_cost < 2 * waves[large] else large

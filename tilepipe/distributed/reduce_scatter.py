@@ -1,17 +1,20 @@
-"""tilepipe.distributed.matmul_reduce_scatter: a row-parallel GEMM's reduce-scatter overlapped with the GEMM, in its
-simplest fast form. Each rank computes its partial sum of every rank's rows, a row block at a time with
-tilepipe.matmul, the peers' blocks first: as each block is done the copy engine copies it into its owner's slot and
-sets its flag (workspace.py), while the next block computes. The rank's own block goes straight into its own slot;
-then one kernel (kernels/reduce_slots.py) waits for the peers' flags and sums the slots in fp32. Where overlap cannot
-pay (plan.py), tilepipe.matmul then NCCL's reduce_scatter_tensor."""
+"""tilepipe.distributed.matmul_reduce_scatter: a row-parallel GEMM's reduce-scatter overlapped with the GEMM, the
+delivery fused into the GEMM's epilogue. The partial sums of a chunk of rows (chunk c: rank c's rows) travel a ring,
+rank r + 1 to rank r: in step s rank r computes chunk c = r + 1 + s (mod W) plus what rank r + 1 sent of it (none in
+step 0), its store role writing the tiles straight into rank r - 1's symmetric slot c over NVLink (TMA stores to the
+peer's memory); after the kernel the copy engine sets that rank's flag c to the call's epoch. The last step is the
+rank's own chunk, into `out`. A step's kernel (kernels/rs_matmul.py) waits on the flag of the chunk it adds at each
+tile's epilogue, not before its main loop; the sums are in fp32 in each tile's epilogue, in ring order (the same bits
+on every call). No reduction kernel follows the GEMM. Where overlap cannot pay (plan.py), tilepipe.matmul
+(matmul_fp8) then NCCL's reduce_scatter_tensor."""
 
 import torch
 import torch.distributed as dist
 
-from tilepipe.api.matmul import matmul
-from tilepipe.distributed.checks import (check_agreement, check_aligned, check_operands, check_out, check_switches,
-                                         resolve_group)
-from tilepipe.distributed.plan import overlap_pays
+from tilepipe.distributed.checks import check_agreement, check_aligned, check_call, check_switches, resolve_group
+from tilepipe.distributed.launch import launch_gemm, local_matmul, scales
+from tilepipe.distributed.library import traced
+from tilepipe.distributed.plan import for_operands, overlap_pays, tile_config
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.device import device_index, device_target
 from tilepipe.host.gpus import device_model
@@ -20,75 +23,77 @@ from tilepipe.probes.debug import stall_seconds
 
 
 def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessGroup | str | None = None, *,
-                          out: torch.Tensor | None = None, overlap: bool | None = None,
-                          debug: bool | None = None) -> torch.Tensor:
+                          scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+                          out_dtype: torch.dtype | None = None, out: torch.Tensor | None = None,
+                          overlap: bool | None = None, debug: bool | None = None) -> torch.Tensor:
     """reduce_scatter(a @ b): every rank of `group` holds a [M, K/W] (its columns of A) and b [K/W, N] (its rows of B;
     row-major or a transposed [N, K/W] tensor), fp16 or bf16; returns this rank's [M/W, N] rows of the sum over the
-    ranks (rank r's are rows r*M/W), written into `out` when given. M must be a multiple of W. The sum is in fp32 over
-    the ranks' a-dtype partial sums, in rank order. `overlap` (None: the cost model's choice; False: tilepipe.matmul
-then NCCL's reduce_scatter_tensor), CUDA graphs, `debug` and errors as all_gather_matmul."""
+    ranks (rank r's are rows r*M/W), written into `out` when given. M must be a multiple of W. Overlapped, each rank
+    adds its fp32 accumulator to the partial sum it receives (of D's dtype), in ring order (rank r + 1's first).
+    FP8 per-tensor form (`scale_a`, `scale_b` given, this rank's a's and b's): float8 a and b (K-major), each rank's
+    (a @ b) * scale_a * scale_b summed, D in `out_dtype` (bf16 default, or fp16). `overlap` (None: the cost model's
+    choice; False: tilepipe's GEMM then NCCL's reduce_scatter_tensor), CUDA graphs, `debug` and errors as
+    all_gather_matmul."""
     group = resolve_group(group)
-    M, K, N, b_kmajor = check_operands("a", a, b, out, group)
-    world = group.size()
-    if M % world:
-        raise ValueError(f"a: its {M} rows must split evenly over the group's {world} ranks")
-    rows = M // world
-    check_out(out, (rows, N))
+    call = check_call("matmul_reduce_scatter", "a", a, b, group, scale_a, scale_b, out, out_dtype)
     if torch.compiler.is_compiling():
-        if out is None:
-            return torch.ops.tilepipe.matmul_reduce_scatter(a, b, group_name=group.group_name)
-        torch.ops.tilepipe.matmul_reduce_scatter_out(out, a, b, group_name=group.group_name)
-        return out
-    check_agreement(group, "matmul_reduce_scatter", "a", a, b, b_kmajor)
+        return traced("matmul_reduce_scatter", out, a, b, scale_a, scale_b, group.group_name, out_dtype)
+    M, K, N, world = call.rows, call.K, call.N, group.size()
+    rows = M // world
+    check_agreement(group, "matmul_reduce_scatter", "a", a, b, call.b_kmajor)
     debug = check_switches(overlap, debug)
     check_aligned(out)
     device = device_index(a)
-    out = out if out is not None else a.new_empty((rows, N))
-    fits = device_target(device) == "sm_90a" and rows * N < 2**31  # the reduction counts elements in int32
+    out = out if out is not None else a.new_empty(call.out_shape, dtype=call.out_dtype)
+    fits = device_target(device) == "sm_90a"
     if overlap and not fits:
-        raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and fewer than 2**31 elements of out, got "
-                         f"{rows * N} on {device_target(device)}")
+        raise ValueError(f"overlap: the overlapped form needs a Hopper GPU, got {device_target(device)}")
     if overlap is None:
-        overlap = fits and overlap_pays(M, N, K, rows, N, world, device_model(device))
+        overlap = fits and overlap_pays(M, N, K, rows, N, world, device_model(device), out.element_size())
     if not overlap:
-        dist.reduce_scatter_tensor(out, matmul(a, b), group=group)
+        dist.reduce_scatter_tensor(out, local_matmul(a, b, scale_a, scale_b, call.out_dtype, None), group=group)
         return out
-    ws = workspace(group, (rows, N), a.dtype, a.device, "reduce_scatter")
-    if ws.scratch is None:
-        ws.scratch = a.new_empty((world - 1, rows, N))
-    main = torch.cuda.current_stream()
+    ws = workspace(group, (rows, N), out.dtype, a.device, "reduce_scatter")
     ws.epoch.add_(1)
-    for step, peer in enumerate(ws.push_order()):
-        matmul(a[peer * rows:(peer + 1) * rows], b, out=ws.scratch[step])
-        ws.stream.wait_stream(main)
-        with torch.cuda.stream(ws.stream):
-            ws.send(ws.scratch[step], peer)
-    matmul(a[ws.rank * rows:(ws.rank + 1) * rows], b, out=ws.slots[ws.rank])
+    to = (ws.rank - 1) % world  # the ring: partial sums go to rank - 1 and come from rank + 1
     timeout_s = stall_seconds()
-    _reduce(ws, out, debug, int(timeout_s * 1e3), device)
+    b_view = b.t() if call.b_kmajor else b
+    for step in range(world):
+        chunk = (ws.rank + 1 + step) % world
+        rows_in = a[chunk * rows:(chunk + 1) * rows]
+        dest = out if chunk == ws.rank else ws.peer_slots[to][chunk]
+        if step == 0:
+            local_matmul(rows_in, b, scale_a, scale_b, out.dtype, dest)
+        else:
+            _launch(ws, rows_in, b_view, chunk, dest, scales(ws, scale_a, scale_b), call.b_kmajor, debug,
+                    int(timeout_s * 1e3), device)
+        if chunk != ws.rank:  # the copy engine, after the kernel: rank - 1's flag of this chunk
+            ws.peer_flags[to][chunk:chunk + 1].copy_(ws.epoch)
     if debug:
-        check_report(ws, "matmul_reduce_scatter", "reduce", timeout_s)
+        check_report(ws, "matmul_reduce_scatter", "epilogue_load", timeout_s, sender=(ws.rank + 1) % world)
     ws.finish()
     return out
 
 
-def _reduce(ws: Workspace, out: torch.Tensor, debug: bool, timeout_ms: int, device: int) -> None:
-    """reduce_slots_kernel: out = the sum of the slots, once the peers' flags hold the epoch."""
-    from tilepipe.kernels.reduce_slots import BLOCK, WARPS
+def _launch(ws: Workspace, a_rows: torch.Tensor, b_view: torch.Tensor, chunk: int, dest: torch.Tensor,
+            scale_pair: tuple[torch.Tensor, torch.Tensor], b_kmajor: bool, debug: bool, timeout_ms: int,
+            device: int) -> None:
+    """rs_matmul_kernel: dest = a_rows @ b + this rank's slot `chunk`, once its flag holds the call's epoch."""
+    from tilepipe.kernels.matmul import operand_blocks
 
-    numel = out.numel()
-    grid = (-(-numel // BLOCK), 1, 1)
-    stream = torch._C._cuda_getCurrentRawStream(device)
-    tensors = (ws.slots, out, ws.flags, ws.epoch, ws.report)
-    scalars = (ws.rank, timeout_ms, numel, ws.world, BLOCK, debug)
-    key = (out.dtype, ws.world, debug, device)
-    if _LAUNCHERS.launch(key, grid, stream, (*(t.data_ptr() for t in tensors), *scalars)) is not None:
-        return
-    from tilepipe.kernels.reduce_slots import reduce_slots_kernel
-
-    kernel = reduce_slots_kernel[grid](*tensors, *scalars, num_warps=WARPS)
-    _LAUNCHERS.remember(key, kernel)
+    rows, N = dest.shape
+    K = a_rows.shape[1]
+    fp8 = a_rows.element_size() == 1
+    cfg = for_operands(tile_config(N), fp8)
+    blocks = operand_blocks(cfg, b_kmajor)
+    operands = ((a_rows, blocks["a"]), (b_view, blocks["b"]), (ws.slots[chunk], blocks["c"]), (dest, blocks["c"]))
+    scalars = (chunk, timeout_ms, rows, N, K, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
+               (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug, fp8)
+    tiles = -(-rows // cfg.block_m) * -(-N // cfg.block_n)
+    launch_gemm(_LAUNCHERS, (cfg, a_rows.dtype, dest.dtype, b_kmajor, debug, device),
+                "tilepipe.kernels.rs_matmul:rs_matmul_kernel", operands, (ws.flags, ws.epoch, ws.report, *scale_pair),
+                scalars, cfg, tiles, device)
 
 
 _LAUNCHERS = LauncherCache()
-"""matmul_reduce_scatter's reduction launchers by (dtype, world, debug, device)."""
+"""matmul_reduce_scatter's accumulating-step launchers by (config, dtypes, B layout, debug, device)."""

@@ -3,14 +3,16 @@ into, a symmetric int32 flag per slot, the call's epoch on the GPU, a side strea
 report. Everything moves through torch's symmetric memory (torch.distributed._symmetric_memory: empty, rendezvous,
 get_buffer, barrier); tilepipe has no transport of its own.
 
-A call (both ops):
+all_gather_matmul's call:
   main stream   epoch += 1 (a one-element add, before anything that waits)
   side stream   for each peer p, in push order (p = rank - 1, rank - 2, ... mod W, so rank r hears from r + 1 first):
                 copy this rank's chunk into p's slot `rank` (copy engine), then copy the epoch into p's flag `rank`
                 (4 bytes, copy engine): a flag never lands before its chunk, and no SM is needed
-  main stream   the kernel that waits on the flags (its own chunk it reads where it lies: the all-gather's shard, the
-                reduce-scatter's own slot); then waits for the side stream and (`finish`) a barrier of the
-                group, so no peer copies the next call's chunk into a slot this rank may still read
+  main stream   the kernel that waits on the flags (its own chunk it reads from the shard where it lies); then waits
+                for the side stream and (`finish`) a barrier of the group, so no peer copies the next call's chunk
+                into a slot this rank may still read
+matmul_reduce_scatter's GEMM kernels store into the peers' slots themselves and the copy engine sets the flags after
+each (reduce_scatter.py); the same epoch and closing barrier.
 Each rank adds 1 to its own epoch once a call, so every rank's call n has epoch n: a flag holding an earlier epoch is
 stale, and CUDA-graph replays (which replay the add) need no reset. The flags start at zero before the first call.
 """
@@ -31,8 +33,7 @@ FLAG_PAD = 32  # int32 flags a workspace allocates (a 128-byte line; W <= pipeli
 @dataclass
 class Workspace:
     """One geometry's buffers on one rank: `slots` (W x slot_shape, symmetric), their flags (symmetric), `epoch`
-    (int32 [1]), the peers' slots and flags mapped here, the side stream, `report` (debug mode), and what an op keeps
-    beside them (`scratch`)."""
+    (int32 [1]), the peers' slots and flags mapped here, the side stream and `report` (debug mode)."""
     group_name: str
     rank: int
     world: int
@@ -44,7 +45,7 @@ class Workspace:
     peer_slots: dict[int, torch.Tensor] = field(default_factory=dict)
     peer_flags: dict[int, torch.Tensor] = field(default_factory=dict)
     handle: object = None  # the slots' _SymmetricMemory (its barrier)
-    scratch: torch.Tensor | None = None  # the reduce-scatter's partial sums of the peers' rows, before their copies
+    unit: torch.Tensor | None = None  # an fp32 1.0: the scale pointers of a 16-bit call (never read)
 
     def push_order(self) -> list[int]:
         """The peers this rank copies its chunk to, in order: rank - 1, rank - 2, ... (mod W)."""
@@ -86,7 +87,6 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
     from torch.distributed import _symmetric_memory as symm_mem
 
     rank, world = group.rank(), group.size()
-    symm_mem.enable_symm_mem_for_group(group.group_name)  # idempotent; torch 2.11 may need it before a rendezvous
     slots = symm_mem.empty((world, *slot_shape), dtype=dtype, device=device)
     flags = symm_mem.empty((FLAG_PAD, ), dtype=torch.int32, device=device)
     flags.zero_()
@@ -95,7 +95,7 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
     flag_handle = symm_mem.rendezvous(flags, group.group_name)
     ws = Workspace(group.group_name, rank, world, slots, flags, torch.zeros(1, dtype=torch.int32, device=device),
                    torch.zeros(REPORT_WORDS, dtype=torch.int32, device=device), torch.cuda.Stream(device, priority=-1),
-                   handle=handle)
+                   handle=handle, unit=torch.ones(1, dtype=torch.float32, device=device))
     for peer in ws.push_order():
         ws.peer_slots[peer] = handle.get_buffer(peer, (world, *slot_shape), dtype)
         ws.peer_flags[peer] = flag_handle.get_buffer(peer, (FLAG_PAD, ), torch.int32)
@@ -104,14 +104,16 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
     return ws
 
 
-def check_report(ws: Workspace, op: str, role: str, timeout_s: float) -> None:
-    """Debug mode, after the kernel: raise TimeoutError naming the role, chunk and peer of a flag wait that gave up
-    (pipeline/flags.py's report), and clear the report."""
+def check_report(ws: Workspace, op: str, role: str, timeout_s: float, sender: int | None = None) -> None:
+    """Debug mode, after the kernels: raise TimeoutError naming the role, chunk and peer of a flag wait that gave up
+    (pipeline/flags.py's report), and clear the report. `sender`: the rank that sends every chunk (a ring), else
+    chunk c comes from rank c."""
     words = ws.report.tolist()
     if not words[0]:
         return
     ws.report.zero_()
     _, chunk, epoch, seen, program = words[:5]
+    peer = chunk if sender is None else sender
     raise TimeoutError(f"tilepipe debug: {op} on rank {ws.rank} of {ws.world}: role '{role}' (program {program}) "
-                       f"waited {timeout_s:.1f} s for chunk {chunk} from peer rank {chunk} (epoch {epoch}; its flag "
-                       f"holds {seen}): rank {chunk} never sent it (did it skip the call, or call another op?)")
+                       f"waited {timeout_s:.1f} s for chunk {chunk} from peer rank {peer} (epoch {epoch}; its flag "
+                       f"holds {seen}): rank {peer} never sent it (did it skip the call, or call another op?)")

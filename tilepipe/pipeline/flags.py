@@ -1,19 +1,18 @@
 """Chunk flags: a kernel waits until a chunk of its operand, written by another GPU or by the copy engine, has landed.
 
-Tensor-parallel GEMMs (tilepipe/distributed/) receive A (or partial sums) in chunks, one per rank. After a chunk's
-copy the copy engine writes the call's epoch into that chunk's int32 flag; the waiting role spins on the flag with
-`ld.acquire.sys` until it holds the epoch, then `fence.proxy.async.global`, so the TMA loads (the async proxy) that
-follow read what the acquire made visible (the generic proxy). The epoch is a counter that every rank advances once a
-call on its own stream (`epoch_ptr`, read on the device): a flag from an earlier call never matches, so repeated
-calls and CUDA-graph replays need no reset.
+Tensor-parallel GEMMs (tilepipe/distributed/) receive A (or partial sums, C) in chunks, one per rank. After a chunk's
+copy (or the kernel that stored it there) the copy engine writes the call's epoch into that chunk's int32 flag; the
+waiting role spins on the flag with `ld.acquire.sys` until it holds the epoch, then `fence.proxy.async.global`, so the
+TMA loads (the async proxy) that follow read what the acquire made visible (the generic proxy). The epoch is a
+counter that every rank advances once a call on its own stream (`epoch_ptr`, read on the device): a flag from an
+earlier call never matches, so repeated calls and CUDA-graph replays need no reset.
 
-A spinning persistent kernel holds its SMs: whatever feeds a flag must need no SM (copy-engine copies and stream memory
-operations only), or it waits behind the kernel that waits for it.
+A spinning persistent kernel holds its SMs: whatever feeds a flag must need no SM of the waiting GPU (copy-engine
+copies, stream memory operations, or another GPU's kernels), or it waits behind the kernel that waits for it.
 
 Debug mode (a `report` and `timeout_ms`): a wait gives up after that long, stores (1, chunk, epoch, the flag's value,
 program) in the REPORT_WORDS int32 words at `report` and goes on, so the kernel ends and the host names the chunk that
-never came (tilepipe/distributed/). `wait_all` is the form for every thread of a kernel without roles (a reduction
-that reads the chunks with plain loads).
+never came (tilepipe/distributed/).
 """
 
 from triton.experimental import gluon
@@ -83,46 +82,50 @@ class ChunkFlags:
     """A role's view of the chunk flags: `flags` (an int32 per chunk), the call's `epoch`, `chunk_rows` rows of A a
     chunk, and `ready`, a mask of the chunks this role saw arrive (it waits on each chunk once). With `own` (a TMA
     descriptor over this rank's shard, chunk `rank`) that chunk is read where it lies: no copy, no flag to wait on.
-    `report` and `timeout_ms`: debug mode (module docstring), else None and 0."""
+    `base`: the chunk of row 0 (a kernel whose operand is one chunk, chunk `base`, of a call's several). `report` and
+    `timeout_ms`: debug mode (module docstring), else None and 0."""
     flags: gl.tensor
     epoch: gl.tensor
     chunk_rows: gl.tensor
     rank: gl.tensor
+    base: gl.tensor
     ready: gl.tensor
     own: tma.tensor_descriptor | gl.constexpr
     report: gl.tensor | gl.constexpr
     timeout_ms: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, flags, epoch, chunk_rows, rank, ready, own, report, timeout_ms):
+    def __init__(self, flags, epoch, chunk_rows, rank, base, ready, own, report, timeout_ms):
         self.flags = flags
         self.epoch = epoch
         self.chunk_rows = chunk_rows
         self.rank = rank
+        self.base = base
         self.ready = ready
         self.own = own if isinstance(own, tma.tensor_descriptor) else gl.constexpr(own)
         self.report = report if isinstance(report, gl.tensor) else gl.constexpr(report)
         self.timeout_ms = timeout_ms if isinstance(timeout_ms, gl.tensor) else gl.constexpr(timeout_ms)
 
     @gluon.jit
-    def create(flags, epoch_ptr, chunk_rows, rank, own=None, report=None, timeout_ms=0):
+    def create(flags, epoch_ptr, chunk_rows, rank, own=None, report=None, timeout_ms=0, base=0):
         """The flags of a call whose epoch is at `epoch_ptr`, no chunk seen yet but the own one where `own` reads it."""
         ready = gl.to_tensor(0) if own is None else gl.to_tensor(1) << rank
-        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, rank, ready, own, report, timeout_ms)
+        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, rank, gl.to_tensor(base), ready, own, report,
+                          timeout_ms)
 
     @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_rows(row)`.")
     @gluon.jit
     def wait_rows(self, row):
         """Wait (a one-warp role) until the chunk holding A's row `row` arrived, unless this role saw it already. A
         tile's rows lie in one chunk (schedulers/chunked.py)."""
-        chunk = row // self.chunk_rows
+        chunk = row // self.chunk_rows + self.base
         ready = self.ready
         if (ready >> chunk) & 1 == 0:
             gl.static_assert(gl.num_warps() == 1, "a one-warp role waits on a chunk flag")
             _wait(self.flags + chunk, self.epoch, self.timeout_ms, self.report, chunk, one_per_lane(gl.num_ctas()),
                   32)
             ready = ready | (1 << chunk)
-        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, self.rank, ready, self.own, self.report,
+        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, self.rank, self.base, ready, self.own, self.report,
                           self.timeout_ms)
 
     @gluon.jit
@@ -137,12 +140,3 @@ class ChunkFlags:
                 tiles.load_a(self.own, [own_row, col])
             else:
                 tiles.load_a(a_desc, [row, col])
-
-
-@gluon.jit
-def wait_all(flags, epoch, chunks, skip, report, timeout_ms, layout: gl.constexpr, COUNT: gl.constexpr):
-    """Every thread of the calling program (COUNT threads, one value each in `layout`) waits until each of `chunks`
-    flags but `skip` holds `epoch` (a rank's own chunk needs no flag); debug mode as ChunkFlags."""
-    for chunk in range(chunks):
-        if chunk != skip:
-            _wait(flags + chunk, epoch, timeout_ms, report, chunk, layout, COUNT)
