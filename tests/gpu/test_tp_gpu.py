@@ -1,7 +1,7 @@
 """GPU (2 GPUs): tilepipe.distributed under torchrun, each group of cases in its own torchrun under a timeout
-(tests/gpu/tp_cases.py): both ops against float64 on ragged M, fp16 and bf16, both B layouts, overlapped and as the
-NCCL sequence; CUDA-graph replays bitwise equal to eager calls; bad arguments across ranks; a skipped call named by
-debug mode. scripts/gpu_tp.sh runs the same torchrun commands, then the benchmark."""
+(tests/gpu/tp_cases.py): both ops against float64 on ragged M, fp16 and bf16, both B layouts, and the FP8 per-tensor
+forms, overlapped and as the NCCL sequence; CUDA-graph replays bitwise equal to eager calls; bad arguments across
+ranks; a skipped call named by debug mode. scripts/gpu_tp.sh runs the same torchrun commands, then the benchmark."""
 
 import sys
 
@@ -11,8 +11,8 @@ import torch
 from tests.gpu.guarded import assert_ok
 from tilepipe.probes.debug import run_guarded
 
-CORRECTNESS = [f"{op}-{dtype}-{layout}" for op in ("ag", "rs") for dtype in ("bf16", "fp16")
-               for layout in ("rowmajor", "kmajor")] + ["graph", "compile", "badargs"]
+CORRECTNESS = [f"{op}-{form}" for op in ("ag", "rs") for form in (
+    "bf16-rowmajor", "bf16-kmajor", "fp16-rowmajor", "fp16-kmajor", "fp8-kmajor")] + ["graph", "compile", "badargs"]
 GROUPS = {"correctness": CORRECTNESS, "hang-ag": ["hang-ag"], "hang-rs": ["hang-rs"]}
 TIMEOUT_S = {"correctness": 420, "hang-ag": 120, "hang-rs": 120}
 

@@ -2,8 +2,9 @@
 
     torchrun --nproc-per-node 2 -m tests.gpu.tp_cases CASE [CASE ...]
 
-CASE: ag-DTYPE-LAYOUT and rs-DTYPE-LAYOUT (DTYPE bf16/fp16, LAYOUT rowmajor/kmajor: both ops, overlapped and as the
-NCCL sequence, on ragged M against a float64 reference of the unsplit GEMM, out poisoned with NaN), graph (CUDA-graph
+CASE: ag-DTYPE-LAYOUT and rs-DTYPE-LAYOUT (DTYPE bf16/fp16, LAYOUT rowmajor/kmajor, or fp8-kmajor: the FP8
+per-tensor form, e4m3 operands, bf16 D; both ops, overlapped and as the NCCL sequence, on ragged M against a float64
+reference of the unsplit GEMM, out poisoned with NaN; the reduce-scatter's ring on 2 ranks), graph (CUDA-graph
 replays bitwise equal to eager calls, both ops), compile (torch.compile fullgraph of a layer calling both), badargs
 (ranks that disagree, M not split evenly), hang-ag and hang-rs (rank 1 skips a call; rank 0's debug mode must name
 the chunk and the peer; run each in its own torchrun).
@@ -20,9 +21,30 @@ import torch.distributed as dist
 
 from tilepipe.distributed.workspace import MULTICAST_OFF
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-SHAPES = ((333, 1032, 776), (129, 4096, 264))  # rows a rank, K, N: M = 2 x rows is no multiple of 2 x 128
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}
+SHAPES = ((333, 1040, 776), (129, 4096, 264), (333, 528, 4104))  # rows a rank, K, N: M = 2 x rows is no multiple
+# of 2 x 128, K of 16 bytes in FP8; the all-gather takes 128x128 tiles on the first two, 128x256 on the third
+# (plan.py gather_config); the reduce-scatter 128x256 on all
 TOLERANCE = 1e-2
+
+
+def scale_of(operand: str, rank: int) -> float:
+    """The FP8 form's per-tensor scales: A's one scale in the all-gather (the same on every rank), each rank's own
+    otherwise."""
+    return 0.5 if operand == "a_shared" else {"a": 0.5, "b": 0.25}[operand] * (rank + 1)
+
+
+def scaled(dtype: str, operand: str, rank: int) -> dict:
+    """The scale keyword of `operand` for a call of `dtype` (none for 16-bit)."""
+    if dtype != "fp8":
+        return {}
+    name = "scale_a" if operand.startswith("a") else "scale_b"
+    return {name: torch.tensor([scale_of(operand, rank)], device="cuda")}
+
+
+def value(t: torch.Tensor, dtype: str, operand: str, rank: int) -> torch.Tensor:
+    """`t` in float64 as the op reads it: times its scale in the FP8 form."""
+    return t.double() * (scale_of(operand, rank) if dtype == "fp8" else 1.0)
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -44,16 +66,18 @@ def case_ag(dtype: str, layout: str) -> dict:
     from tilepipe.distributed import all_gather_matmul
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    out_dtype = torch.bfloat16 if dtype == "fp8" else DTYPES[dtype]
     errors = {}
     for rows, K, N in SHAPES:
         a_full = shared_randn(rows * world, K, dtype=DTYPES[dtype], seed=rows)
         b = b_of(shared_randn(K, N, dtype=DTYPES[dtype], seed=1000 + rank), layout)
-        ref = a_full.double() @ b.double()
+        ref = value(a_full, dtype, "a_shared", rank) @ value(b, dtype, "b", rank)
+        kw = {**scaled(dtype, "a_shared", rank), **scaled(dtype, "b", rank)}
         for overlap in (True, False):
-            out = torch.full((rows * world, N), float("nan"), device="cuda", dtype=DTYPES[dtype])
-            all_gather_matmul(a_full[rank * rows:(rank + 1) * rows], b, out=out, overlap=overlap)
+            out = torch.full((rows * world, N), float("nan"), device="cuda", dtype=out_dtype)
+            all_gather_matmul(a_full[rank * rows:(rank + 1) * rows], b, out=out, overlap=overlap, **kw)
             errors[f"{rows}x{N}x{K} overlap={overlap}"] = rel_err(out, ref)
-            again = all_gather_matmul(a_full[rank * rows:(rank + 1) * rows], b, overlap=overlap)  # a second epoch
+            again = all_gather_matmul(a_full[rank * rows:(rank + 1) * rows], b, overlap=overlap, **kw)  # next epoch
             errors[f"{rows}x{N}x{K} overlap={overlap} again"] = rel_err(again, ref)
     return {"ok": all(e < TOLERANCE for e in errors.values()), "rel_err": errors}
 
@@ -62,19 +86,22 @@ def case_rs(dtype: str, layout: str) -> dict:
     from tilepipe.distributed import matmul_reduce_scatter
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    out_dtype = torch.bfloat16 if dtype == "fp8" else DTYPES[dtype]
     errors = {}
     for rows, K, N in SHAPES:
         a_full = shared_randn(rows * world, K * world, dtype=DTYPES[dtype], seed=rows)
         b_full = shared_randn(K * world, N, dtype=DTYPES[dtype], seed=2000 + rows)
-        ref = (a_full.double() @ b_full.double())[rank * rows:(rank + 1) * rows]
+        ref = sum(value(a_full[rows * rank:rows * (rank + 1), r * K:(r + 1) * K], dtype, "a", r)
+                  @ value(b_full[r * K:(r + 1) * K], dtype, "b", r) for r in range(world))  # each rank's scales
         a = a_full[:, rank * K:(rank + 1) * K].contiguous()
         b = b_of(b_full[rank * K:(rank + 1) * K], layout)
+        kw = {**scaled(dtype, "a", rank), **scaled(dtype, "b", rank)}
         for overlap in (True, False):
-            out = torch.full((rows, N), float("nan"), device="cuda", dtype=DTYPES[dtype])
-            matmul_reduce_scatter(a, b, out=out, overlap=overlap)
+            out = torch.full((rows, N), float("nan"), device="cuda", dtype=out_dtype)
+            matmul_reduce_scatter(a, b, out=out, overlap=overlap, **kw)
             errors[f"{rows}x{N}x{K} overlap={overlap}"] = rel_err(out, ref)
-            errors[f"{rows}x{N}x{K} overlap={overlap} again"] = rel_err(matmul_reduce_scatter(a, b, overlap=overlap),
-                                                                         ref)
+            again = matmul_reduce_scatter(a, b, overlap=overlap, **kw)  # the next epoch
+            errors[f"{rows}x{N}x{K} overlap={overlap} again"] = rel_err(again, ref)
     return {"ok": all(e < TOLERANCE for e in errors.values()), "rel_err": errors}
 
 
@@ -83,7 +110,7 @@ def case_graph() -> dict:
     output bitwise equal to an eager call's on the same inputs."""
     from tilepipe.distributed import all_gather_matmul, matmul_reduce_scatter
 
-    rows, K, N = 333, 1032, 776
+    rows, K, N = 333, 1040, 776
     a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
     a_rs = torch.randn(rows * dist.get_world_size(), K, device="cuda", dtype=torch.bfloat16)
@@ -171,7 +198,7 @@ def case_hang(op: str) -> dict:
         return {"ok": False, "error": "no TimeoutError"}
     except TimeoutError as error:
         seconds = time.monotonic() - start
-        role = "load" if op == "ag" else "reduce"
+        role = "load" if op == "ag" else "epilogue_load"
         named = f"role '{role}'" in str(error) and f"peer rank {world - 1}" in str(error)
         return {"ok": named and seconds < 20, "seconds": round(seconds, 1), "report": str(error)}
 

@@ -88,10 +88,9 @@ def _check_fp8(a_name: str, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Ten
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor (the FP8 form takes both scales), got {type(t).__name__}")
     for name, t in tensors:
-        if t.device.type != "cuda":
-            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-        if t.device != a.device:
-            raise ValueError(f"{name} must be on {a_name}'s device {a.device}, got {t.device}")
+        where = "a CUDA device" if t.device.type != "cuda" else f"{a_name}'s device {a.device}"
+        if t.device.type != "cuda" or t.device != a.device:
+            raise ValueError(f"{name} must be on {where}, got {t.device}")
     for name, t in ((a_name, a), ("b", b)):
         if t.dim() != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
