@@ -71,7 +71,7 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
             ws.peer_flags[to][chunk:chunk + 1].copy_(ws.epoch)
     if debug:
         check_report(ws, "matmul_reduce_scatter", "epilogue_load", timeout_s, sender=(ws.rank + 1) % world)
-    ws.finish()
+    ws.finish(pushed=False)  # the kernels stored the partial sums themselves
     return out
 
 

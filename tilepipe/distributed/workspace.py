@@ -57,9 +57,11 @@ class Workspace:
         self.peer_slots[peer][self.rank].copy_(chunk)
         self.peer_flags[peer][self.rank:self.rank + 1].copy_(self.epoch)
 
-    def finish(self) -> None:
-        """Main stream: wait for the side stream's copies, then for every rank of the group to get here."""
-        torch.cuda.current_stream().wait_stream(self.stream)
+    def finish(self, pushed: bool = True) -> None:
+        """Main stream: wait for the side stream's copies where this call `pushed` any (a CUDA-graph capture may not
+        wait on a stream it never used), then for every rank of the group to get here."""
+        if pushed:
+            torch.cuda.current_stream().wait_stream(self.stream)
         self.handle.barrier(channel=0)
 
 
