@@ -79,7 +79,8 @@ def test_every_shipped_kernel_passes(shipped):
                        "matmul_fp8 scaled swap-AB streamk",
                        "matmul_fp8 blockwise streamk", "sm100_matmul_kernel", "sm100_matmul_kernel 2-CTA",
                        "sm100_scaled_matmul_kernel", "sm100_block_scaled_kernel", "sm100_blockwise_matmul_kernel",
-                       "grouped_matmul_kernel", "pipeline_demo stress", *MATMUL_ACTIVATIONS, *MATMUL_GATED,
+                       "grouped_matmul_kernel", "ag_matmul_kernel", "rs_matmul_kernel", "pipeline_demo stress",
+                       *MATMUL_ACTIVATIONS, *MATMUL_GATED,
                        *(f"{a} streamk" for a in MATMUL_ACTIVATIONS), *(f"{g} dynamic" for g in MATMUL_GATED),
                        *MATMUL_QUANTIZING,
                        "pipeline_demo wgmma"}

@@ -18,8 +18,8 @@ from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fi
 from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED,
                                        MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
                                        MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT, MATMUL_SWAP,
-                                       PIECED_SCHEDULES,
-                                       SPLIT_SCHEDULES, STRESS_STAGES, WGMMA_STAGES, Variant)
+                                       PIECED_SCHEDULES, SPLIT_SCHEDULES, STRESS_STAGES, TENSOR_PARALLEL,
+                                       WGMMA_STAGES, Variant)
 from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
@@ -590,16 +590,36 @@ def grouped_protocols() -> list[Protocol]:
     return protocols
 
 
+def tp_protocols() -> list[Protocol]:
+    """tilepipe.distributed's kernels in their catalogue form (kernels/tp_spec.py): matmul's roles over matmul_plan's
+    pipelines, the all-gather's without C, the reduce-scatter step's with C (its epilogue-load role brings another
+    rank's partial sums). Their flag waits on other GPUs are verify/tp_protocol.py's model, not a pipeline here."""
+    from tilepipe.kernels.tp_spec import tp_variant_spec
+
+    protocols = []
+    for kernel in TENSOR_PARALLEL:
+        cfg, _ = tp_variant_spec(kernel)
+        has_c = kernel == "rs_matmul_kernel"
+        plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", False,
+                              has_c, epilogue_n=cfg.epilogue_n)
+        protocols.append(Protocol(kernel, f"LARGE_SUBTILED_16BIT stages={cfg.stages} c_stages={cfg.c_stages}",
+                                  plan_storages(plan), matmul_roles(has_c, subtiles=cfg.tile_n // cfg.epilogue_cols),
+                                  tile_cases(cfg.stages), lambda kernel=kernel: tp_variant_spec(kernel)[1]))
+    return protocols
+
+
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
     program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K; split multicast:
-    split_protocols), swap-AB, the pieced tiles, the ping-pong GEMM, the grouped GEMM, the fused epilogues, the FP8
-    kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the wgmma kernel."""
+    split_protocols), swap-AB, the pieced tiles, the ping-pong GEMM, the grouped GEMM, the fused epilogues, the
+    tensor-parallel kernels, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the
+    wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
     protocols += split_protocols()
     protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols() + fused_protocols()
+    protocols += tp_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()
     protocols += [stress_protocol(stages, consumers) for stages in STRESS_STAGES for consumers in (1, 2)]

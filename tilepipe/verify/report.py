@@ -17,9 +17,10 @@ from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32,
                                    sm100_block_scaled_fitted, sm100_blockwise_config, sm100_config, sm100_fitted,
                                    sm100_fp8_config, small_m_configs, swap_config, variant_config)
 from tilepipe.host.gpus import H100, GpuModel
-from tilepipe.kernels.catalogue import shipped_variants
+from tilepipe.kernels.catalogue import TENSOR_PARALLEL, shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.spec import KernelSpec
+from tilepipe.kernels.tp_spec import tp_variant_spec
 from tilepipe.verify.compile import CompileError, KernelReport, compile_kernels
 
 FIRST_CALLS = ((16, 4096, 4096), (512, 4096, 4096), (4096, 4096, 4096))
@@ -153,6 +154,9 @@ def catalogue_rows() -> list[Row]:
             rows.append(Row(v.name, describe(cfg), spec))
         elif v.kernel == "restage_rows_kernel":
             rows.append(Row(v.name, "", restage_spec()))
+        elif v.kernel in TENSOR_PARALLEL:
+            cfg, spec = tp_variant_spec(v.kernel)
+            rows.append(Row(v.name, describe(cfg), spec))
     other_tiles = ((LARGE_FP32, "fp32", "static"), (SMALL, "bf16", "static"), (LARGE_SUBTILED_FP32, "fp32", "static"),
                    (small_m_configs(bf16)[0], "bf16", "streamk"))  # the last: small M's tile under split-K
     rows += [Row(f"matmul {d_dtype} D {schedule}", describe(cfg), matmul_spec(cfg, "bf16", d_dtype, True,

@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from tilepipe.kernels.catalogue import Variant, shipped_variants
+from tilepipe.kernels.catalogue import TENSOR_PARALLEL, Variant, shipped_variants
 from tilepipe.probes.debug import REPO_ROOT, GuardedRun, run_all_guarded, run_guarded
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
@@ -297,6 +297,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_grouped(options)
     if variant.kernel == "restage_rows_kernel":
         return run_restage
+    if variant.kernel in TENSOR_PARALLEL:  # needs a process group on 2 GPUs
+        return lambda: _skipped(variant, "runs under torchrun on 2 GPUs: tests/gpu/tp_cases.py (scripts/gpu_tp.sh)")
     if variant.kernel == "pipeline_demo stress":
         style = list(pipeline_demo.STYLES)[index % len(pipeline_demo.STYLES)]
         return lambda: pipeline_demo.run_stress(style, options["stages"], options["consumers"],
