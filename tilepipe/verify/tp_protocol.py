@@ -12,6 +12,12 @@ Each of W ranks makes `calls` calls. In call n a rank:
             rank arrived (a seeded "no_barrier" goes on at once)
 A rank that "skips" a call (seeded) makes no step of it. Findings: "stale" (a read of another call's chunk), "hang"
 (no step can run, naming the rank, the chunk and the peer it waits for).
+
+The reduce-scatter's ring (op "reduce_scatter", distributed/reduce_scatter.py) replaces the copies and the kernel:
+in call n, for step s = 0 .. W-1 over chunk c = rank + 1 + s (mod W), a rank (its kernels, in order) waits until its
+flag of chunk c holds its epoch and reads its slot c (s >= 1: rank + 1's partial sums, which must be call n's), then
+(s < W-1) stores its partial sums of chunk c into rank - 1's slot c and (the copy engine, after the kernel) sets
+rank - 1's flag of chunk c to its epoch; then the barrier as above.
 """
 
 import random
@@ -60,42 +66,54 @@ class _Model:
 
     def steps(self, state: tuple):
         """(description, next state) for every step that can run; a "stale" read is a step that reports itself."""
-        ranks, flags, slots, arrived = state
-        W = self.world
-        for r, (call, stage, epoch, copy_pc, kernel_pc) in enumerate(ranks):
+        ranks, _, _, arrived = state
+        for r, (call, stage, epoch, *_) in enumerate(ranks):
             if stage == "done" or self.skips(r, call):
                 continue
             if stage == "start":
                 value = 1 if self.seed == "baked_epoch" else call
                 yield f"rank {r} call {call}: epoch {value}", self._rank(state, r, (call, "run", value, 0, 0))
             elif stage == "run":
-                if copy_pc < 2 * (W - 1):
-                    peer = self.targets[r][copy_pc // 2]
-                    table, value = (slots, call) if copy_pc % 2 == 0 else (flags, epoch)
-                    table = _set(table, peer, r, value)
-                    new = (ranks, table, slots, arrived) if copy_pc % 2 else (ranks, flags, table, arrived)
-                    what = "chunk" if copy_pc % 2 == 0 else "flag"
-                    yield f"rank {r} copies its {what} to rank {peer}", self._rank(
-                        new, r, (call, stage, epoch, copy_pc + 1, kernel_pc))
-                if kernel_pc < W:
-                    chunk = self.order[r][kernel_pc]
-                    if chunk == r:
-                        yield f"rank {r} reads its own chunk", self._rank(state, r, (call, stage, epoch, copy_pc,
-                                                                                    kernel_pc + 1))
-                    elif flags[r][chunk] == epoch:
-                        step = self._rank(state, r, (call, stage, epoch, copy_pc, kernel_pc + 1))
-                        if slots[r][chunk] != call:
-                            yield "stale", (f"rank {r} call {call} read chunk {chunk} holding call "
-                                            f"{slots[r][chunk]}'s data (its flag held epoch {epoch})")
-                        yield f"rank {r} reads chunk {chunk}", step
-                if copy_pc == 2 * (W - 1) and kernel_pc == W:
-                    count = list(arrived)
-                    count[call] += 1
-                    yield f"rank {r} arrives at barrier {call}", self._rank(
-                        (ranks, flags, slots, tuple(count)), r, (call, "barrier", epoch, copy_pc, kernel_pc))
-            elif stage == "barrier" and (self.seed == "no_barrier" or arrived[call] == W):
+                yield from self.run_steps(state, r)
+            elif stage == "barrier" and (self.seed == "no_barrier" or arrived[call] == self.world):
                 after = (call + 1, "start", epoch, 0, 0) if call < self.calls else (call, "done", epoch, 0, 0)
                 yield f"rank {r} leaves barrier {call}", self._rank(state, r, after)
+
+    def run_steps(self, state: tuple, r: int):
+        """Rank r's copies and kernel steps in its call, then its arrival at the barrier."""
+        ranks, flags, slots, arrived = state
+        W = self.world
+        call, stage, epoch, copy_pc, kernel_pc = ranks[r]
+        if copy_pc < 2 * (W - 1):
+            peer = self.targets[r][copy_pc // 2]
+            table, value = (slots, call) if copy_pc % 2 == 0 else (flags, epoch)
+            table = _set(table, peer, r, value)
+            new = (ranks, table, slots, arrived) if copy_pc % 2 else (ranks, flags, table, arrived)
+            what = "chunk" if copy_pc % 2 == 0 else "flag"
+            yield f"rank {r} copies its {what} to rank {peer}", self._rank(
+                new, r, (call, stage, epoch, copy_pc + 1, kernel_pc))
+        if kernel_pc < W:
+            chunk = self.order[r][kernel_pc]
+            if chunk == r:
+                yield f"rank {r} reads its own chunk", self._rank(state, r, (call, stage, epoch, copy_pc,
+                                                                            kernel_pc + 1))
+            elif flags[r][chunk] == epoch:
+                step = self._rank(state, r, (call, stage, epoch, copy_pc, kernel_pc + 1))
+                if slots[r][chunk] != call:
+                    yield "stale", (f"rank {r} call {call} read chunk {chunk} holding call "
+                                    f"{slots[r][chunk]}'s data (its flag held epoch {epoch})")
+                yield f"rank {r} reads chunk {chunk}", step
+        if copy_pc == 2 * (W - 1) and kernel_pc == W:
+            yield from self.arrive(state, r)
+
+    def arrive(self, state: tuple, r: int):
+        """Rank r, done with its call, arrives at the call's barrier."""
+        ranks, flags, slots, arrived = state
+        call, _, epoch, *pcs = ranks[r]
+        count = list(arrived)
+        count[call] += 1
+        yield f"rank {r} arrives at barrier {call}", self._rank((ranks, flags, slots, tuple(count)), r,
+                                                                (call, "barrier", epoch, *pcs))
 
     def _rank(self, state: tuple, r: int, value: tuple) -> tuple:
         ranks, flags, slots, arrived = state
@@ -118,16 +136,64 @@ class _Model:
         return "; ".join(waits) or "no rank waits"
 
 
+class _RingModel(_Model):
+    """The reduce-scatter's ring: a rank's call is a list of actions, ("read", c) for steps 1.., ("store", c) and
+    ("flag", c) for steps ..W-2 (chunk c = rank + 1 + step); the rank tuple's copy pc counts them."""
+
+    def __init__(self, world: int, calls: int, seed: str | None) -> None:
+        super().__init__(world, calls, seed)
+        self.actions = [[action for s in range(world) for action in
+                         ([("read", (r + 1 + s) % world)] if s else []) +
+                         ([("store", (r + 1 + s) % world), ("flag", (r + 1 + s) % world)] if s < world - 1 else [])]
+                        for r in range(world)]
+
+    def run_steps(self, state: tuple, r: int):
+        ranks, flags, slots, arrived = state
+        call, stage, epoch, pc, _ = ranks[r]
+        if pc == len(self.actions[r]):
+            yield from self.arrive(state, r)
+            return
+        kind, chunk = self.actions[r][pc]
+        after = (call, stage, epoch, pc + 1, 0)
+        to = (r - 1) % self.world
+        if kind == "read" and flags[r][chunk] == epoch:
+            if slots[r][chunk] != call:
+                yield "stale", (f"rank {r} call {call} read chunk {chunk} holding call {slots[r][chunk]}'s partial "
+                                f"sums (its flag held epoch {epoch})")
+            yield f"rank {r} reads chunk {chunk}", self._rank(state, r, after)
+        elif kind == "store":
+            yield f"rank {r} stores chunk {chunk} into rank {to}", self._rank(
+                (ranks, flags, _set(slots, to, chunk, call), arrived), r, after)
+        elif kind == "flag":
+            yield f"rank {r} flags chunk {chunk} at rank {to}", self._rank(
+                (ranks, _set(flags, to, chunk, epoch), slots, arrived), r, after)
+
+    def hang(self, state: tuple) -> str:
+        ranks, flags, _, arrived = state
+        waits = []
+        for r, (call, stage, epoch, pc, _) in enumerate(ranks):
+            if stage == "run" and pc < len(self.actions[r]):
+                chunk = self.actions[r][pc][1]
+                waits.append(f"rank {r} call {call}: role 'epilogue_load' waits for chunk {chunk} from peer "
+                             f"{(r + 1) % self.world} (epoch {epoch}, flag holds {flags[r][chunk]})")
+            elif stage == "barrier":
+                waits.append(f"rank {r} call {call}: waits at the barrier ({arrived[call]} of {self.world} arrived)")
+        return "; ".join(waits) or "no rank waits"
+
+
 def _set(table: tuple, row: int, col: int, value: int) -> tuple:
     line = table[row][:col] + (value, ) + table[row][col + 1:]
     return table[:row] + (line, ) + table[row + 1:]
 
 
 def check_tp_protocol(world: int, calls: int = 2, seed: str | None = None, walks: int = 0,
-                      rng_seed: int = 0) -> TpResult:
-    """Explore the model of `world` ranks making `calls` calls: every interleaving, or (`walks` > 0) that many random
-    ones from the start, for groups too large to explore whole. At most one finding of each kind is kept."""
-    model = _Model(world, calls, seed)
+                      rng_seed: int = 0, op: str = "all_gather") -> TpResult:
+    """Explore the model of `world` ranks making `calls` calls of `op` ("all_gather" or "reduce_scatter"): every
+    interleaving, or (`walks` > 0) that many random ones from the start, for groups too large to explore whole. At
+    most one finding of each kind is kept."""
+    if op not in ("all_gather", "reduce_scatter"):
+        raise ValueError(f"op must be 'all_gather' or 'reduce_scatter', got {op!r}")
+    model = (_Model if op == "all_gather" else _RingModel)(world, calls, seed)
     found: dict[str, TpFinding] = {}
 
     def visit(state: tuple) -> list[tuple]:
