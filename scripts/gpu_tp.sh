@@ -33,10 +33,10 @@ for part in ${PARTS:-tests hang bench}; do
     case "$part" in
     tests)  # two torchruns: a fault in one op's kernels (a lost CUDA context) leaves the other's results
         torchrun_part tests-ag "${TESTS_S:-150}" -m tests.gpu.tp_cases ag-bf16-rowmajor ag-bf16-kmajor \
-            ag-fp16-rowmajor ag-fp16-kmajor ag-fp8-kmajor badargs
+            ag-fp16-rowmajor ag-fp16-kmajor ag-fp8-kmajor badargs compile
         code=$?
         torchrun_part tests-rs "${TESTS_S:-150}" -m tests.gpu.tp_cases rs-bf16-rowmajor rs-bf16-kmajor \
-            rs-fp16-rowmajor rs-fp16-kmajor rs-fp8-kmajor graph compile
+            rs-fp16-rowmajor rs-fp16-kmajor rs-fp8-kmajor graph
         code=$(( code || $? )) ;;
     hang)
         torchrun_part hang-ag 45 -m tests.gpu.tp_cases hang-ag
