@@ -58,3 +58,16 @@ def gather_config(rows: int, N: int, world: int, gpu: GpuModel) -> MatmulConfig:
         return small
     waves = {cfg: -(-world * -(-rows // cfg.block_m) * -(-N // cfg.block_n) // gpu.sms) for cfg in (large, small)}
     return small if waves[small] * gpu.pingpong_step_cost < 2 * waves[large] else large
+
+
+def catalogue_spec(kernel: str) -> tuple[MatmulConfig, object]:
+    """The catalogue's form of a tensor-parallel kernel (kernels/catalogue.py TENSOR_PARALLEL), as (config,
+    KernelSpec): "ag_matmul_kernel" or "rs_matmul_kernel", bf16, 128x256 with D in 64-column sub-tiles, B row-major,
+    2 ranks."""
+    from tilepipe.kernels.ag_matmul import ag_matmul_spec
+    from tilepipe.kernels.rs_matmul import rs_matmul_spec
+
+    cfg = LARGE_SUBTILED_16BIT
+    if kernel == "ag_matmul_kernel":
+        return cfg, ag_matmul_spec(cfg, "bf16", False, 2)
+    return cfg, rs_matmul_spec(cfg, "bf16", False)
