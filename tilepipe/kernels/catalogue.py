@@ -136,8 +136,7 @@ SM100_BLOCK_SCALED = {"sm100 block_scaled mxfp8": dict(fmt="mxfp8"), "sm100 bloc
                       "sm100 block_scaled nvfp4": dict(fmt="nvfp4")}
 """sm100_block_scaled_kernel in each format (compiled for sm_100a only: never run here)."""
 TENSOR_PARALLEL = ("ag_matmul_kernel", "rs_matmul_kernel")
-"""tilepipe.distributed's kernels (all-gather + GEMM; the reduce-scatter's accumulating step), one form each
-(kernels/tp_spec.py tp_variant_spec: bf16, 128x256 with D in sub-tiles, 2 ranks)."""
+"""tilepipe.distributed's kernels, one form each (distributed/plan.py catalogue_spec: bf16 128x256, 2 ranks)."""
 FP8_KERNELS = ("matmul_fp8 scaled", "matmul_fp8 blockwise")
 """The FP8 kernels: per-tensor and per-row scaling share one (only a scale stride differs)."""
 STRESS_STAGES = (1, 2, 4, 8)
@@ -150,11 +149,10 @@ def shipped_variants() -> list[Variant]:
     each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
     dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain, +bias, +bias with GELU and
     SwiGLU, static), the activation epilogues (static and stream-K), the gated ones (static and dynamic), the
-    quantizing ones (FP8 output, static), the
-    sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the FP8 kernels (also under stream-K, and in
-    2x1/1x2 clusters, split too), the grouped GEMM (bf16 and fp32 D), the sm_100a FP8 (per-tensor/per-row and blockwise)
-    and block-scaled GEMMs, the tensor-parallel kernels, the restaging copy, and the pipeline examples the demo
-    runs."""
+    quantizing ones (FP8 output, static), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the
+    FP8 kernels (also under stream-K, and in 2x1/1x2 clusters, split too), the grouped GEMM (bf16 and fp32 D), the
+    sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the tensor-parallel kernels, the restaging
+    copy, and the pipeline examples the demo runs."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})

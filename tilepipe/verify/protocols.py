@@ -591,20 +591,20 @@ def grouped_protocols() -> list[Protocol]:
 
 
 def tp_protocols() -> list[Protocol]:
-    """tilepipe.distributed's kernels in their catalogue form (kernels/tp_spec.py): matmul's roles over matmul_plan's
+    """tilepipe.distributed's kernels in their catalogue form (distributed/plan.py catalogue_spec): matmul's roles over matmul_plan's
     pipelines, the all-gather's without C, the reduce-scatter step's with C (its epilogue-load role brings another
     rank's partial sums). Their flag waits on other GPUs are verify/tp_protocol.py's model, not a pipeline here."""
-    from tilepipe.kernels.tp_spec import tp_variant_spec
+    from tilepipe.distributed.plan import catalogue_spec
 
     protocols = []
     for kernel in TENSOR_PARALLEL:
-        cfg, _ = tp_variant_spec(kernel)
+        cfg, _ = catalogue_spec(kernel)
         has_c = kernel == "rs_matmul_kernel"
         plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", False,
                               has_c, epilogue_n=cfg.epilogue_n)
         protocols.append(Protocol(kernel, f"LARGE_SUBTILED_16BIT stages={cfg.stages} c_stages={cfg.c_stages}",
                                   plan_storages(plan), matmul_roles(has_c, subtiles=cfg.tile_n // cfg.epilogue_cols),
-                                  tile_cases(cfg.stages), lambda kernel=kernel: tp_variant_spec(kernel)[1]))
+                                  tile_cases(cfg.stages), lambda kernel=kernel: catalogue_spec(kernel)[1]))
     return protocols
 
 

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import torch
 
 from tilepipe._text import format_table
+from tilepipe.distributed.plan import catalogue_spec
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32, MEDIUM_FP32_SOURCE,
                                    SM100_BLOCK_SCALED_CONFIGS, SM100_CONFIGS, SM100_FP8_CONFIGS, SM100_PAIR_CONFIGS,
                                    SMALL, MatmulConfig, fp8_config_for, fp8_configs, fp8_schedule_for,
@@ -20,7 +21,6 @@ from tilepipe.host.gpus import H100, GpuModel
 from tilepipe.kernels.catalogue import TENSOR_PARALLEL, shipped_variants
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.spec import KernelSpec
-from tilepipe.kernels.tp_spec import tp_variant_spec
 from tilepipe.verify.compile import CompileError, KernelReport, compile_kernels
 
 FIRST_CALLS = ((16, 4096, 4096), (512, 4096, 4096), (4096, 4096, 4096))
@@ -155,7 +155,7 @@ def catalogue_rows() -> list[Row]:
         elif v.kernel == "restage_rows_kernel":
             rows.append(Row(v.name, "", restage_spec()))
         elif v.kernel in TENSOR_PARALLEL:
-            cfg, spec = tp_variant_spec(v.kernel)
+            cfg, spec = catalogue_spec(v.kernel)
             rows.append(Row(v.name, describe(cfg), spec))
     other_tiles = ((LARGE_FP32, "fp32", "static"), (SMALL, "bf16", "static"), (LARGE_SUBTILED_FP32, "fp32", "static"),
                    (small_m_configs(bf16)[0], "bf16", "streamk"))  # the last: small M's tile under split-K
