@@ -15,14 +15,3 @@ def tp_constexprs(cfg, b_kmajor: bool, debug: bool, dtype: str) -> dict:
             "TILE": [cfg.block_m, cfg.block_n], "EPILOGUE_N": cfg.epilogue_n, "DEBUG": debug,
             "SCALED": dtype in FP8_NAMES}
 
-
-def tp_variant_spec(kernel: str):
-    """The catalogue's form of a tensor-parallel kernel (kernels/catalogue.py TENSOR_PARALLEL), as (config, spec):
-    "ag_matmul_kernel" or "rs_matmul_kernel", bf16, 128x256 with D in 64-column sub-tiles, B row-major, 2 ranks."""
-    from tilepipe.host.configs import LARGE_SUBTILED_16BIT as cfg
-    from tilepipe.kernels.ag_matmul import ag_matmul_spec
-    from tilepipe.kernels.rs_matmul import rs_matmul_spec
-
-    if kernel == "ag_matmul_kernel":
-        return cfg, ag_matmul_spec(cfg, "bf16", False, 2)
-    return cfg, rs_matmul_spec(cfg, "bf16", False)
