@@ -167,10 +167,10 @@ class ProducerConsumerPipeline:
         for i in gl.static_range(self.num_stages):
             mbarrier.init(self.producer_mbar(i), count=self.producer_arrivals)
             mbarrier.init(self.consumer_mbar(i), count=self.consumer_arrivals * (2 if self.split else 1))
-        if self.split:  # the peer CTA signals these barriers: initialised in both CTAs before it may
-            cluster_init_barrier()
             if self.multicast:  # counts each CTA's releases: the compiler doubles the count for the pair
                 mbarrier.init(self.pair.index(i), count=self.consumer_arrivals)
+        if self.split:  # the peer CTA signals these barriers: initialised in both CTAs before it may
+            cluster_init_barrier()
 
     @builtin
     def with_release_lag(self, lag, _semantic=None):
