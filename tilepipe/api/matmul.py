@@ -114,7 +114,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
                                    source is not None)
         schedule = scheduler or schedule_for(M, N, K, cfg, device_model(device))
     check_cluster(cfg, schedule, arch, source is not None)
-    b_kmajor = b_kmajor or cfg.swap_ab and b.stride(0) == 1  # a (K, 1) B is both: swap-AB reads it K-major
+    b_kmajor = b_kmajor or reads_b_kmajor(b, cfg)
     check_swap_ab(cfg, b_kmajor, arch)
     check_pieced(cfg, schedule, arch, own_source, out_dtype)
     check_subtiles(cfg, arch)
@@ -178,6 +178,12 @@ def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = Fal
     if schedule not in built:
         raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; on {arch} a config with a "
                          f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler in {built}")
+
+
+def reads_b_kmajor(b: torch.Tensor, cfg: MatmulConfig) -> bool:
+    """Whether a B that reads as K-major and row-major at once (both strides 1: a (K, 1) or (1, N) one, which the
+    stride test calls row-major) is read K-major: where `cfg` needs B K-major (swap-AB, split multicast in 2x1)."""
+    return b.stride(0) == 1 and (cfg.swap_ab or cfg.split_multicast and cfg.cluster.m > 1)
 
 
 def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
