@@ -155,6 +155,22 @@ def test_fake_results_have_the_gathered_rows(group, b_strides):
         d = torch.ops.tilepipe.all_gather_matmul(*fp8_operands(), *fp8_scales(), group_name=group.group_name,
                                                  out_dtype=torch.float16)
         assert d.shape == (256, 128) and d.dtype == torch.float16
+        assert torch.ops.tilepipe.all_gather_matmul(a, b, group_name=group.group_name, overlap=True).shape == (256, 128)
+
+
+def test_the_compiled_call_keeps_overlap(group, monkeypatch):
+    """Under torch.compile the op is called with the caller's overlap (the 2xH200 run's compiled layer ran the NCCL
+    sequence where the eager one overlapped: outputs 2.5e-3 apart)."""
+    import tilepipe.distributed as td
+    from tilepipe.distributed import all_gather
+
+    seen = {}
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(all_gather, "traced", lambda *args: seen.setdefault("args", args))
+
+    with FakeTensorMode():
+        td.all_gather_matmul(fake(256, 64), fake(64, 128), group, overlap=True)
+    assert seen["args"][-1] is True
 
 
 def test_ranks_that_disagree_are_named(group, monkeypatch):

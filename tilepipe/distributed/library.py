@@ -7,15 +7,18 @@ import torch
 from tilepipe.api.library import PublicOp, register
 from tilepipe.distributed.checks import check_call, resolve_group
 
-OPTIONS = "str group_name, ScalarType? out_dtype=None"
+OPTIONS = "str group_name, ScalarType? out_dtype=None, bool? overlap=None"
 
 
 def traced(op: str, out: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None,
-           scale_b: torch.Tensor | None, group_name: str, out_dtype: torch.dtype | None) -> torch.Tensor:
-    """A call of tensor-parallel op `op` while torch.compile traces: the custom op (its _out form into `out`)."""
+           scale_b: torch.Tensor | None, group_name: str, out_dtype: torch.dtype | None,
+           overlap: bool | None) -> torch.Tensor:
+    """A call of tensor-parallel op `op` while torch.compile traces: the custom op (its _out form into `out`), with the
+    caller's `overlap`, so the compiled call runs the form the eager one would."""
+    options = dict(group_name=group_name, out_dtype=out_dtype, overlap=overlap)
     if out is None:
-        return getattr(torch.ops.tilepipe, op)(a, b, scale_a, scale_b, group_name=group_name, out_dtype=out_dtype)
-    getattr(torch.ops.tilepipe, f"{op}_out")(out, a, b, scale_a, scale_b, group_name=group_name, out_dtype=out_dtype)
+        return getattr(torch.ops.tilepipe, op)(a, b, scale_a, scale_b, **options)
+    getattr(torch.ops.tilepipe, f"{op}_out")(out, a, b, scale_a, scale_b, **options)
     return out
 
 
@@ -29,7 +32,7 @@ def _register(op: str, a_name: str) -> PublicOp:
 
     def result_like(*, group_name: str, scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
                     out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                    **tensors: torch.Tensor) -> torch.Tensor:
+                    overlap: bool | None = None, **tensors: torch.Tensor) -> torch.Tensor:
         a = tensors[a_name]
         call = check_call(op, a_name, a, tensors["b"], resolve_group(group_name), scale_a, scale_b, out, out_dtype)
         return out if out is not None else a.new_empty(call.out_shape, dtype=call.out_dtype)

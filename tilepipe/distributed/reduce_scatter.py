@@ -37,7 +37,7 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
     group = resolve_group(group)
     call = check_call("matmul_reduce_scatter", "a", a, b, group, scale_a, scale_b, out, out_dtype)
     if torch.compiler.is_compiling():
-        return traced("matmul_reduce_scatter", out, a, b, scale_a, scale_b, group.group_name, out_dtype)
+        return traced("matmul_reduce_scatter", out, a, b, scale_a, scale_b, group.group_name, out_dtype, overlap)
     M, K, N, world = call.rows, call.K, call.N, group.size()
     rows = M // world
     check_agreement(group, "matmul_reduce_scatter", "a", a, b, call.b_kmajor)
