@@ -50,7 +50,7 @@ CATALOGUE: tuple[tuple[str, str, str], ...] = (
     *(("matmul_fp8", arg, how) for arg in ("a", "b") for how in (*TENSOR_MUTATIONS, "layout")),
     ("matmul_fp8", "b", "both_e5m2"),
     *(("matmul_fp8", arg, how) for arg in ("scale_a", "scale_b") for how in TENSOR_MUTATIONS),
-    ("matmul_fp8", "out_dtype", "dtype"), ("matmul_fp8", "config", "type"),
+    ("matmul_fp8", "out_dtype", "dtype"), ("matmul_fp8", "config", "type"), ("matmul_fp8", "scheduler", "value"),
     *(("matmul_fp8", "out", how) for how in (*TENSOR_MUTATIONS, "overlap", "self_overlap")),
     *(("matmul_block_scaled", arg, how) for arg in ("a", "b") for how in (*TENSOR_MUTATIONS, "layout")),
     *(("matmul_block_scaled", arg, how) for arg in ("scale_a", "scale_b") for how in TENSOR_MUTATIONS),
