@@ -5,11 +5,15 @@ barrier for the whole tile, release every slot on the peer CTA's empty barrier t
 for the cluster; the protocol checker passes them and catches a release that skips the peer."""
 
 import re
+from collections import Counter
 from dataclasses import replace
 
 import pytest
+import torch
 
-from tilepipe.host.configs import LARGE_16BIT, MatmulConfig
+from tilepipe.api.matmul import check_pingpong, check_subtiles, reads_b_kmajor
+from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, PINGPONG_16BIT, MatmulConfig
+from tilepipe.kernels.catalogue import FP8_SPLIT, SPLIT_SCHEDULES
 from tilepipe.kernels.matmul import operand_blocks
 from tilepipe.pipeline.multicast import split_block
 from tilepipe.verify.checker import Loop, Signal, check, format_results
@@ -72,6 +76,22 @@ def test_releases_reach_the_peer_and_barriers_are_initialised_for_the_cluster(re
     assert reports[label].spill_stores == 0
 
 
+def test_every_barrier_the_plan_declares_is_initialised_with_its_count(reports):
+    """Each barrier of the storage declaration has its mbarrier.init, with the declared arrivals: a split ring's empty
+    barriers count both CTAs' consumers, and a leader-issued ring in the same kernel (the dynamic scheduler's) keeps
+    its pair barriers (9ea4452 left every pair barrier uninitialised: the H200's launch failures under the dynamic
+    scheduler and in the FP8 cluster rows)."""
+    labels = [f"{variant} {schedule}" for variant, schedules in SPLIT_SCHEDULES.items() for schedule in schedules]
+    labels += [f"{kernel} split {m}x{n}" for kernel, (m, n) in FP8_SPLIT]
+    protocols = split_protocols()
+    assert len(labels) == len(protocols)
+    for label, protocol in zip(labels, protocols):
+        declared = Counter(use.arrivals for storage in protocol.storages for use in storage.barriers()
+                           for _ in range(use.count))
+        inits = Counter(map(int, re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], (\d+);", reports[label].ptx)))
+        assert inits == declared, label
+
+
 def test_each_cta_arms_its_full_barrier_for_the_whole_tile(reports):
     """The stage's expect covers the whole shared tile (both halves land in every CTA) plus the CTA's own part of
     the other operand: 1x2 at LARGE_16BIT's 128x256 a CTA: A 128x64 whole, B 256x64 its own."""
@@ -94,6 +114,15 @@ def test_the_host_halves_the_shared_operands_block():
         split_block((24, 64))
 
 
+def test_a_b_with_both_strides_one_is_read_k_major_where_the_split_needs_it():
+    """A (1, 1) or (K, 1) B passes the stride test as row-major; a split 2x1 cluster (B shared, K-major only) reads it
+    K-major, as swap-AB does (the H200's 2x1 'kmajor' cases at 1x1x1 were refused as row-major)."""
+    pair = MatmulConfig(128, 128, 64, 4, cluster_m=2, split_multicast=True)
+    for b in (torch.randn(1, 1).t(), torch.randn(64, 1)):
+        assert reads_b_kmajor(b, pair) and not reads_b_kmajor(b, replace(pair, split_multicast=False))
+    assert not reads_b_kmajor(torch.randn(64, 8), pair)  # row-major: refused by split_operand
+
+
 def test_the_checker_passes_the_split_rings_and_catches_a_release_that_skips_the_peer():
     protocols = split_protocols()
     results = [check(p) for p in protocols]
@@ -113,9 +142,42 @@ def test_the_checker_passes_the_split_rings_and_catches_a_release_that_skips_the
 
 
 def test_the_benchmark_times_each_cluster_split_and_leader_issued():
+    """Each cluster variant, from any choice of the host (D in sub-tiles, ping-pong: built without clusters), is
+    one the host builds (the H200's bench refused its clusters of the sub-tiled 128x256 choice)."""
     from tilepipe.tools.bench_clusters import SPLIT_SHAPES, cluster_variants
 
     variants = cluster_variants(MatmulConfig(128, 256, 64, 3, cluster_m=2, split_multicast=True), split=True)
     assert list(variants) == ["default", "1x1", "1x2", "2x1", "1x2 split", "2x1 split"]
     assert [v.split_multicast for v in variants.values() if v] == [False, False, False, True, True]
     assert (448, 4096, 14336) in SPLIT_SHAPES["bf16"] and (1024, 2048, 7168) in SPLIT_SHAPES["blockwise"]
+    for chosen in (LARGE_SUBTILED_16BIT, PINGPONG_16BIT):
+        for name, cfg in cluster_variants(chosen, split=True).items():
+            if cfg is not None:
+                check_subtiles(cfg, "sm_90a")
+                check_pingpong(cfg, "static", "sm_90a", False)
+                assert (cfg.block_m, cfg.block_n) == (chosen.block_m, chosen.block_n), name
+
+
+def test_the_benchmark_records_a_variant_whose_process_dies_and_goes_on(monkeypatch):
+    """A child that dies in a unit (a launch failure poisons its CUDA context) leaves that unit missing with the
+    exception's line; a new child takes the units after it; the units reported before it are kept."""
+    import json
+
+    from tilepipe.probes.debug import GuardedRun
+    from tilepipe.tools import bench_clusters
+
+    calls = []
+
+    def fake_run(args, timeout):
+        units = json.loads(args[-1])["units"]
+        calls.append(units)
+        lines = [json.dumps({"unit": u, "rel_err": 0.0}) for u in units[:units.index("b") if "b" in units else None]]
+        died = "b" in units
+        output = "\n".join(lines + (["torch.AcceleratorError: CUDA error: unspecified launch failure"] if died else []))
+        return GuardedRun(tuple(args), 1 if died else 0, 1.0, output, None)
+
+    monkeypatch.setattr(bench_clusters, "run_guarded", fake_run)
+    missing: list[str] = []
+    done = bench_clusters.guarded({"mode": "check"}, list("abc"), list("abc"), float("inf"), missing, "case ")
+    assert calls == [["a", "b", "c"], ["c"]] and sorted(done) == ["a", "c"]
+    assert missing == ["case b: torch.AcceleratorError: CUDA error: unspecified launch failure"]
