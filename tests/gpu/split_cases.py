@@ -1,11 +1,12 @@
 """GPU correctness of split multicast (issue 42: each CTA of a two-CTA cluster issues its half of the shared tile),
 one case per process; prints JSON.
 
-`python -m tests.gpu.split_cases matmul 1x2 plain bf16 bf16 kmajor dynamic`: tilepipe.matmul with a split 1x2 (A
-shared) or 2x1 (B shared, K-major) cluster forced under a scheduler, plain or through the residual epilogues (C, C
-aliasing D, a bias row); `... fp8 tensor 2x1 streamk`: matmul_fp8 (tensor, row or blockwise scales) in a split
-cluster under a schedule; `... graph 1x2`: a split GEMM captured in a CUDA graph and replayed on new inputs. Every
-shape against float64 on NaN-poisoned outputs (tests/gpu/matmul_cases.py, fp8_cases.py).
+`python -m tests.gpu.split_cases matmul 1x2 plain bf16 bf16 kmajor dynamic [leader]`: tilepipe.matmul with a split
+1x2 (A shared) or 2x1 (B shared, K-major) cluster forced under a scheduler, plain or through the residual epilogues
+(C, C aliasing D, a bias row), or the cluster's leader-issued form (`leader`: its pair barriers); `... fp8 tensor
+2x1 streamk`: matmul_fp8 (tensor, row or blockwise scales) in a split cluster under a schedule; `... graph 1x2`: a
+split GEMM captured in a CUDA graph and replayed on new inputs. Every shape against float64 on NaN-poisoned outputs
+(tests/gpu/matmul_cases.py, fp8_cases.py).
 """
 
 import json
@@ -22,20 +23,23 @@ RAGGED = [(1000, 3000, 700), (333, 517, 200), (2048, 2048, 4096), (8192, 1024, 1
 cluster tiles than clusters both ways."""
 
 
-def split_config(cluster: str) -> tilepipe.MatmulConfig:
+def split_config(cluster: str, form: str = "split") -> tilepipe.MatmulConfig:
+    """The 128x128 tile in `cluster` ("1x2", "2x1"), split multicast or (`form` "leader") the first CTA's."""
     cm, cn = map(int, cluster.split("x"))
-    return tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cm, cluster_n=cn, split_multicast=True)
+    return tilepipe.MatmulConfig(128, 128, 64, stages=4, cluster_m=cm, cluster_n=cn, split_multicast=form == "split")
 
 
-def run_matmul(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
-    """tilepipe.matmul in a split `cluster` under `scheduler`: every shape, or the residual epilogues."""
-    config = split_config(cluster)
+def run_matmul(cluster: str, epilogue: str, dtype: str, out_dtype: str, layout: str, scheduler: str,
+               form: str = "split") -> dict:
+    """tilepipe.matmul in a split (or `form` "leader": leader-issued) `cluster` under `scheduler`: every shape, or
+    the residual epilogues."""
+    config = split_config(cluster, form)
     if epilogue == "residual":
         result = matmul_cases.run_residual(dtype, out_dtype, layout, config, scheduler)
     else:
         shapes = matmul_cases.SPLITK_SHAPES if scheduler == "splitk" else matmul_cases.SHAPES + RAGGED
         result = matmul_cases.run(dtype, out_dtype, layout, shapes, scheduler=scheduler, config=config)
-    return {**result, "case": f"split {cluster} {epilogue} {result['case']}"}
+    return {**result, "case": f"{form} {cluster} {epilogue} {result['case']}"}
 
 
 def run_fp8(scaling: str, cluster: str, schedule: str) -> dict:

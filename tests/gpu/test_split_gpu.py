@@ -1,4 +1,5 @@
-"""GPU: split multicast (issue 42) against float64 for every split cluster GEMM under every scheduler, a CUDA-graph
+"""GPU: split multicast (issue 42) against float64 for every split cluster GEMM under every scheduler (and the
+leader-issued form under the dynamic scheduler, whose pair barriers 9ea4452 had left uninitialised), a CUDA-graph
 replay, and debug mode naming both CTAs' stuck roles when a release skips the peer CTA. Each case runs in its own
 process under a timeout (tests/gpu/split_cases.py, tests/kernels/hang_kernels.py)."""
 
@@ -15,13 +16,15 @@ CASES += [("matmul", "2x1", "plain", "fp16", "fp16", "kmajor", s) for s in SCHED
 CASES += [("matmul", cluster, "residual", "bf16", "bf16", "kmajor", s)  # C, C aliasing D, a bias row
           for cluster, s in (("1x2", "static"), ("1x2", "streamk"), ("2x1", "static"), ("2x1", "dynamic"))]
 CASES += [("matmul", "1x2", "plain", "bf16", "fp32", "kmajor", "static")]
+CASES += [("matmul", "1x2", "plain", "bf16", "bf16", "rowmajor", "dynamic", "leader"),  # the leader-issued form's pair
+          ("matmul", "2x1", "residual", "bf16", "bf16", "kmajor", "dynamic", "leader")]  # barriers (05c7c7c)
 CASES += [("fp8", scaling, cluster, schedule) for cluster in ("2x1", "1x2")
           for scaling, schedule in (("tensor", "static"), ("row", "streamk"))]
 CASES += [("fp8", "blockwise", cluster, "static") for cluster in ("1x2", "2x1")]
 CASES += [("graph", "1x2"), ("graph", "2x1")]
-TIMEOUT_S = 240
+TIMEOUT_S = 90
 STALL_S = "2"
-HANG_TIMEOUT_S = 120
+HANG_TIMEOUT_S = 60
 PRODUCER = "as producer, waits for the consumers' release (empty barrier)"
 CONSUMER = "as consumer, waits for the producer's fill (full barrier)"
 SKIPS_PEER = ["stuck roles: consumer in CTA 0, consumer in CTA 1, producer in CTA 0, producer in CTA 1\n",
