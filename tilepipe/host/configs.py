@@ -488,7 +488,7 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gp
     reads = (M + N) * K * in_bytes
     loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg, gpu) / gpu.flops_per_sm(in_bytes) * 1e6,
              "stream": steps * stage_bytes / stream,
-             "dram": (reads + M * N * out_bytes + min(reads, gpu.l2_dirty_bytes)) / gpu.dram_bytes_per_us}
+             "dram": dram_us(M, N, K, gpu, in_bytes, out_bytes)}
     bound = max(loops, key=loops.__getitem__)
     swap_us = gpu.swap_floor_us[cfg.block_n] if cfg.swap_ab and cfg.block_m == 64 else 0.0
     return {bound: loops[bound], "fixup": fixup, "launch": gpu.launch_us, "swap": swap_us}
@@ -501,6 +501,13 @@ LOOP_BOUNDS = ("mma", "stream", "dram")
 def loop_bound(parts: dict[str, float]) -> str:
     """Which of LOOP_BOUNDS limits the main loops in predicted_parts' `parts`."""
     return next(name for name in LOOP_BOUNDS if name in parts)
+
+
+def dram_us(M: int, N: int, K: int, gpu: GpuModel, in_bytes: int = 2, out_bytes: int = 2) -> float:
+    """predicted_parts' "dram" term: every operand and output byte once at DRAM speed, plus gpu.l2_dirty_bytes (at
+    most the operands' bytes)."""
+    reads = (M + N) * K * in_bytes
+    return (reads + M * N * out_bytes + min(reads, gpu.l2_dirty_bytes)) / gpu.dram_bytes_per_us
 
 
 def floor_us(M: int, N: int, K: int, gpu: GpuModel, in_bytes: int = 2, out_bytes: int = 2) -> float:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from dataclasses import replace
 
-from tilepipe.host.gpus import DIRECTORY, FITTED_FIELDS, GpuModel, gpu_models
+from tilepipe.host.configs import dram_us
+from tilepipe.host.gpus import DIRECTORY, FITTED_FIELDS, GpuModel, gpu_model, gpu_models
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,27 +30,18 @@ def _shape(row: dict) -> tuple[int, int, int]:
     return M, N, K
 
 
-def _dram_term(M: int, N: int, K: int, gpu: GpuModel) -> float:
-    """predicted_parts' "dram" term for 16-bit operands and D."""
-    reads = (M + N) * K * 2
-    return (reads + M * N * 2 + min(reads, gpu.l2_dirty_bytes)) / gpu.dram_bytes_per_us
-
-
 def fit_dram(rows: list[dict], gpu: GpuModel) -> tuple[float, float, list[str]]:
     """(bytes per us, extra bytes, the rows used) from the static 16-bit decode rows the model bounds by DRAM."""
     used = [r for r in rows if r["group"].startswith("decode") and r["bound"] == "dram" and r["schedule"] == "static"]
     if len(used) < 2:
         raise ValueError(f"fit_dram needs two static decode rows at the DRAM floor, the file has {len(used)}")
-    points = []
+    moved, times = [], []
     for r in used:
         M, N, K = _shape(r)
-        others = r["predicted_us"] - _dram_term(M, N, K, gpu)  # launch and swap-AB's floor
-        points.append(((M + N) * K * 2 + M * N * 2, r["tilepipe_us"] - others))
-    mean_b = statistics.fmean(b for b, _ in points)
-    mean_t = statistics.fmean(t for _, t in points)
-    slope = (sum((b - mean_b) * (t - mean_t) for b, t in points) / sum((b - mean_b) ** 2 for b, _ in points))
-    rate = 1.0 / slope
-    return rate, (mean_t - slope * mean_b) * rate, [r["shape"] for r in used]
+        moved.append((M + N) * K * 2 + M * N * 2)
+        times.append(r["tilepipe_us"] - (r["predicted_us"] - dram_us(M, N, K, gpu)))  # less launch, swap-AB's floor
+    slope, intercept = statistics.linear_regression(moved, times)
+    return 1.0 / slope, intercept / slope, [r["shape"] for r in used]
 
 
 def fit_rate(rows: list[dict], gpu: GpuModel, group: str, rate: float) -> tuple[float, list[str]]:
@@ -67,7 +59,7 @@ def fit(results: Path, target: GpuModel, predicted_with: GpuModel | None = None)
     """The fitted entries of `target`'s model file, as its "fitted" holds them, from a results file whose predictions
     used the constants it records (`cost_model`), or, in a file from before it recorded them, `predicted_with`'s."""
     record = json.loads(results.read_text())
-    if target.name.split()[0] not in record["gpu"]:
+    if gpu_model(record["gpu"]).key != target.key:
         raise ValueError(f"{results} ran on {record['gpu']!r}, not on a {target.name}")
     if "cost_model" in record:
         used = {k: v for k, v in record["cost_model"].items() if k in FITTED_FIELDS and not isinstance(v, dict)}
