@@ -119,6 +119,7 @@ def ab_moves(before: GpuModel, after: GpuModel, pairs: int = 3, rep_ms: int = 25
 def _runs(call: Call, *choices: tuple[MatmulConfig, str]) -> list:
     """One callable per choice running `call` on shared random CUDA inputs."""
     import tilepipe
+    from tilepipe.tools.bench import _operands
     from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
 
     M, N, K = call.M, call.N, call.K
@@ -127,9 +128,7 @@ def _runs(call: Call, *choices: tuple[MatmulConfig, str]) -> list:
         scale_a, scale_b = _scales(M, N, K, "blockwise" if call.scaling == "blockwise" else "tensor")
         return [lambda cfg=cfg, s=s: tilepipe.matmul_fp8(a, b, scale_a, scale_b, config=cfg, scheduler=s)
                 for cfg, s in choices]
-    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-    b = (torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t() if call.b_kmajor
-         else torch.randn(K, N, device="cuda", dtype=torch.bfloat16))
+    a, b = _operands(M, N, K, "kmajor" if call.b_kmajor else "rowmajor")
     c = None if not call.c else torch.randn(M, N, device="cuda",
                                             dtype=torch.float32 if call.c == "+C fp32" else DTYPES[call.d])
     return [lambda cfg=cfg, s=s: tilepipe.matmul(a, b, out_dtype=DTYPES[call.d], c=c, beta=1.0 if call.c else 0.0,
