@@ -77,19 +77,15 @@ def _launch(ws: Workspace, a_shard: torch.Tensor, b_view: torch.Tensor, out: tor
             scale_pair: tuple[torch.Tensor, torch.Tensor], cfg: MatmulConfig, b_kmajor: bool, debug: bool,
             timeout_ms: int, device: int) -> None:
     """ag_matmul_kernel over the slots (W chunks of A; this rank's from a_shard itself) on a persistent grid."""
-    from tilepipe.kernels.matmul import operand_blocks
-
     world, rows, K = ws.slots.shape
     N = out.shape[1]
-    blocks = operand_blocks(cfg, b_kmajor)
-    operands = ((ws.slots.view(world * rows, K), blocks["a"]), (a_shard, blocks["a"]), (b_view, blocks["b"]),
-                (out, blocks["c"]))
+    operands = ((ws.slots.view(world * rows, K), "a"), (a_shard, "a"), (b_view, "b"), (out, "c"))
     scalars = (rows, ws.rank, timeout_ms, N, K, world, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug, a_shard.element_size() == 1)
     tiles = world * -(-rows // cfg.block_m) * -(-N // cfg.block_n)
     key = (cfg, a_shard.dtype, out.dtype, b_kmajor, world, debug, device)
     launch_gemm(_LAUNCHERS, key, "tilepipe.kernels.ag_matmul:ag_matmul_kernel", operands,
-                (ws.flags, ws.epoch, ws.report, *scale_pair), scalars, cfg, tiles, device)
+                (ws.flags, ws.epoch, ws.report, *scale_pair), scalars, cfg, b_kmajor, tiles, device)
 
 
 _LAUNCHERS = LauncherCache()

@@ -15,20 +15,24 @@ from tilepipe.host.launch import LauncherCache, TmaOperand, tensor_descriptor
 from tilepipe.kernels.spec import BUILD_OPTIONS
 
 
-def launch_gemm(cache: LauncherCache, key: tuple, kernel: str, operands: tuple[tuple[torch.Tensor, tuple], ...],
-                pointers: tuple[torch.Tensor, ...], scalars: tuple, cfg: MatmulConfig, tiles: int,
+def launch_gemm(cache: LauncherCache, key: tuple, kernel: str, operands: tuple[tuple[torch.Tensor, str], ...],
+                pointers: tuple[torch.Tensor, ...], scalars: tuple, cfg: MatmulConfig, b_kmajor: bool, tiles: int,
                 device: int) -> None:
     """Launch `kernel` ("module:name") on the current stream over `tiles` tiles: TMA descriptors of `operands`
-    (tensor, (block, cga) as kernels/matmul.py operand_blocks gives them), then `pointers`' addresses and `scalars`
-    (constexprs included, in the kernel's order). `key`: everything the binary is specialized on."""
+    (tensor, "a", "b" or "c": its block of `cfg` as kernels/matmul.py operand_blocks gives it, which only the first
+    launch of `key` needs), then `pointers`' addresses and `scalars` (constexprs included, in the kernel's order).
+    `key`: everything the binary is specialized on."""
     grid = (min(sm_count(device), tiles), 1, 1)
     stream = torch._C._cuda_getCurrentRawStream(device)
     args = (*(TmaOperand.of(t) for t, _ in operands), *(p.data_ptr() for p in pointers), *scalars)
     if cache.launch(key, grid, stream, args) is not None:
         return
+    from tilepipe.kernels.matmul import operand_blocks
+
+    blocks = operand_blocks(cfg, b_kmajor)
     module, name = kernel.split(":")
     jit = getattr(import_module(module), name)
-    compiled = jit[grid](*(tensor_descriptor(t, *block) for t, block in operands), *pointers, *scalars,
+    compiled = jit[grid](*(tensor_descriptor(t, *blocks[block]) for t, block in operands), *pointers, *scalars,
                          num_warps=cfg.num_warps, **BUILD_OPTIONS)
     cache.remember(key, compiled)
 

@@ -79,20 +79,17 @@ def _launch(ws: Workspace, a_rows: torch.Tensor, b_view: torch.Tensor, chunk: in
             scale_pair: tuple[torch.Tensor, torch.Tensor], b_kmajor: bool, debug: bool, timeout_ms: int,
             device: int) -> None:
     """rs_matmul_kernel: dest = a_rows @ b + this rank's slot `chunk`, once its flag holds the call's epoch."""
-    from tilepipe.kernels.matmul import operand_blocks
-
     rows, N = dest.shape
     K = a_rows.shape[1]
     fp8 = a_rows.element_size() == 1
     cfg = for_operands(tile_config(N), fp8)
-    blocks = operand_blocks(cfg, b_kmajor)
-    operands = ((a_rows, blocks["a"]), (b_view, blocks["b"]), (ws.slots[chunk], blocks["c"]), (dest, blocks["c"]))
+    operands = ((a_rows, "a"), (b_view, "b"), (ws.slots[chunk], "c"), (dest, "c"))
     scalars = (chunk, timeout_ms, rows, N, K, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug, fp8)
     tiles = -(-rows // cfg.block_m) * -(-N // cfg.block_n)
     launch_gemm(_LAUNCHERS, (cfg, a_rows.dtype, dest.dtype, b_kmajor, debug, device),
                 "tilepipe.kernels.rs_matmul:rs_matmul_kernel", operands, (ws.flags, ws.epoch, ws.report, *scale_pair),
-                scalars, cfg, tiles, device)
+                scalars, cfg, b_kmajor, tiles, device)
 
 
 _LAUNCHERS = LauncherCache()
