@@ -36,8 +36,10 @@ def tile_config(N: int) -> MatmulConfig:
     return LARGE_SUBTILED_16BIT if N >= LARGE_SUBTILED_16BIT.block_n else medium()
 
 
+@cache
 def for_operands(cfg: MatmulConfig, fp8: bool) -> MatmulConfig:
-    """`cfg` for FP8 operands: a k-step of 128 (the same 128 bytes a row as 16-bit operands' 64: the same stages)."""
+    """`cfg` for FP8 operands: a k-step of 128 (the same 128 bytes a row as 16-bit operands' 64: the same stages);
+    once per config (dataclasses.replace takes ~8 us, which every FP8 launch paid)."""
     return replace(cfg, block_k=128) if fp8 else cfg
 
 
@@ -47,12 +49,14 @@ def medium() -> MatmulConfig:
     return with_stages_that_fit(MEDIUM, torch.bfloat16)
 
 
+@cache
 def gather_config(rows: int, N: int, world: int, gpu: GpuModel) -> MatmulConfig:
     """all_gather_matmul's tile over `world` chunks of `rows` x N: tile_config's, or 128x128 where its persistent
     waves take less time. A wave of 128x128 tiles costs half of one of 128x256 times gpu.pingpong_step_cost (the
     cooperative 128x128's k-step against half a 128x256 one). It moves 1024x28672x8192 on 2 ranks (448 tiles of
     128x256 on 132 SMs: 4 waves, the last 39% full; 896 of 128x128: 7 waves, 7.5 of the 8 half-waves): predicted
-    6% faster, where the 128x256 tiles ran 1.087x their ideal (bench/results/tp-h200x2.json)."""
+    6% faster, where the 128x256 tiles ran 1.087x their ideal (bench/results/tp-h200x2.json). Once per geometry
+    (~4.5 us of every call's host time otherwise)."""
     large, small = tile_config(N), medium()
     if large is small:
         return small

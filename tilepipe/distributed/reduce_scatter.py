@@ -16,6 +16,7 @@ from tilepipe.distributed.launch import launch_gemm, local_matmul, scales
 from tilepipe.distributed.library import traced
 from tilepipe.distributed.plan import for_operands, overlap_pays, tile_config
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
+from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index, device_target
 from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import LauncherCache
@@ -58,6 +59,7 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
     to = (ws.rank - 1) % world  # the ring: partial sums go to rank - 1 and come from rank + 1
     timeout_s = stall_seconds()
     b_view = b.t() if call.b_kmajor else b
+    cfg, scale_pair = for_operands(tile_config(N), call.fp8), scales(ws, scale_a, scale_b)
     for step in range(world):
         chunk = (ws.rank + 1 + step) % world
         rows_in = a[chunk * rows:(chunk + 1) * rows]
@@ -65,8 +67,8 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
         if step == 0:
             local_matmul(rows_in, b, scale_a, scale_b, out.dtype, dest)
         else:
-            _launch(ws, rows_in, b_view, chunk, dest, scales(ws, scale_a, scale_b), call.b_kmajor, debug,
-                    int(timeout_s * 1e3), device)
+            _launch(ws, rows_in, b_view, chunk, dest, scale_pair, cfg, call.b_kmajor, debug, int(timeout_s * 1e3),
+                    device)
         if chunk != ws.rank:  # the copy engine, after the kernel: rank - 1's flag of this chunk
             ws.peer_flags[to][chunk:chunk + 1].copy_(ws.epoch)
     if debug:
@@ -76,13 +78,12 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
 
 
 def _launch(ws: Workspace, a_rows: torch.Tensor, b_view: torch.Tensor, chunk: int, dest: torch.Tensor,
-            scale_pair: tuple[torch.Tensor, torch.Tensor], b_kmajor: bool, debug: bool, timeout_ms: int,
-            device: int) -> None:
+            scale_pair: tuple[torch.Tensor, torch.Tensor], cfg: MatmulConfig, b_kmajor: bool, debug: bool,
+            timeout_ms: int, device: int) -> None:
     """rs_matmul_kernel: dest = a_rows @ b + this rank's slot `chunk`, once its flag holds the call's epoch."""
     rows, N = dest.shape
     K = a_rows.shape[1]
     fp8 = a_rows.element_size() == 1
-    cfg = for_operands(tile_config(N), fp8)
     operands = ((a_rows, "a"), (b_view, "b"), (ws.slots[chunk], "c"), (dest, "c"))
     scalars = (chunk, timeout_ms, rows, N, K, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug, fp8)
