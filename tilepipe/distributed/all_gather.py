@@ -9,7 +9,7 @@ import torch.distributed as dist
 from tilepipe.distributed.checks import check_agreement, check_aligned, check_call, check_switches, resolve_group
 from tilepipe.distributed.launch import launch_gemm, local_matmul, scales
 from tilepipe.distributed.library import traced
-from tilepipe.distributed.plan import CHUNK_MIN_ROWS, for_operands, gather_config, overlap_pays
+from tilepipe.distributed.plan import CHUNK_MIN_ROWS, for_operands, gather_config, gather_fits, gather_overlaps
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index, device_target
@@ -45,12 +45,11 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
     check_aligned(out)
     check_aligned(a_shard, "a_shard")
     device = device_index(a_shard)
-    if overlap and (rows < CHUNK_MIN_ROWS or device_target(device) != "sm_90a"):
+    if overlap and not gather_fits(rows, device):
         raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and shards of at least {CHUNK_MIN_ROWS} "
                          f"rows, got {rows} rows on {device_target(device)}")
-    if overlap is None:  # FP8: the overlapped kernel ran 2.1x the FP8 GEMM alone, 0.74x the sequence (tp-h200x2.json)
-        overlap = not call.fp8 and rows >= CHUNK_MIN_ROWS and device_target(device) == "sm_90a" and overlap_pays(
-            rows * world, N, K, rows, K, world, device_model(device), a_shard.element_size())
+    if overlap is None:
+        overlap = gather_overlaps(rows, N, K, world, device, call.fp8)
     if not overlap:
         full = a_shard.new_empty((rows * world, K))
         dist.all_gather_into_tensor(full.view(torch.uint8), a_shard.view(torch.uint8), group=group)  # bytes

@@ -1,6 +1,7 @@
 """When the overlapped forms pay: they hide the smaller of the GEMM and the transfer under the other, and cost a few
 fixed steps more than NCCL's sequence (the epoch add, the flags, the closing barrier). Where what they can hide is
-below that cost, or the all-gather kernel cannot tile the chunks, the op runs the sequence instead."""
+below that cost, or the all-gather kernel cannot tile the chunks, the op runs the sequence instead, as the FP8
+all-gather does by default (measured slower overlapped)."""
 
 from dataclasses import replace
 from functools import cache
@@ -8,7 +9,8 @@ from functools import cache
 import torch
 
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, MatmulConfig, floor_us, with_stages_that_fit
-from tilepipe.host.gpus import GpuModel
+from tilepipe.host.device import device_target
+from tilepipe.host.gpus import GpuModel, device_model
 
 LINK_BYTES_PER_US = 190_000.0
 """Bytes a rank receives per microsecond over NVLink on 2 H200s: NCCL's all-gather of 64 MB in 0.360 ms and 32 MB in
@@ -29,6 +31,21 @@ def overlap_pays(M: int, N: int, K: int, chunk_rows: int, chunk_cols: int, world
     """Whether overlapping the transfer of W - 1 chunks of chunk_rows x chunk_cols (of `in_bytes` an element) with the
     M x N x K GEMM beats running them in sequence: the time hidden (the smaller of the two) must exceed SYNC_US."""
     return min(floor_us(M, N, K, gpu), transfer_us(chunk_rows, chunk_cols, world, in_bytes)) > SYNC_US
+
+
+def gather_fits(rows: int, device: int) -> bool:
+    """Whether all_gather_matmul's overlapped kernel runs for shards of `rows` rows on CUDA device `device`: a Hopper
+    GPU and chunks of at least CHUNK_MIN_ROWS rows."""
+    return rows >= CHUNK_MIN_ROWS and device_target(device) == "sm_90a"
+
+
+def gather_overlaps(rows: int, N: int, K: int, world: int, device: int, fp8: bool) -> bool:
+    """all_gather_matmul's form where the caller leaves `overlap` None: overlapped where it fits and overlap_pays, but
+    never for FP8 operands, though the model says it pays there: at 4096x8192x8192 on 2 H200s the overlapped FP8
+    kernel took 0.412 ms, 2.1x the FP8 GEMM alone and slower than NCCL's sequence (0.304 ms;
+    bench/results/tp-h200x2.json)."""
+    return not fp8 and gather_fits(rows, device) and overlap_pays(rows * world, N, K, rows, K, world,
+                                                                  device_model(device))
 
 
 def tile_config(N: int) -> MatmulConfig:
