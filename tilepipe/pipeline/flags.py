@@ -125,8 +125,7 @@ class ChunkFlags:
             _wait(self.flags + chunk, self.epoch, self.timeout_ms, self.report, chunk, one_per_lane(gl.num_ctas()),
                   32)
             ready = ready | (1 << chunk)
-        return ChunkFlags(self.flags, self.epoch, self.chunk_rows, self.rank, self.base, ready, self.own, self.report,
-                          self.timeout_ms)
+        return gl.aggregate_replace(self, ready=ready)
 
     @gluon.jit
     def load_a(self, tiles, a_desc, row, col):
