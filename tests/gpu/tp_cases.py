@@ -159,11 +159,10 @@ def case_badargs() -> dict:
     rank = dist.get_rank()
     b = torch.randn(256, 264, device="cuda", dtype=torch.bfloat16)
     messages = {}
-    for name, call, expect in (
+    for name, call in (
             ("disagree", lambda: all_gather_matmul(torch.randn(200 + rank, 256, device="cuda", dtype=torch.bfloat16),
-                                                   b), "a_shard differs across the group"),
-            ("uneven", lambda: matmul_reduce_scatter(torch.randn(333, 256, device="cuda", dtype=torch.bfloat16), b),
-             "must split evenly")):
+                                                   b)),
+            ("uneven", lambda: matmul_reduce_scatter(torch.randn(333, 256, device="cuda", dtype=torch.bfloat16), b))):
         try:
             call()
             messages[name] = "no error"
