@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import torch
 
+from tilepipe.api.grouped_wgrad import grouped_mm_wgrad
 from tilepipe.api.linear import ACTIVATIONS, GATE_COLUMNS, GATED, TORCH_ACTIVATIONS, check_activation
 from tilepipe.host.checks import check_grouped_mm, check_no_overlap, check_out, check_out_dtype, overlaps
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MatmulConfig
@@ -35,6 +36,10 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, *, out: tor
     ValueError naming the argument for bad input, before anything is written. Under torch.compile this calls the
     custom op tilepipe::grouped_mm; it records into CUDA graphs, and a replay reads offs' new values.
     """
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:  # the weight gradient
+        if bias is not None or activation is not None:
+            raise ValueError("grouped_mm's 2D x 2D (weight-gradient) form takes no bias or activation")
+        return grouped_mm_wgrad(a, b, offs, out=out, out_dtype=out_dtype)
     if torch.compiler.is_compiling():
         if out is None:
             return torch.ops.tilepipe.grouped_mm(a, b, offs, bias, out_dtype=out_dtype, activation=activation)

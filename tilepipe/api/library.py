@@ -2,6 +2,7 @@ from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
 from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, check_linear_fp8, linear_fp8, padded_rows
 from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
 from tilepipe.api.grouped import check_grouped, grouped_gated_mm, grouped_mm
+from tilepipe.api.grouped_wgrad import check_grouped_wgrad, grouped_mm_wgrad
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
 
 """tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
@@ -106,6 +107,16 @@ GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs, Tensor? bi
 GROUPED_GATED_MM = register("grouped_gated_mm", "Tensor a, Tensor b_gate_up, Tensor offs",
                             'str activation="silu", ScalarType? out_dtype=None', grouped_gated_mm,
                             _grouped_gated_mm_like)
+
+
+def _grouped_mm_wgrad_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, *,
+                           out_dtype: torch.dtype | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    G, M, N, _, out_dtype, *_ = check_grouped_wgrad(a, b, offs, out, out_dtype)
+    return out if out is not None else a.new_empty((G, M, N), dtype=out_dtype)
+
+
+GROUPED_MM_WGRAD = register("grouped_mm_wgrad", "Tensor a, Tensor b, Tensor offs", "ScalarType? out_dtype=None",
+                            grouped_mm_wgrad, _grouped_mm_wgrad_like)
 
 
 def _linear_like(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *, activation: str | None = None,

@@ -81,8 +81,7 @@ MATMUL_GATED = {
 """matmul_kernel with a gated epilogue (tilepipe.gated_linear: act(gate) * up of 128-column gate-up pairs into 64
 columns of D, in sub-tiles: host/configs.py LARGE_SUBTILED_16BIT), as matmul_spec arguments, under GATED_SCHEDULES."""
 GATED_SCHEDULES = ("static", "dynamic")
-"""The schedules a gated epilogue runs under (tilepipe.gated_linear runs static; stream-K's partials are not built
-for it)."""
+"""The schedules a gated epilogue runs under (gated_linear runs static; stream-K's partials are not built for it)."""
 QUANTIZERS = "tilepipe.kernels.quantize_epilogues"
 """The module of the FP8-output epilogue functions."""
 MATMUL_QUANTIZING = {
@@ -112,6 +111,7 @@ GROUPED = {
 """grouped_matmul_kernel (tilepipe.grouped_mm, kernels/grouped_matmul.py) in its two D forms and with an epilogue (a
 per-expert bias and GELU; SwiGLU over packed gate-up experts: half the sub-tiles a tile), as api/grouped.py
 variant_spec takes them, under the grouped static schedule (schedulers/grouped.py)."""
+GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 PIECED_SCHEDULES = ("static", "dynamic")
 """The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
 SM100_EPILOGUES = {
@@ -188,8 +188,9 @@ def shipped_variants() -> list[Variant]:
                  for kernel, (m, n) in FP8_SPLIT]
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
-    variants += [Variant("grouped_matmul_kernel", f"{name} static", {**options, "schedule": "static"})
-                 for name, options in GROUPED.items()]
+    variants += [Variant(kernel, f"{name} static", {**options, "schedule": "static"}) for kernel, forms in
+                 (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD)) for name, options in
+                 forms.items()]
     variants += [Variant(kernel, f"tp {kernel}", {}) for kernel in TENSOR_PARALLEL]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

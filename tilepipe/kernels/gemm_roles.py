@@ -42,13 +42,14 @@ def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr, STREAMK: gl.constexpr = Fals
 
 @gluon.jit
 def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
-              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None, arrivals=None):
+              B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None, arrivals=None,
+              A_KMAJOR: gl.constexpr = True):
     """A and B tiles per k-step, in their descriptors' boxes (a pieced tile takes several), and, given scale
     descriptors, the block scales of a block-scaled payload. The tile sizes are the payload's. Given `arrivals`
     (pipeline/flags.py: ChunkFlags), a tile's loads wait until the chunk of A holding its rows arrived, and A's tiles
-    of this rank's own chunk come from its shard's descriptor."""
-    BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
+    of this rank's own chunk come from its shard's descriptor. A_KMAJOR False: A's tiles are BK x BM (M-major A)."""
+    BM: gl.constexpr = inputs.payload.a_tiles.shape[1] if A_KMAJOR else inputs.payload.a_tiles.shape[2]
+    BK: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1] if B_KMAJOR else inputs.payload.b_tiles.shape[2]
     A_BOXES: gl.constexpr = tile_boxes(inputs.payload.a_tiles, a_desc)
     B_BOXES: gl.constexpr = tile_boxes(inputs.payload.b_tiles, b_desc)
@@ -70,7 +71,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                     tiles.expect_loads(a_desc, b_desc, sfa_desc, sfb_desc)
                     tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
                 if arrivals is None:
-                    tiles.load_a(a_desc, [row, k * BK])
+                    a_row, a_col = work.a_coords(row, k * BK, A_KMAJOR)
+                    tiles.load_a(a_desc, [a_row, a_col])
                 else:  # this rank's own chunk from its shard, the others from the gathered A
                     arrivals.load_a(tiles, a_desc, row, k * BK)
                 b_row, b_col = work.b_coords(col, k * BK, B_KMAJOR)
@@ -160,10 +162,10 @@ def operand_accumulator(acc_layout, dtype):
 
 @gluon.jit
 def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
-               B_KMAJOR: gl.constexpr):
+               B_KMAJOR: gl.constexpr, A_KMAJOR: gl.constexpr = True):
     """An sm_90a MMA role's main loop for one scheduler unit (wgmma_steps), the last wgmmas retired. Returns (acc, the
     consumer)."""
-    acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
+    acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR, A_KMAJOR)
     acc, consumer = consumer.retire(acc)
     if acc_layout is not None:  # FP8 operands under a 16-bit role's layout: the same registers (operand_accumulator)
         acc = gl.convert_layout(acc, acc_layout)
@@ -172,10 +174,11 @@ def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_
 
 @gluon.jit
 def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
-                B_KMAJOR: gl.constexpr):
-    """A fresh accumulator, one wgmma per k-step of the unit on the input stages (B transposed when K-major), the last
-    ones still in flight. Returns (acc, the consumer). A pieced tile (acc_layout None, pipeline/pieces.py) has a tuple
-    of accumulators and a wgmma per piece."""
+                B_KMAJOR: gl.constexpr, A_KMAJOR: gl.constexpr = True):
+    """A fresh accumulator, one wgmma per k-step of the unit on the input stages (B transposed when K-major, A when
+    M-major; what a stage holds outside the unit's K zeroed first: work.mask_k), the last ones still in flight.
+    Returns (acc, the consumer). A pieced tile (acc_layout None, pipeline/pieces.py) has a tuple of accumulators and a
+    wgmma per piece."""
     if acc_layout is None:
         acc = piece_zeros(BM, BN, gl.num_warps())
     else:
@@ -183,8 +186,12 @@ def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc
     k_begin, k_end = work.k_steps(k_tiles)
     for k in range(k_begin, k_end):
         tiles = consumer.acquire()
+        work.mask_k(tiles, k, A_KMAJOR, B_KMAJOR)
+        a = tiles.a_tile()
+        if not A_KMAJOR:
+            a = a.permute((1, 0))
         b = tiles.b_tile()
         if B_KMAJOR:
             b = b.permute((1, 0))
-        acc, consumer = tiles.wgmma(tiles.a_tile(), b, acc)
+        acc, consumer = tiles.wgmma(a, b, acc)
     return acc, consumer

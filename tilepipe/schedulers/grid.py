@@ -100,6 +100,20 @@ class TileWork:
         return k, col
 
     @gluon.jit
+    def a_coords(self, row, k, A_KMAJOR: gl.constexpr = True):
+        """Where A's tile of rows from `row` and K from `k` starts in A's descriptor: [row, k] K-major, else [k, row]
+        (A M-major, a transposed (K, M) tensor; a k-grouped work adds its group's K offset: schedulers/kgrouped.py)."""
+        if A_KMAJOR:
+            return row, k
+        return k, row
+
+    @gluon.jit
+    def mask_k(self, tiles, k, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
+        """Zero what input stage `tiles` of k-step k holds outside the unit's K: nothing here, every k-step lies inside
+        it (a k-grouped work's edge steps reach into the next group's rows: schedulers/kgrouped.py)."""
+        pass
+
+    @gluon.jit
     def k_steps(self, k_tiles):
         """The unit's k-steps [begin, end) of the tile's k_tiles."""
         return 0, k_tiles

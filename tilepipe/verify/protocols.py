@@ -15,7 +15,7 @@ import torch
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED,
+from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED, GROUPED_WGRAD,
                                        MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
                                        MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT, MATMUL_SWAP,
                                        PIECED_SCHEDULES, SPLIT_SCHEDULES, STRESS_STAGES, TENSOR_PARALLEL,
@@ -590,6 +590,27 @@ def grouped_protocols() -> list[Protocol]:
     return protocols
 
 
+def wgrad_protocols() -> list[Protocol]:
+    """grouped_wgrad_kernel in its catalogue form (kernels/grouped_wgrad.py): the grouped GEMM's protocol (matmul's
+    roles without C, D's sub-tiles a stage each, a tile that spills past its group's rows passing its stages through
+    unwritten) over wgrad_plan's pipelines. Each tile's k-steps are its group's, from the device: an empty group's
+    tile has none, so the cases include tiles of no k-steps."""
+    from tilepipe.api.grouped_wgrad import wgrad_variant_spec
+    from tilepipe.kernels.grouped_wgrad import wgrad_plan
+
+    protocols = []
+    for name, options in GROUPED_WGRAD.items():
+        cfg, _ = wgrad_variant_spec(options)
+        plan = wgrad_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
+                             options["c_dtype"], options["a_kmajor"], options["b_kmajor"], cfg.epilogue_n)
+        mma, load, store = matmul_roles(False, "wgrad_mma_role", subtiles=cfg.tile_n // cfg.epilogue_cols)
+        protocols.append(Protocol("grouped_wgrad_kernel", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
+                                  plan_storages(plan), (mma, load, replace(store, function="grouped_store_role")),
+                                  trip_cases(tiles=(1, 2, 3), k=(0, 1, cfg.stages, cfg.stages + 1)),
+                                  lambda options=options: wgrad_variant_spec(options)[1]))
+    return protocols
+
+
 def tp_protocols() -> list[Protocol]:
     """tilepipe.distributed's kernels in their catalogue form (distributed/plan.py catalogue_spec): matmul's roles over matmul_plan's
     pipelines, the all-gather's without C, the reduce-scatter step's with C (its epilogue-load role brings another
@@ -618,7 +639,7 @@ def shipped_protocols() -> list[Protocol]:
                  for variant in MATMUL_EPILOGUES for schedule in SCHEDULERS]
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
     protocols += split_protocols()
-    protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols() + fused_protocols()
+    protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols() + wgrad_protocols() + fused_protocols()
     protocols += tp_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()

@@ -244,6 +244,29 @@ def run_grouped(options: dict) -> bool:
     return bool(torch.isnan(got[rows:]).all()) and float((got[:rows] - reference).norm() / reference.norm()) < 1e-2
 
 
+def run_grouped_wgrad(options: dict) -> bool:
+    """grouped_wgrad_kernel (tilepipe.grouped_mm, 2-D a and b) over ragged K groups (an empty one, one under a k-step,
+    one past several, K past offs[-1] unread) of SHAPE's M and N in the variant's layouts, against float64."""
+    import torch
+
+    import tilepipe
+
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    M, N, _ = SHAPE
+    sizes = [0, 37, 200, 1]
+    K = sum(sizes) + 10  # a multiple of 8: a K-major operand's rows on 16 bytes
+    a = torch.randn(M, K, dtype=dtypes[options["dtype"]], device="cuda")
+    b = torch.randn(K, N, dtype=a.dtype, device="cuda")
+    a = a if options["a_kmajor"] else a.t().contiguous().t()
+    b = b.t().contiguous().t() if options["b_kmajor"] else b
+    offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+    out = torch.full((len(sizes), M, N), float("nan"), dtype=dtypes[options["c_dtype"]], device="cuda")
+    tilepipe.grouped_mm(a, b, offs, out=out)
+    ends = [0] + offs.tolist()
+    reference = torch.stack([a[:, s:e].cpu().double() @ b[s:e].cpu().double() for s, e in zip(ends, ends[1:])])
+    return float((out.cpu().double() - reference).norm() / reference.norm()) < 1e-2
+
+
 def run_restage() -> bool:
     """The restaging copy on rows 16 bytes off 32-byte sectors."""
     import torch
@@ -295,6 +318,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_fp8("blockwise", options["cluster"], split=options.get("split_multicast", False))
     if variant.kernel == "grouped_matmul_kernel":
         return lambda: run_grouped(options)
+    if variant.kernel == "grouped_wgrad_kernel":
+        return lambda: run_grouped_wgrad(options)
     if variant.kernel == "restage_rows_kernel":
         return run_restage
     if variant.kernel in TENSOR_PARALLEL:  # needs a process group on 2 GPUs
