@@ -12,6 +12,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 
+from tilepipe.kernels.activations import gelu_of, gelu_tanh_of, relu_of, silu_of
 from tilepipe.pipeline.output import column_join, column_parts
 
 GATE_COLUMNS = gl.constexpr(64)
@@ -87,56 +88,6 @@ def affine(acc, c, args: EpilogueArgs, first_row, first_col):
     else:
         d = residual(acc, c, args, first_row, first_col)
     return d
-
-
-LOG2E = gl.constexpr(1.4426950408889634)
-SQRT_HALF = gl.constexpr(0.7071067811865476)
-SQRT_2_OVER_PI = gl.constexpr(0.7978845608028654)
-
-
-@gluon.jit
-def reciprocal(y):
-    """1 / y for y >= 1 by the MUFU's rcp.approx.ftz.f32 (1 ulp): gl.fdiv's div.full.f32 spends about 6 more
-    instructions an element rescaling a huge or subnormal divisor, which 1 + (something >= 0) never is."""
-    return gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [y], dtype=gl.float32, is_pure=True,
-                                     pack=1)
-
-
-@gluon.jit
-def relu_of(x):
-    """max(x, 0)."""
-    return gl.maximum(x, 0.0)
-
-
-ERFC_P = gl.constexpr(0.3275911 * 0.7071067811865476)
-ERFC_A = gl.constexpr(tuple(0.5 * a for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)))
-"""Abramowitz-Stegun 7.1.26, erfc(z) ~ t (a1 + t (a2 + ... t a5)) exp(-z^2) with t = 1 / (1 + p z) for z >= 0, taken
-at z = |x| / sqrt 2 and halved: p scaled by 1 / sqrt 2 and the a's by 1 / 2 here, so no multiply is spent on them."""
-
-
-@gluon.jit
-def gelu_of(x):
-    """GELU with erf, torch's F.gelu: x Phi(x), Phi(x) = 1 - erfc(|x| / sqrt 2) / 2 for x >= 0, else erfc(...) / 2.
-    A-S 7.1.26's erfc: about 13 FMA-pipe instructions and 2 MUFU an element against gl.erf's 31 (docs/epilogues.md);
-    within 5.3e-5 relative of float64 for x >= -3, and no cancellation in 1 + erf for negative x."""
-    t = reciprocal(1.0 + ERFC_P * gl.abs(x))
-    poly = t * (ERFC_A[0] + t * (ERFC_A[1] + t * (ERFC_A[2] + t * (ERFC_A[3] + t * ERFC_A[4]))))
-    half_erfc = poly * gl.exp2((-0.5 * LOG2E) * x * x)
-    return x * gl.where(x >= 0, 1.0 - half_erfc, half_erfc)
-
-
-@gluon.jit
-def gelu_tanh_of(x):
-    """GELU's tanh form, F.gelu(approximate="tanh"): x / 2 * (1 + tanh z) = x * sigmoid(2z), z = sqrt(2 / pi) * (x +
-    0.044715 x^3)."""
-    z = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-    return x * reciprocal(1.0 + gl.exp2(-2.0 * LOG2E * z))
-
-
-@gluon.jit
-def silu_of(x):
-    """x * sigmoid(x) (F.silu)."""
-    return x * reciprocal(1.0 + gl.exp2(-LOG2E * x))
 
 
 @gluon.jit
