@@ -187,11 +187,11 @@ def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc
     for k in range(k_begin, k_end):
         tiles = consumer.acquire()
         work.mask_k(tiles, k, A_KMAJOR, B_KMAJOR)
+        b = tiles.b_tile()  # B's view before A's: the order the dense kernel's PTX is pinned in (tests/test_probe.py)
+        if B_KMAJOR:
+            b = b.permute((1, 0))
         a = tiles.a_tile()
         if not A_KMAJOR:
             a = a.permute((1, 0))
-        b = tiles.b_tile()
-        if B_KMAJOR:
-            b = b.permute((1, 0))
         acc, consumer = tiles.wgmma(a, b, acc)
     return acc, consumer
