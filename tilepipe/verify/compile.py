@@ -90,12 +90,27 @@ def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600,
     keys = [_spec_key(spec, digests[spec.fn.partition(":")[0]]) for spec in specs]
     found = {key: _cached(key) for key in dict.fromkeys(keys)}
     todo = [key for key in found if found[key] is None]
-    jobs = max(1, min(_jobs(), len(todo)))
     counted = _Progress(len(found) - len(todo), len(found), progress)
     deadline = time.monotonic() + timeout
+    specs_of = dict(zip(keys, specs))
+    theirs = [key for key in todo if not _claim(key)]
+    _compile_into(found, [key for key in todo if key not in theirs], specs_of, deadline, timeout, counted)
+    left = _await_others(found, theirs, deadline, counted)
+    for key in left:  # failed or orphaned there: compiled here (a live owner past the deadline keeps its claim)
+        _claim(key)
+    _compile_into(found, left, specs_of, deadline, timeout, counted)
+    return [found[key] for key in keys]  # type: ignore[misc]  # every key is filled by now
+
+
+def _compile_into(found: dict, todo: list[str], specs_of: dict[str, KernelSpec], deadline: float, timeout: float,
+                  counted: "_Progress") -> None:
+    """Compile the specs of keys `todo` in children side by side, one per job, each taking every jobs-th spec; keep
+    each result in `found` and the report cache, and give up this process's claim on it."""
+    if not todo:
+        return
+    jobs = max(1, min(_jobs(), len(todo)))
     with tempfile.TemporaryDirectory(prefix="tilepipe-compile-") as tmp:
         env = _child_env(Path(tmp) / "triton-cache")
-        specs_of = dict(zip(keys, specs))
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             share = [todo[job::jobs] for job in range(jobs)]
             running = [pool.submit(_compile_batch, [specs_of[k] for k in keys_], Path(tmp), env, deadline, timeout,
@@ -104,7 +119,7 @@ def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600,
                 for key, result in zip(keys_, future.result()):
                     found[key] = result
                     _store(key, result)
-    return [found[key] for key in keys]  # type: ignore[misc]  # every key is filled by now
+                    _release(key)
 
 
 class _Progress:
@@ -194,6 +209,78 @@ def _store(key: str, result: KernelReport | CompileError) -> None:
     part = directory / f"{key}.{os.getpid()}.part"
     part.write_text(json.dumps(asdict(result)))
     part.replace(directory / f"{key}.json")
+
+
+def _claim_path(key: str) -> Path | None:
+    directory = _cache_dir()
+    return directory / f"{key}.claim" if directory else None
+
+
+def _claim(key: str) -> bool:
+    """Whether this process takes spec `key` to compile: it made the cache's claim file (or there is no cache). Test
+    workers running side by side (pytest -n) then compile a spec both ask for once; a dead owner's claim is taken."""
+    path = _claim_path(key)
+    if path is None:
+        return True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if _claimed_by_other(key):
+                return False
+            path.unlink(missing_ok=True)  # its owner is gone without a result
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+    return False
+
+
+def _claimed_by_other(key: str) -> bool:
+    """Whether another live process holds the claim on `key`."""
+    path = _claim_path(key)
+    try:
+        owner = int(path.read_text() or 0) if path else 0
+    except (FileNotFoundError, ValueError):
+        return False
+    if owner in (0, os.getpid()):
+        return owner == 0  # a claim being written is someone's
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _release(key: str) -> None:
+    """Give up this process's claim on `key` (another's is left alone)."""
+    path = _claim_path(key)
+    try:
+        if path is not None and int(path.read_text() or 0) == os.getpid():
+            path.unlink(missing_ok=True)
+    except (FileNotFoundError, ValueError):
+        pass
+
+
+def _await_others(found: dict, keys: list[str], deadline: float, counted: "_Progress") -> list[str]:
+    """Wait for the reports other processes are compiling (their claims on `keys`); the keys whose owner finished
+    without a report (a failure, never cached) or died, or that the deadline left open, are returned to compile."""
+    waiting = list(keys)
+    while waiting:
+        owned = [key for key in waiting if _claimed_by_other(key)]  # looked at before the reports: an owner stores
+        for key in list(waiting):                                    # its report, then gives up its claim
+            report = _cached(key)
+            if report is not None:
+                found[key] = report
+                counted.step(1)
+                waiting.remove(key)
+        if not set(owned) & set(waiting) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    return waiting
 
 
 class _Stop(NamedTuple):
