@@ -1,6 +1,6 @@
 """Fit a GPU model's rate constants (host/gpus/<model>.json) on a `bench --shapes` results file run on that GPU.
 
-    python -m tilepipe.tools.fit_gpu bench/results/shapes-h200-v1.json --gpu h200 --predicted-with h100  # the fit
+    python -m tilepipe.tools.fit_gpu bench/results/archive/shapes-h200-v1.json --gpu h200 --predicted-with h100  # the fit
     ... --write                                                                            # stored in h200.json
 
 What it fits, each from the rows whose predicted time that constant sets (the model file's other constants stay):
