@@ -4,7 +4,7 @@ splits K into G groups and D[g] = a[:, k_{g-1}:k_g] @ b[k_{g-1}:k_g, :], on Hopp
 
 import torch
 
-from tilepipe.host.checks import INPUT_DTYPES, check_no_overlap, check_out_dtype
+from tilepipe.host.checks import check_grouped_operands, check_no_overlap, check_out_dtype
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MatmulConfig
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache, TmaOperand, tensor_descriptor
@@ -69,23 +69,7 @@ def check_grouped_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ou
                         out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool, bool]:
     """The weight-gradient form's checks that need no memory address: (G, M, N, K, out dtype, a K-major, b
     K-major)."""
-    for name, t in (("a", a), ("b", b), ("offs", offs)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    for name, t, dims in (("a", a, 2), ("b", b, 2), ("offs", offs, 1)):
-        if t.dim() != dims:
-            raise ValueError(f"{name} must be {dims}-D, got shape {tuple(t.shape)}")
-    if a.dtype not in INPUT_DTYPES:
-        raise TypeError(f"a must be bfloat16 or float16, got {a.dtype}")
-    if b.dtype != a.dtype:
-        raise TypeError(f"b must have a's dtype {a.dtype}, got {b.dtype}")
-    if offs.dtype != torch.int32:
-        raise TypeError(f"offs must be int32 (cumulative K ends), got {offs.dtype}")
-    if a.device.type != "cuda":
-        raise ValueError(f"a must be on a CUDA device, got {a.device}")
-    for name, t in (("b", b), ("offs", offs)):
-        if t.device != a.device:
-            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    check_grouped_operands(a, b, offs, 2, "K")
     out_dtype = check_out_dtype(out_dtype, out, a.dtype)
     (M, K), (KB, N), G = a.shape, b.shape, offs.shape[0]
     if KB != K:

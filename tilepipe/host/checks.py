@@ -219,16 +219,13 @@ def scaling_of(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: 
                      f"({k_blocks}, {-(-N // SCALE_BLOCK)})")
 
 
-def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
-                     out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool]:
-    """grouped_mm's 2D x 3D arguments, every check that needs no memory address: a (M, K) with unit inner stride, b
-    (G, K, N) K-major (a transposed (G, N, K) tensor) or row-major, its experts packed (each one's rows follow the
-    last's: a 2-D TMA view of all of them), offs G int32 on a's device; every row stride a multiple of 16 bytes.
-    (G, M, N, K, out dtype, b K-major)."""
+def check_grouped_operands(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, b_dims: int, ends: str) -> None:
+    """A grouped GEMM's operand checks shared by its forms: tensors of the right ranks (a 2-D, b `b_dims`-D, offs
+    1-D), a bf16 or fp16 with b alike, offs int32 (cumulative `ends` ends: "row" or "K"), all on a's CUDA device."""
     for name, t in (("a", a), ("b", b), ("offs", offs)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    for name, t, dims in (("a", a, 2), ("b", b, 3), ("offs", offs, 1)):
+    for name, t, dims in (("a", a, 2), ("b", b, b_dims), ("offs", offs, 1)):
         if t.dim() != dims:
             raise ValueError(f"{name} must be {dims}-D, got shape {tuple(t.shape)}")
     if a.dtype not in INPUT_DTYPES:
@@ -236,12 +233,21 @@ def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: 
     if b.dtype != a.dtype:
         raise TypeError(f"b must have a's dtype {a.dtype}, got {b.dtype}")
     if offs.dtype != torch.int32:
-        raise TypeError(f"offs must be int32 (cumulative row ends), got {offs.dtype}")
+        raise TypeError(f"offs must be int32 (cumulative {ends} ends), got {offs.dtype}")
     if a.device.type != "cuda":
         raise ValueError(f"a must be on a CUDA device, got {a.device}")
     for name, t in (("b", b), ("offs", offs)):
         if t.device != a.device:
             raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+
+
+def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
+                     out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool]:
+    """grouped_mm's 2D x 3D arguments, every check that needs no memory address: a (M, K) with unit inner stride, b
+    (G, K, N) K-major (a transposed (G, N, K) tensor) or row-major, its experts packed (each one's rows follow the
+    last's: a 2-D TMA view of all of them), offs G int32 on a's device; every row stride a multiple of 16 bytes.
+    (G, M, N, K, out dtype, b K-major)."""
+    check_grouped_operands(a, b, offs, 3, "row")
     out_dtype = check_out_dtype(out_dtype, out, a.dtype)
     (M, K), (G, KB, N) = a.shape, b.shape
     if KB != K:
