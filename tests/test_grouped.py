@@ -1,11 +1,7 @@
 """CPU tests of tilepipe.grouped_mm: argument checks (on fake CUDA tensors, the path torch.compile traces), the tile
 choice, the kernel compiled for sm_90a, and its protocol model-checked (and a seeded wrong count caught)."""
 
-import os
-import shutil
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -216,18 +212,9 @@ def test_wgmmas_stay_in_flight(reports, name):
     """ptxas keeps one wgmma in flight only where no other instruction reads the accumulator inside a pipeline stage;
     otherwise it waits after every wgmma (C7514), which cost the first grouped kernel 7-11% against the dense GEMM
     on one expert (bench/results/archive/grouped-one-group-h200.json). The bundled ptxas must not report it."""
-    import subprocess
-
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    report = reports[name]
-    ptx = Path(tmp := tempfile.mkdtemp()) / "kernel.ptx"
-    ptx.write_text(report.ptx)
-    log = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(ptx), "-o", os.devnull],
-                         capture_output=True, text=True)
-    shutil.rmtree(tmp)
-    assert log.returncode == 0 and "Compiling entry function 'grouped_matmul_kernel'" in log.stderr, log.stderr
-    assert "C7514" not in log.stderr and "serialized" not in log.stderr, log.stderr
+    log = reports[name].ptxas_log
+    assert "Compiling entry function 'grouped_matmul_kernel'" in log, log
+    assert "C7514" not in log and "serialized" not in log, log
 
 
 @pytest.fixture(scope="module")

@@ -2,12 +2,7 @@
 torch.compile traces), the dispatch from tilepipe.grouped_mm, the kernel compiled for sm_90a in the MoE layouts and the
 other two, and its protocol model-checked (and a seeded wrong count caught)."""
 
-import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -151,15 +146,9 @@ def test_kernel_compiles_for_sm90_without_spills(reports, name):
 @pytest.mark.parametrize("name", SPECS)
 def test_wgmmas_stay_in_flight(reports, name):
     """The zeroing inside the main loop touches no accumulator: ptxas keeps a wgmma in flight (no C7514)."""
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    ptx = Path(tmp := tempfile.mkdtemp()) / "kernel.ptx"
-    ptx.write_text(reports[name].ptx)
-    log = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(ptx), "-o", os.devnull],
-                         capture_output=True, text=True)
-    shutil.rmtree(tmp)
-    assert log.returncode == 0 and "Compiling entry function 'grouped_wgrad_kernel'" in log.stderr, log.stderr
-    assert "C7514" not in log.stderr and "serialized" not in log.stderr, log.stderr
+    log = reports[name].ptxas_log
+    assert "Compiling entry function 'grouped_wgrad_kernel'" in log, log
+    assert "C7514" not in log and "serialized" not in log, log
 
 
 @pytest.fixture(scope="module")

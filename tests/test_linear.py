@@ -3,8 +3,6 @@ pack_gate_up): every fused catalogue variant compiles for sm_90a without spills 
 needs; the default epilogue is matmul's own code; a user's epilogue outside tilepipe compiles by "module:name"; bad
 arguments name themselves; the gate-up packing round-trips."""
 
-import os
-import subprocess
 
 import pytest
 import torch
@@ -53,18 +51,12 @@ def test_every_fused_variant_compiles_without_spills(reports):
         assert report.shared <= 227 * 1024, name
 
 
-def test_fused_epilogues_keep_the_wgmmas_in_flight(reports, tmp_path):
+def test_fused_epilogues_keep_the_wgmmas_in_flight(reports):
     """ptxas waits after every wgmma (C7514) where an instruction reads the accumulator inside a pipeline stage (the
     grouped GEMM's first epilogue did, 7-11% slower): no fused variant may make it do so."""
-    from triton.backends.nvidia.compiler import get_ptxas
-
     for v in FUSED:
-        ptx = tmp_path / "kernel.ptx"
-        ptx.write_text(reports[v.name].ptx)
-        log = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(ptx), "-o", os.devnull],
-                             capture_output=True, text=True)
-        assert log.returncode == 0 and "C7514" not in log.stderr and "serialized" not in log.stderr, (v.name,
-                                                                                                     log.stderr)
+        log = reports[v.name].ptxas_log
+        assert "C7514" not in log and "serialized" not in log, (v.name, log)
 
 
 def test_activations_hold_their_instructions(reports):

@@ -58,6 +58,18 @@ class KernelReport:
     def sass(self) -> str:
         return _sass(base64.b64decode(self.cubin))
 
+    @cached_property
+    def ptxas_log(self) -> str:
+        """The bundled ptxas's -v log for this PTX, run when first read: its warnings (C7514: wgmmas serialized where
+        an instruction reads the accumulator inside a pipeline stage) are what tests look for."""
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        with tempfile.TemporaryDirectory(prefix="tilepipe-ptxas-") as tmp:
+            path = Path(tmp) / "kernel.ptx"
+            path.write_text(self.ptx)
+            return _run_tool([get_ptxas(TARGETS[self.target]).path, "-v", f"--gpu-name={self.target}", str(path),
+                              "-o", os.devnull]).stderr
+
     def count(self, pattern: str, where: str = "ptx") -> int:
         """Occurrences of the literal substring `pattern` in the PTX, SASS or TTGIR."""
         if where not in _SOURCES:
