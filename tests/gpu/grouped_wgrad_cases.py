@@ -18,7 +18,7 @@ import sys
 import torch
 
 import tilepipe
-from tests.gpu.guarded import unexpected_errors
+from tests.gpu.guarded import unexpected_errors, warmed_graph
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}  # relative Frobenius error, per group
@@ -112,15 +112,7 @@ def run_cudagraph() -> dict:
     a, b = operands(M, N, K, torch.bfloat16, "mmajor", "nmajor")
     offs = offsets([100] * G)
     out = torch.full((G, M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up: compile and cache the launcher before capture
-        for _ in range(2):
-            tilepipe.grouped_mm(a, b, offs, out=out)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        tilepipe.grouped_mm(a, b, offs, out=out)
+    graph = warmed_graph(lambda: tilepipe.grouped_mm(a, b, offs, out=out))
     failures = []
     for sizes in ([0, 300, 1, 0, 129, 200], [700, 0, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5]):
         a.copy_(torch.randn_like(a))
