@@ -13,14 +13,12 @@ SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordin
 
 
 @gluon.jit
-def load_stage_scales(stage, sa_desc, sb_desc, pid_m, pid_n, k):
-    """TMA-load K block k's scales of tile (pid_m, pid_n) into the stage (its "a_scales" and "b_scales" arrays): A's
-    column of BM row scales, and the tile's B boxes (one per 128 columns) from K block k - k % SCALE_ALIGN
-    (stage_scales picks the block's word)."""
-    BM: gl.constexpr = sa_desc.block_type.shape[1]
-    B_BOXES: gl.constexpr = sb_desc.block_type.shape[0]
-    stage.load("a_scales", sa_desc, [k, pid_m * BM])
-    stage.load("b_scales", sb_desc, [pid_n * B_BOXES, k - k % SCALE_ALIGN])
+def load_stage_scales(stage, sa_desc, sb_desc, row, b_row, k):
+    """TMA-load K block k's scales of the tile whose A rows start at `row` and B rows (B's N, in B's descriptor) at
+    `b_row` into the stage (its "a_scales" and "b_scales" arrays): A's column of BM row scales, and the tile's B boxes
+    (one per 128 rows of B) from K block k - k % SCALE_ALIGN (stage_scales picks the block's word)."""
+    stage.load("a_scales", sa_desc, [k, row])
+    stage.load("b_scales", sb_desc, [b_row // SCALE_BLOCK, k - k % SCALE_ALIGN])
 
 
 @gluon.jit

@@ -22,21 +22,26 @@ tile (or a sub-tile of 2 * 64 * n columns) holds whole pairs; D's column j is ac
 
 @aggregate
 class EpilogueArgs:
-    """What an epilogue reads besides its tiles: alpha, beta, the bias pointer (read only where HAS_BIAS), and the
-    GEMM's output columns N (the bias's length)."""
+    """What an epilogue reads besides its tiles: alpha, beta, the bias pointer (read only where HAS_BIAS), the GEMM's
+    output columns N (the bias's length), and where an epilogue scales rows (row_scaled), the scales' pointer and the
+    output's rows M (else None)."""
     alpha: gl.tensor
     beta: gl.tensor
     bias_ptr: gl.tensor
     N: gl.tensor
     HAS_BIAS: gl.constexpr
+    row_scale: gl.tensor
+    M: gl.tensor
 
     @gluon.constexpr_function
-    def __init__(self, alpha, beta, bias_ptr, N, HAS_BIAS):
+    def __init__(self, alpha, beta, bias_ptr, N, HAS_BIAS, row_scale=None, M=None):
         self.alpha = alpha
         self.beta = beta
         self.bias_ptr = bias_ptr
         self.N = N
         self.HAS_BIAS = gl.constexpr(HAS_BIAS)
+        self.row_scale = row_scale
+        self.M = M
 
 
 @gluon.constexpr_function
@@ -77,6 +82,15 @@ def bias(acc, c, args: EpilogueArgs, first_row, first_col):
 def residual(acc, c, args: EpilogueArgs, first_row, first_col):
     """matmul's epilogue with C: alpha * acc + beta * C."""
     return args.alpha * acc + args.beta * c
+
+
+@gluon.jit
+def row_scaled(acc, c, args: EpilogueArgs, first_row, first_col):
+    """FP8 per-row scaling: acc * row_scale[row] * bias[col] (rows from M read scale 0; the "bias" a column scale: in
+    the grouped GEMM its expert's row of scale_b, api/grouped_fp8.py)."""
+    rows = first_row + gl.arange(0, acc.shape[0], gl.SliceLayout(1, acc.type.layout))
+    scale = gl.load(args.row_scale + rows, mask=rows < args.M, other=0.0)
+    return acc * scale[:, None] * column_bias(args.bias_ptr, args.N, first_col, acc.shape[1], acc.type.layout)[None, :]
 
 
 @gluon.jit

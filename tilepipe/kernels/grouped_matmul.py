@@ -50,11 +50,13 @@ def masked_store(d_ptr, ld_d, part, row, col, end, N):
 
 @gluon.jit
 def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, d_ptr, ld_d, bias_ptr,
-                     B_KMAJOR: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr):
-    """The GEMM's main loop per tile, then D's tile a sub-tile (an output stage) at a time, each through the EPILOGUE
-    function (COLUMNS_IN accumulator columns per column of D; its bias row the group's, bias_ptr + group * N) unless
-    the kernel has none; a tile that spills past its group's rows is stored from registers under a row mask
-    instead, its stages handed on unwritten."""
+                     B_KMAJOR: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr,
+                     MAIN_LOOP: gl.constexpr, row_scale):
+    """The MAIN_LOOP per tile (wgmma_unit, or blockwise_unit: FP8 blockwise scales), then D's tile a sub-tile (an
+    output stage) at a time, each through the EPILOGUE function (COLUMNS_IN accumulator columns per column of D; its
+    bias row the group's, bias_ptr + group * N; `row_scale`: row_scaled's, else None) unless the kernel has none; a
+    tile that spills past its group's rows is stored from registers under a row mask instead, its stages handed on
+    unwritten."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
@@ -67,14 +69,14 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
     one = gl.to_tensor(1.0)
     work = sched.work()
     while work.valid:
-        acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
+        acc, consumer = MAIN_LOOP(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
         row, col = work.origin(BM, BN)
         spills = work.spills()
         if FUSED:
             group_bias = bias_ptr
             if HAS_BIAS:
                 group_bias = bias_ptr + work.group.to(gl.int64) * sched.N
-            args = EpilogueArgs(one, one, group_bias, sched.N, HAS_BIAS)
+            args = EpilogueArgs(one, one, group_bias, sched.N, HAS_BIAS, row_scale, sched.M)
         for j in gl.static_range(PARTS):
             with outputs.produce() as out:
                 part = column_part(acc, j, PARTS)
@@ -130,7 +132,7 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d,
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
     warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, bias_ptr, B_KMAJOR, HAS_BIAS,
-                                         EPILOGUE)),
+                                         EPILOGUE, wgmma_unit, None)),
                      (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
                       WORKER_REGS),
                      (grouped_store_role, (outputs, d_desc, sched, columns_in(EPILOGUE)), WORKER_WARPS, WORKER_REGS)])

@@ -17,7 +17,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
 
 from tilepipe.kernels.blockwise_scales import SCALE_BLOCK, load_stage_scales, promote, stage_scales
-from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, store_role
+from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, operand_accumulator, store_role
 from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
 from tilepipe.pipeline.cluster import column_runs
 from tilepipe.pipeline.mma import warpgroup_local_wait
@@ -32,11 +32,11 @@ from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
 
 
-
 @gluon.jit
 def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles):
-    """A, B and the K tile's scales (A's column of BM row scales, B's block scales) into one input stage; in a cluster
-    what the CTAs share is multicast (InputProducerStage.load: split or by the first CTA, as its descriptor says)."""
+    """A, B and the K tile's scales (A's column of BM row scales, B's block scales) into one input stage, at the
+    coordinates the work gives (a grouped GEMM's: its group's rows and expert); in a cluster what the CTAs share is
+    multicast (InputProducerStage.load: split or by the first CTA, as its descriptor says)."""
     BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1]
@@ -45,14 +45,16 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
     producer = inputs.producer()
     work = sched.work(paces=True)
     while work.valid:
-        pid_m, pid_n = work.coords()
+        row, col = work.origin(BM, BN)
         k_begin, k_end = work.k_steps(k_tiles)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
                 tiles.expect_loads(a_desc, b_desc, sa_desc, sb_desc, boxes=(A_BOXES, B_BOXES, 1, 1))
-                tiles.load_a(a_desc, [pid_m * BM, k * BK])
-                tiles.load_b(b_desc, [pid_n * BN, k * BK])
-                load_stage_scales(tiles, sa_desc, sb_desc, pid_m, pid_n, k)
+                a_row, a_col = work.a_coords(row, k * BK)
+                b_row, b_col = work.b_coords(col, k * BK, True)
+                tiles.load_a(a_desc, [a_row, a_col])
+                tiles.load_b(b_desc, [b_row, b_col])
+                load_stage_scales(tiles, sa_desc, sb_desc, a_row, b_row, k)
         work = work.next()
     producer.drain()
 
@@ -77,44 +79,52 @@ def promote_while_next_runs(consumer, k, in_flight, scale, acc, view: gl.constex
 
 
 @gluon.jit
+def blockwise_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
+                   B_KMAJOR: gl.constexpr):
+    """One unit's blockwise main loop (wgmma_unit's counterpart: the grouped GEMM takes either): per K tile a fresh
+    wgmma partial sum, promoted in fp32 registers with the stage's scales while the next K tile's wgmma runs (total
+    and two partial sums per thread), all retired and released. Returns (acc in `acc_layout`, the consumer).
+    K tiles go in pairs so the partial sums swap roles by name, never by a register copy: a copy of one whose wgmma
+    is in flight makes ptxas serialize every wgmma of the kernel."""
+    gl.static_assert(B_KMAJOR, "fp8 wgmma reads B K-major")
+    CN: gl.constexpr = consumer.payload.b_scales.shape[1]  # CTAs along N, each with its own B block scale
+    layout: gl.constexpr = operand_accumulator(acc_layout, consumer.payload.a_tiles.dtype)
+    view: gl.constexpr = column_runs(layout, [BM, BN], CN)
+    scales: gl.constexpr = gl.SliceLayout(2, view)
+    k_begin, k_end = work.k_steps(k_tiles)  # all K tiles, or a stream-K unit's (at least one)
+    acc = gl.zeros([BM, BN], gl.float32, layout)
+    tiles = consumer.acquire()
+    p0 = issue_partial(tiles, acc)
+    s0 = stage_scales(tiles, k_begin, scales)
+    consumer = tiles.release()
+    for k in range(k_begin + 2, k_end, 2):  # K tiles k - 1 and k
+        consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, view)
+        consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, view)
+    if (k_end - k_begin) % 2 == 0:  # one K tile left
+        tiles = consumer.acquire()
+        p1 = issue_partial(tiles, acc)
+        last0, last1 = warpgroup_local_wait(num_outstanding=0, deps=(p0, p1))
+        s1 = stage_scales(tiles, k_end - 1, scales)
+        consumer = tiles.release()
+        acc = promote(promote(acc, last0, s0, view), last1, s1, view)
+    else:
+        last0 = warpgroup_local_wait(num_outstanding=0, deps=(p0, ))
+        acc = promote(acc, last0, s0, view)
+    return gl.convert_layout(acc, acc_layout), consumer.flush_releases()  # the same registers
+
+
+@gluon.jit
 def blockwise_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: EpiLoadPipeline, sched,
                        k_tiles, STREAMK: gl.constexpr):
-    """Per K tile a fresh wgmma partial sum, promoted in fp32 registers with the stage's scales while the next
-    K tile's wgmma runs: three 64 x BN fp32 tensors per thread (total, and two partial sums in turn). STREAMK:
-    stream-K's partial tiles pass through the output stages, in lockstep with `sources` (pipeline/partials.py).
-
-    The main loop takes K tiles in pairs so the two partial sums swap roles by name, never by a register copy: a
-    copy of a partial sum whose wgmma is still in flight makes ptxas serialize every wgmma of the kernel.
-    """
+    """Each unit's blockwise main loop (blockwise_unit), then its tile into an output stage. STREAMK: stream-K's
+    partial tiles pass through the output stages, in lockstep with `sources` (pipeline/partials.py)."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[2]
-    CN: gl.constexpr = inputs.payload.b_scales.shape[1]  # CTAs along N, each with its own B block scale
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
-    view: gl.constexpr = column_runs(acc_layout, [BM, BN], CN)
-    scales: gl.constexpr = gl.SliceLayout(2, view)
     consumer = inputs.consumer().with_release_lag(1)  # a stage is freed once the wgmma reading it retired
     work = sched.work()
     while work.valid:
-        k_begin, k_end = work.k_steps(k_tiles)  # all K tiles, or a stream-K unit's (at least one)
-        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
-        tiles = consumer.acquire()
-        p0 = issue_partial(tiles, acc)
-        s0 = stage_scales(tiles, k_begin, scales)
-        consumer = tiles.release()
-        for k in range(k_begin + 2, k_end, 2):  # K tiles k - 1 and k
-            consumer, p1, s1, acc = promote_while_next_runs(consumer, k - 1, p0, s0, acc, view)
-            consumer, p0, s0, acc = promote_while_next_runs(consumer, k, p1, s1, acc, view)
-        if (k_end - k_begin) % 2 == 0:  # one K tile left
-            tiles = consumer.acquire()
-            p1 = issue_partial(tiles, acc)
-            last0, last1 = warpgroup_local_wait(num_outstanding=0, deps=(p0, p1))
-            s1 = stage_scales(tiles, k_end - 1, scales)
-            consumer = tiles.release()
-            acc = promote(promote(acc, last0, s0, view), last1, s1, view)
-        else:
-            last0 = warpgroup_local_wait(num_outstanding=0, deps=(p0, ))
-            acc = promote(acc, last0, s0, view)
-        consumer = consumer.flush_releases()
+        acc, consumer = blockwise_unit(consumer, work, k_tiles, BM, BN, acc_layout, True)
         if work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
             with outputs.produce() as out:

@@ -53,7 +53,7 @@ def scale_ring_load_role(inputs: InputTilePipeline, scales: InputTilePipeline, a
         for k in range(k_tiles):
             with scale_producer.produce() as stage:
                 stage.expect_loads(sa_desc, sb_desc)
-                load_stage_scales(stage, sa_desc, sb_desc, pid_m, pid_n, k)
+                load_stage_scales(stage, sa_desc, sb_desc, pid_m * BM, pid_n * BN, k)
             with producer.produce() as tiles:
                 tiles.expect_loads(a_desc, b_desc)
                 tiles.load_a(a_desc, [pid_m * BM, k * BK])
