@@ -2,6 +2,7 @@ from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
 from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, check_linear_fp8, linear_fp8, padded_rows
 from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
 from tilepipe.api.grouped import check_grouped, grouped_gated_mm, grouped_mm
+from tilepipe.api.grouped_fp8 import check_grouped_mm_fp8, grouped_mm_fp8
 from tilepipe.api.grouped_wgrad import check_grouped_wgrad, grouped_mm_wgrad
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
 
@@ -117,6 +118,17 @@ def _grouped_mm_wgrad_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
 
 GROUPED_MM_WGRAD = register("grouped_mm_wgrad", "Tensor a, Tensor b, Tensor offs", "ScalarType? out_dtype=None",
                             grouped_mm_wgrad, _grouped_mm_wgrad_like)
+
+
+def _grouped_mm_fp8_like(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                         offs: torch.Tensor, *, out_dtype: torch.dtype = torch.bfloat16,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
+    _, M, N, _, _, out_dtype = check_grouped_mm_fp8(a, b, scale_a, scale_b, offs, out, out_dtype)
+    return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
+
+
+GROUPED_MM_FP8 = register("grouped_mm_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor offs",
+                          "ScalarType out_dtype=bfloat16", grouped_mm_fp8, _grouped_mm_fp8_like)
 
 
 def _linear_like(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *, activation: str | None = None,

@@ -112,6 +112,7 @@ GROUPED = {
 per-expert bias and GELU; SwiGLU over packed gate-up experts: half the sub-tiles a tile), as api/grouped.py
 variant_spec takes them, under the grouped static schedule (schedulers/grouped.py)."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
+GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
 PIECED_SCHEDULES = ("static", "dynamic")
 """The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
 SM100_EPILOGUES = {
@@ -150,9 +151,8 @@ def shipped_variants() -> list[Variant]:
     dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain, +bias, +bias with GELU and
     SwiGLU, static), the activation epilogues (static and stream-K), the gated ones (static and dynamic), the
     quantizing ones (FP8 output, static), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the
-    FP8 kernels (also under stream-K, and in 2x1/1x2 clusters, split too), the grouped GEMM (bf16 and fp32 D), the
-    sm_100a FP8 (per-tensor/per-row and blockwise) and block-scaled GEMMs, the tensor-parallel kernels, the restaging
-    copy, and the pipeline examples the demo runs."""
+    FP8 kernels (also under stream-K, and in 2x1/1x2 clusters, split too), the grouped GEMMs (bf16, fp32 D, FP8), the
+    sm_100a FP8 (scaled, blockwise) and block-scaled GEMMs, the tensor-parallel kernels, the restaging copy, demos."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
@@ -189,8 +189,8 @@ def shipped_variants() -> list[Variant]:
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
     variants += [Variant(kernel, f"{name} static", {**options, "schedule": "static"}) for kernel, forms in
-                 (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD)) for name, options in
-                 forms.items()]
+                 (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD),
+                  ("grouped_mm_fp8", GROUPED_FP8)) for name, options in forms.items()]
     variants += [Variant(kernel, f"tp {kernel}", {}) for kernel in TENSOR_PARALLEL]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

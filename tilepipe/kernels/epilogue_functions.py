@@ -30,8 +30,8 @@ class EpilogueArgs:
     bias_ptr: gl.tensor
     N: gl.tensor
     HAS_BIAS: gl.constexpr
-    row_scale: gl.tensor
-    M: gl.tensor
+    row_scale: gl.tensor | gl.constexpr
+    M: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
     def __init__(self, alpha, beta, bias_ptr, N, HAS_BIAS, row_scale=None, M=None):
@@ -40,8 +40,8 @@ class EpilogueArgs:
         self.bias_ptr = bias_ptr
         self.N = N
         self.HAS_BIAS = gl.constexpr(HAS_BIAS)
-        self.row_scale = row_scale
-        self.M = M
+        self.row_scale = gl.constexpr(None) if row_scale is None else row_scale
+        self.M = gl.constexpr(None) if M is None else M
 
 
 @gluon.constexpr_function

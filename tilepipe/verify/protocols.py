@@ -15,10 +15,10 @@ import torch
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED, GROUPED_WGRAD,
-                                       MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
-                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT, MATMUL_SWAP,
-                                       PIECED_SCHEDULES, SPLIT_SCHEDULES, STRESS_STAGES, TENSOR_PARALLEL,
+from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED, GROUPED_FP8,
+                                       GROUPED_WGRAD, MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES,
+                                       MATMUL_GATED, MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT,
+                                       MATMUL_SWAP, PIECED_SCHEDULES, SPLIT_SCHEDULES, STRESS_STAGES, TENSOR_PARALLEL,
                                        WGMMA_STAGES, Variant)
 from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
@@ -611,6 +611,32 @@ def wgrad_protocols() -> list[Protocol]:
     return protocols
 
 
+def grouped_fp8_protocols() -> list[Protocol]:
+    """kernels/grouped_fp8.py in its catalogue forms: the grouped GEMM's protocol (matmul's roles without C, a tile
+    that spills past its group passing its stages through unwritten) with FP8's pipelines: per-row over matmul_plan's
+    (D's sub-tiles a stage each), blockwise over fp8_plan's with matmul_fp8_blockwise's load role (the scales in the
+    operands' stage, the consumer side generic) and D's whole tile a stage."""
+    from tilepipe.api.grouped_fp8 import fp8_variant_spec
+    from tilepipe.kernels.matmul_fp8 import fp8_plan
+
+    protocols = []
+    for name, options in GROUPED_FP8.items():
+        cfg, _ = fp8_variant_spec(options)
+        if options["blockwise"]:
+            plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
+                               options["c_dtype"], True)
+            roles = matmul_roles(False, "grouped_mma_role", "blockwise_load_role")
+        else:
+            plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
+                                  options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
+            roles = matmul_roles(False, "grouped_mma_role", subtiles=cfg.tile_n // cfg.epilogue_cols)
+        mma, load, store = roles
+        protocols.append(Protocol("grouped_mm_fp8", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
+                                  plan_storages(plan), (mma, load, replace(store, function="grouped_store_role")),
+                                  tile_cases(cfg.stages), lambda options=options: fp8_variant_spec(options)[1]))
+    return protocols
+
+
 def tp_protocols() -> list[Protocol]:
     """tilepipe.distributed's kernels in their catalogue form (distributed/plan.py catalogue_spec): matmul's roles over matmul_plan's
     pipelines, the all-gather's without C, the reduce-scatter step's with C (its epilogue-load role brings another
@@ -632,7 +658,7 @@ def tp_protocols() -> list[Protocol]:
 def shipped_protocols() -> list[Protocol]:
     """Every matmul variant in every tilepipe.host.configs configuration under every scheduler (stream-K within one
     program), the two-CTA cluster GEMMs (static, dynamic over its scheduler ring, and stream-K; split multicast:
-    split_protocols), swap-AB, the pieced tiles, the ping-pong GEMM, the grouped GEMM, the fused epilogues, the
+    split_protocols), swap-AB, the pieced tiles, the ping-pong GEMM, the grouped GEMM (FP8 too), the fused epilogues, the
     tensor-parallel kernels, the FP8 kernels, the sm_100a GEMM (its two-CTA form too), the stress kernel and the
     wgmma kernel."""
     protocols = [matmul_protocol(name, cfg, variant, schedule) for name, cfg in matmul_configs().items()
@@ -640,6 +666,7 @@ def shipped_protocols() -> list[Protocol]:
     protocols += cluster_protocols() + cluster_dynamic_protocols() + cluster_streamk_protocols() + swap_protocols()
     protocols += split_protocols()
     protocols += pieced_protocols() + pingpong_protocols() + grouped_protocols() + wgrad_protocols() + fused_protocols()
+    protocols += grouped_fp8_protocols()
     protocols += tp_protocols()
     protocols += fp8_protocols()
     protocols += sm100_protocols()

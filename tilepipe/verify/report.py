@@ -93,6 +93,7 @@ def catalogue_rows() -> list[Row]:
     """Every shipped variant (kernels/catalogue.py) for its target, at the largest tile that takes it, plus the
     other sm_90a tiles, the sm_100a medium tile, and the pipeline demo's kernels for both targets."""
     from tilepipe.api.grouped import variant_spec
+    from tilepipe.api.grouped_fp8 import fp8_variant_spec
     from tilepipe.api.grouped_wgrad import wgrad_variant_spec
     from tilepipe.examples import pipeline_demo
     from tilepipe.kernels.matmul_fp8 import scaled_spec
@@ -155,6 +156,9 @@ def catalogue_rows() -> list[Row]:
             rows.append(Row(v.name, describe(cfg), spec))
         elif v.kernel == "grouped_wgrad_kernel":  # tilepipe.grouped_mm's 2D x 2D form
             cfg, spec = wgrad_variant_spec(o)
+            rows.append(Row(v.name, describe(cfg), spec))
+        elif v.kernel == "grouped_mm_fp8":  # tilepipe.grouped_mm_fp8, per-row or blockwise
+            cfg, spec = fp8_variant_spec(o)
             rows.append(Row(v.name, describe(cfg), spec))
         elif v.kernel == "restage_rows_kernel":
             rows.append(Row(v.name, "", restage_spec()))

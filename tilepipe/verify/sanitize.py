@@ -244,6 +244,32 @@ def run_grouped(options: dict) -> bool:
     return bool(torch.isnan(got[rows:]).all()) and float((got[:rows] - reference).norm() / reference.norm()) < 1e-2
 
 
+def run_grouped_fp8(options: dict) -> bool:
+    """kernels/grouped_fp8.py (tilepipe.grouped_mm_fp8, per-row or blockwise scales) over ragged groups (an empty one,
+    one under a tile, one past a tile) at N = 256, K = 384 (3 scale blocks), against the dequantized operands in
+    float64; the rows past the groups must stay NaN."""
+    import torch
+
+    import tilepipe
+
+    sizes, N, K, blockwise = [0, 37, 200, 1], 256, 384, options["blockwise"]
+    G, M = len(sizes), sum(sizes) + 5
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(G, N, K, device="cuda").to(torch.float8_e4m3fn)
+    sa = torch.rand(M, K // 128 if blockwise else 1, device="cuda") + 0.5
+    sb = torch.rand(G, N // 128, K // 128, device="cuda") + 0.5 if blockwise else torch.rand(G, N, device="cuda") + 0.5
+    offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    tilepipe.grouped_mm_fp8(a, w.transpose(1, 2), sa, sb.transpose(1, 2) if blockwise else sb, offs, out=out)
+    full_a = (sa.repeat_interleave(128, 1) if blockwise else sa).cpu().double() * a.cpu().double()
+    full_w = (sb.repeat_interleave(128, 1).repeat_interleave(128, 2) if blockwise else sb[:, :, None]).cpu().double()
+    ends = [0] + offs.tolist()
+    reference = torch.cat([full_a[start:end] @ (w[g].cpu().double() * full_w[g]).t()
+                           for g, (start, end) in enumerate(zip(ends, ends[1:]))])
+    got = out.cpu().double()
+    return bool(torch.isnan(got[ends[-1]:]).all()) and close(got[:ends[-1]], reference)
+
+
 def run_grouped_wgrad(options: dict) -> bool:
     """grouped_wgrad_kernel (tilepipe.grouped_mm, 2-D a and b) over ragged K groups (an empty one, one under a k-step,
     one past several, K past offs[-1] unread) of SHAPE's M and N in the variant's layouts, against float64."""
@@ -320,6 +346,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_grouped(options)
     if variant.kernel == "grouped_wgrad_kernel":
         return lambda: run_grouped_wgrad(options)
+    if variant.kernel == "grouped_mm_fp8":
+        return lambda: run_grouped_fp8(options)
     if variant.kernel == "restage_rows_kernel":
         return run_restage
     if variant.kernel in TENSOR_PARALLEL:  # needs a process group on 2 GPUs
