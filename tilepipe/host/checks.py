@@ -101,14 +101,12 @@ def self_overlapping(t: torch.Tensor) -> bool:
 
 
 def overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the address spans of two 2-D tensors intersect."""
+    """Whether the address spans of two tensors (of any rank) intersect."""
     if x.numel() == 0 or y.numel() == 0:
         return False
     x0, y0 = x.data_ptr(), y.data_ptr()
-    (xr, xc), (xs0, xs1) = x.shape, x.stride()
-    (yr, yc), (ys0, ys1) = y.shape, y.stride()
-    x1 = x0 + ((xr - 1) * xs0 + (xc - 1) * xs1 + 1) * x.element_size()
-    y1 = y0 + ((yr - 1) * ys0 + (yc - 1) * ys1 + 1) * y.element_size()
+    x1 = x0 + (sum((n - 1) * s for n, s in zip(x.shape, x.stride())) + 1) * x.element_size()
+    y1 = y0 + (sum((n - 1) * s for n, s in zip(y.shape, y.stride())) + 1) * y.element_size()
     return x0 < y1 and y0 < x1
 
 

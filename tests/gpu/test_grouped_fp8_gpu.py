@@ -1,0 +1,23 @@
+"""GPU: tilepipe.grouped_mm_fp8 against a float64 reference per group of the dequantized operands, per-row and
+blockwise scales, bf16 and fp32 out, a CUDA graph replayed with new offs, torch.compile, and invalid CUDA arguments
+leaving out untouched; each case in its own process under a timeout."""
+
+import pytest
+
+from tests.gpu.guarded import assert_ok, run_cases
+
+CASES = [("ragged", scaling, out) for scaling in ("row", "blockwise") for out in ("bf16", "fp32")]
+CASES += [("cudagraph", scaling) for scaling in ("row", "blockwise")]
+CASES += [("compile", "blockwise"), ("badargs", )]
+TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return run_cases("tests.gpu.grouped_fp8_cases", CASES, TIMEOUT_S, parallel=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=" ".join)
+def test_grouped_mm_fp8_matches_float64(runs, case):
+    assert_ok(runs[case])
