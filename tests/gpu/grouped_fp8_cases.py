@@ -156,9 +156,28 @@ def run_badargs() -> dict:
     return {"case": "grouped fp8 badargs", "ok": not failures, "failures": failures}
 
 
+def run_refused() -> dict:
+    """Blockwise scales, valid otherwise: NotImplementedError (the kernel faulted on an H200), out left untouched."""
+    torch.manual_seed(4)
+    sizes, N, K = [64, 0, 200], 256, 512
+    a, b, sa, sb, _, _ = problem(sizes, 0, N, K, "blockwise", in_place=True)
+    out = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    failures = []
+    try:
+        tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out=out)
+        failures.append({"blockwise": "no error"})
+    except NotImplementedError as error:
+        if "illegal instruction" not in str(error):
+            failures.append({"blockwise": str(error)})
+    torch.cuda.synchronize()
+    if not torch.isnan(out).all():
+        failures.append({"out": "written"})
+    return {"case": "grouped fp8 blockwise refused", "ok": not failures, "failures": failures}
+
+
 if __name__ == "__main__":
     case, *rest = sys.argv[1:]
-    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "badargs": run_badargs}[case](
-        *rest)
+    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "badargs": run_badargs,
+              "refused": run_refused}[case](*rest)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -6,9 +6,8 @@ import pytest
 
 from tests.gpu.guarded import assert_ok, run_cases
 
-CASES = [("ragged", scaling, out) for scaling in ("row", "blockwise") for out in ("bf16", "fp32")]
-CASES += [("cudagraph", scaling) for scaling in ("row", "blockwise")]
-CASES += [("compile", "blockwise"), ("badargs", )]
+CASES = [("ragged", "row", out) for out in ("bf16", "fp32")] + [("cudagraph", "row"), ("compile", "row"), ("badargs", )]
+CASES += [("refused", )]  # blockwise scales: the kernel faulted on an H200 (api/grouped_fp8.py BLOCKWISE_FAULT)
 TIMEOUT_S = 240
 
 

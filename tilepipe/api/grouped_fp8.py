@@ -20,7 +20,6 @@ from tilepipe.host.checks import check_no_overlap, check_out, check_out_dtype, o
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, MatmulConfig, fp8_configs
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache, TmaOperand, tensor_descriptor
-from tilepipe.host.staging import tma_ready
 from tilepipe.kernels.spec import BUILD_OPTIONS
 
 GROUPED_FP8_SCHEDULE = "static"
@@ -66,12 +65,16 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     device = device_index(a)
     if device_target(device) != "sm_90a":
         raise RuntimeError(f"grouped_mm_fp8 is built for sm_90a (Hopper); this GPU is {device_target(device)}")
-    if blockwise:  # the kernel reads scale_a^T (K/128 x M) and the experts' scale_b^T stacked by TMA
-        scales = (tma_ready(scale_a.t()), tma_ready(scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)))
-    else:
-        scales = (scale_a.reshape(M).contiguous(), scale_b.contiguous())
-    _launch(a, b_rows, scales, out, offs, G, N, K, blockwise, device)
+    if blockwise:
+        raise NotImplementedError(BLOCKWISE_FAULT)
+    _launch(a, b_rows, (scale_a.reshape(M).contiguous(), scale_b.contiguous()), out, offs, G, N, K, blockwise, device)
     return out
+
+
+BLOCKWISE_FAULT = ("grouped_mm_fp8 with blockwise scales is not available: its kernel (kernels/grouped_fp8.py: "
+                   "grouped_blockwise_kernel) stopped with 'an illegal instruction was encountered' on an H200, even "
+                   "with 1024-row groups; per-row scales (scale_b 2-D) work. docs/grouped.md says what is known.")
+"""Why the blockwise form refuses to launch (measured at 5c8d0fc..bcd3461: every blockwise GPU case faulted)."""
 
 
 def check_grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
