@@ -12,7 +12,7 @@ from tilepipe.api.linear import ACTIVATIONS, GATE_COLUMNS, GATED, TORCH_ACTIVATI
 from tilepipe.host.checks import check_grouped_mm, check_no_overlap, check_out, check_out_dtype, overlaps
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MatmulConfig
 from tilepipe.host.device import device_index, device_target, sm_count
-from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache, TmaOperand, tensor_descriptor
+from tilepipe.host.launch import LauncherCache, TmaOperand, check_tma_starts, tensor_descriptor
 from tilepipe.kernels.spec import BUILD_OPTIONS, KernelSpec
 
 GROUPED_SCHEDULE = "static"
@@ -112,10 +112,7 @@ def _grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, bias: torch.T
     check_no_overlap(out, a, b_rows, None)
     if bias is not None and overlaps(out, bias):
         raise ValueError("out must not share memory with bias")
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if t.data_ptr() % TMA_ALIGN_BYTES:
-            raise ValueError(f"{name} must start on {TMA_ALIGN_BYTES} bytes (TMA reads and writes it), got address "
-                             f"{t.data_ptr():#x}")
+    check_tma_starts({"a": a, "b": b, "out": out})
     if M == 0 or N == 0 or G == 0:
         return out
     if K == 0:  # the epilogue of a zero accumulator in the groups' rows, the rest untouched: no launch, offs stays on

@@ -19,7 +19,7 @@ from tilepipe.api.grouped import empty_k_result, stacked_experts
 from tilepipe.host.checks import check_no_overlap, check_out, check_out_dtype, overlaps
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, MatmulConfig, fp8_configs
 from tilepipe.host.device import device_index, device_target, sm_count
-from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache, TmaOperand, tensor_descriptor
+from tilepipe.host.launch import LauncherCache, TmaOperand, check_tma_starts, tensor_descriptor
 from tilepipe.kernels.spec import BUILD_OPTIONS
 
 GROUPED_FP8_SCHEDULE = "static"
@@ -54,10 +54,7 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if overlaps(out, s):
             raise ValueError(f"out must not share memory with {name}")
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if t.data_ptr() % TMA_ALIGN_BYTES:
-            raise ValueError(f"{name} must start on {TMA_ALIGN_BYTES} bytes (TMA reads and writes it), got address "
-                             f"{t.data_ptr():#x}")
+    check_tma_starts({"a": a, "b": b, "out": out})
     if M == 0 or N == 0 or G == 0:
         return out
     if K == 0:  # zero in the groups' rows, the rest untouched: no launch, offs stays on the GPU

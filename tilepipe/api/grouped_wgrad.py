@@ -7,7 +7,7 @@ import torch
 from tilepipe.host.checks import check_grouped_operands, check_no_overlap, check_out_dtype
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MatmulConfig
 from tilepipe.host.device import device_index, device_target, sm_count
-from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache, TmaOperand, tensor_descriptor
+from tilepipe.host.launch import LauncherCache, TmaOperand, check_tma_starts, tensor_descriptor
 from tilepipe.kernels.spec import BUILD_OPTIONS, KernelSpec
 
 
@@ -38,10 +38,7 @@ def grouped_mm_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, *, ou
         return out
     d_rows = out.as_strided((G * M, N), (out.stride(1), 1))  # the groups stacked, as TMA writes them
     check_no_overlap(d_rows, a, b, None)
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if t.data_ptr() % TMA_ALIGN_BYTES:
-            raise ValueError(f"{name} must start on {TMA_ALIGN_BYTES} bytes (TMA reads and writes it), got address "
-                             f"{t.data_ptr():#x}")
+    check_tma_starts({"a": a, "b": b, "out": out})
     if K == 0:  # every group empty: zeros, no launch
         return out.zero_()
     device = device_index(a)

@@ -29,6 +29,15 @@ TMA_ALIGN_BYTES = 16
 """A TMA descriptor's base address and row strides must be multiples of this."""
 
 
+def check_tma_starts(tensors: dict[str, torch.Tensor]) -> None:
+    """ValueError naming the first of `tensors` (by argument name) whose address is off TMA_ALIGN_BYTES: TMA reads or
+    writes it from there."""
+    for name, t in tensors.items():
+        if t.data_ptr() % TMA_ALIGN_BYTES:
+            raise ValueError(f"{name} must start on {TMA_ALIGN_BYTES} bytes (TMA reads and writes it), got address "
+                             f"{t.data_ptr():#x}")
+
+
 class TmaOperand(NamedTuple):
     """What a TMA descriptor parameter encodes of its tensor (the box comes from the compiled kernel's metadata)."""
     address: int
