@@ -16,7 +16,7 @@ from dataclasses import replace
 import torch
 
 from tilepipe.api.grouped import empty_k_result, stacked_experts
-from tilepipe.host.checks import check_no_overlap, check_out, check_out_dtype, overlaps
+from tilepipe.host.checks import check_grouped_out, check_no_overlap, check_out_dtype, overlaps
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, MatmulConfig, fp8_configs
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import LauncherCache, TmaOperand, check_tma_starts, tensor_descriptor
@@ -113,14 +113,7 @@ def check_grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor
                          f"shape {tuple(b.shape)}; pass b.transpose(1, 2).contiguous().transpose(1, 2) to copy it")
     blockwise = scale_b.dim() == 3
     check_scales(scale_a, scale_b, G, M, N, K, blockwise)
-    if out is not None:
-        check_out(out, (M, N), a.device)
-        if out.stride(1) != 1 and N > 1 or out.stride(0) * out.element_size() % 16 and M > 1:
-            raise ValueError(f"out must be row-major with rows on 16 bytes (TMA writes it), got strides "
-                             f"{out.stride()}")
-    elif N * out_dtype.itemsize % 16:
-        raise ValueError(f"N = {N}: D's rows must be a multiple of 16 bytes (TMA writes them), {N} {out_dtype} "
-                         "elements are not")
+    check_grouped_out(out, M, N, out_dtype, a.device)
     return G, M, N, K, blockwise, out_dtype
 
 

@@ -264,12 +264,18 @@ def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: 
         raise ValueError(f"b must be a transposed (G, N, K) tensor or a row-major (G, K, N) one with its experts "
                          f"packed and rows on 16 bytes (K and N multiples of {16 // size}), got strides {b.stride()} "
                          f"for shape {tuple(b.shape)}")
+    check_grouped_out(out, M, N, out_dtype, a.device)
+    return G, M, N, K, out_dtype, kmajor
+
+
+def check_grouped_out(out: torch.Tensor | None, M: int, N: int, out_dtype: torch.dtype, device: torch.device) -> None:
+    """A grouped GEMM's D (M, N), which TMA writes: `out` when given (shape, device, row-major with rows on 16
+    bytes), else rows of N `out_dtype` elements on 16 bytes."""
     if out is not None:
-        check_out(out, (M, N), a.device)
+        check_out(out, (M, N), device)
         if out.stride(1) != 1 and N > 1 or out.stride(0) * out.element_size() % 16 and M > 1:
             raise ValueError(f"out must be row-major with rows on 16 bytes (TMA writes it), got strides "
                              f"{out.stride()}")
     elif N * out_dtype.itemsize % 16:
         raise ValueError(f"N = {N}: D's rows must be a multiple of 16 bytes (TMA writes them), {N} {out_dtype} "
                          "elements are not")
-    return G, M, N, K, out_dtype, kmajor
