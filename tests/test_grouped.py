@@ -137,16 +137,105 @@ def test_moe_mlp_traces_under_compile():
     assert "tilepipe.grouped_gated_mm" in code and "tilepipe.grouped_mm" in code, code
 
 
+def valid_3d() -> dict:
+    """A valid masked call's arguments: 4 experts of capacity 24 rows, K = 64, N = 32, B K-major (FakeTensorMode)."""
+    return dict(a=empty(4, 24, 64), b=empty(4, 32, 64).transpose(1, 2), masked_m=empty(4, dtype=torch.int32))
+
+
+BAD_3D = [  # (argument changes, error, message naming the argument)
+    (lambda: dict(masked_m=empty(4, dtype=torch.int64)), TypeError, "^masked_m must be int32"),
+    (lambda: dict(masked_m=empty(3, dtype=torch.int32)), ValueError, "^masked_m must be a contiguous 1-D tensor of"),
+    (lambda: dict(masked_m=empty(4, dtype=torch.int32, strides=(2, ))), ValueError, "^masked_m must be a contig"),
+    (lambda: dict(masked_m=empty(4, dtype=torch.int32, device="cpu")), ValueError, "^masked_m must be on a's device"),
+    (lambda: dict(a=empty(96, 64)), ValueError, r"^a must be 3-D \(G, rows, columns\)"),
+    (lambda: dict(a=empty(5, 24, 64)), ValueError, r"^a has 5 groups \(a.shape\[0\]\) but b has 4"),
+    (lambda: dict(a=empty(4, 24, 48)), ValueError, r"^a is \(4, 24, 48\) and b is \(4, 64, 32\): b.shape\[1\] must"),
+    (lambda: dict(a=empty(24, 4, 64).transpose(0, 1)), ValueError, "^a must hold its groups' rows one after another"),
+    (lambda: dict(a=empty(4, 24, 64, dtype=torch.float32)), TypeError, "^a must be bfloat16 or float16"),
+    (lambda: dict(b=empty(4, 64, 30)), ValueError, "^b must be a transposed"),
+    (lambda: dict(out=empty(4, 24, 33)), ValueError, r"^out must have shape \(4, 24, 32\)"),
+    (lambda: dict(out=empty(24, 4, 32).transpose(0, 1)), ValueError, "^out must hold its groups' rows"),
+    (lambda: dict(bias=empty(4, 31)), ValueError, r"^bias must be a contiguous \(4, 32\)"),
+    (lambda: dict(activation="tanh"), ValueError, "^activation must be one of"),
+]
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["masked", "batched"])
+@pytest.mark.parametrize("changes, error, message", BAD_3D, ids=[entry[2].strip("^")[:40] for entry in BAD_3D])
+def test_3d_forms_name_the_bad_argument(changes, error, message, batched):
+    """grouped_mm_masked's and the 3D x 3D grouped_mm's fakes (what torch.compile traces) run the eager checks."""
+    if batched and "masked_m" in message:
+        pytest.skip("the batched form has no masked_m")
+    with FakeTensorMode():
+        arguments = {**valid_3d(), **changes()}
+        a, b, masked_m = (arguments.pop(name) for name in ("a", "b", "masked_m"))
+        out, bias = arguments.pop("out", None), arguments.pop("bias", None)
+        op = "grouped_mm_batched" if batched else "grouped_mm_masked"
+        tensors = (a, b, bias) if batched else (a, b, masked_m, bias)
+        with pytest.raises(error, match=message):
+            if out is None:
+                getattr(torch.ops.tilepipe, op)(*tensors, **arguments)
+            else:
+                getattr(torch.ops.tilepipe, f"{op}_out")(out, *tensors, **arguments)
+
+
+def test_3d_forms_return_g_by_capacity_by_n_and_route_by_rank():
+    """The masked and batched results are (G, C, N); grouped_mm takes the batched form for 3-D a and b and refuses
+    offs there; both trace as their own custom op under torch.compile."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    with FakeTensorMode():
+        a, b, masked_m = valid_3d().values()
+        assert torch.ops.tilepipe.grouped_mm_masked(a, b, masked_m).shape == (4, 24, 32)
+        batched = torch.ops.tilepipe.grouped_mm_batched(a, b, empty(4, 32), out_dtype=torch.float32)
+        assert batched.shape == (4, 24, 32) and batched.dtype == torch.float32
+        with pytest.raises(ValueError, match="^offs must be None for grouped_mm's 3D x 3D"):
+            tilepipe.grouped_mm(a, b, masked_m)
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("aot_eager")
+        both = torch.compile(lambda a, b, m: tilepipe.grouped_mm_masked(a, b, m, activation="silu")
+                             + tilepipe.grouped_mm(a, b), fullgraph=True, backend=counter)(a, b, masked_m)
+    assert both.shape == (4, 24, 32) and counter.frame_count == 1
+    code = counter.graphs[0].code
+    assert "tilepipe.grouped_mm_masked" in code and "tilepipe.grouped_mm_batched" in code, code
+
+
+def test_cpu_3d_tensors_are_refused_before_anything_is_written():
+    a, b, masked_m = torch.randn(2, 8, 16).bfloat16(), torch.randn(2, 16, 8).bfloat16(), torch.tensor([3, 8]).int()
+    out = torch.full((2, 8, 8), float("nan"), dtype=torch.bfloat16)
+    for call in (lambda: tilepipe.grouped_mm_masked(a, b, masked_m, out=out),
+                 lambda: tilepipe.grouped_mm(a, b, out=out)):
+        with pytest.raises(ValueError, match="^a must be on a CUDA device"):
+            call()
+    assert torch.isnan(out).all()
+
+
+@pytest.mark.parametrize("layout", ["masked", "batched"])
+def test_empty_k_of_the_3d_forms_writes_their_groups_rows(layout):
+    """K = 0: rows [g C, g C + count) of the masked layout (counts clamped to C) and every row of the batched one get
+    activation(bias[g]); the masked layout's other rows keep their values."""
+    G, C = 3, 4
+    out = torch.full((G * C, 2), 7.0)
+    counts = torch.tensor([0, 2, 9], dtype=torch.int32)  # 9 > C: the whole capacity
+    bias = torch.tensor([[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]])
+    got = empty_k_result(out, counts, bias, "relu", layout=layout, G=G).view(G, C, 2)
+    relu = bias.clamp(min=0)
+    inside = [0, 2, 4] if layout == "masked" else [4, 4, 4]
+    for g in range(G):
+        assert torch.equal(got[g, :inside[g]], relu[g].expand(inside[g], 2)), (g, got[g])
+        assert (got[g, inside[g]:] == 7.0).all(), (g, got[g])
+
+
 def test_empty_k_writes_the_epilogue_of_zero_in_the_groups_rows():
     """K = 0 launches nothing: each group's rows get activation(bias[g]) (zero without a bias), rows past offs[-1]
     keep out's values."""
     out = torch.full((7, 3), float("nan"))
     offs = torch.tensor([2, 2, 5], dtype=torch.int32)
     bias = torch.tensor([[1.0, -2.0, 3.0], [9.0, 9.0, 9.0], [-1.0, 0.5, 2.0]])
-    got = empty_k_result(out, offs, bias, "relu", 1)
+    got = empty_k_result(out, offs, bias, "relu")
     assert torch.equal(got[:5], torch.tensor([[1.0, 0.0, 3.0]] * 2 + [[0.0, 0.5, 2.0]] * 3))
     assert torch.isnan(got[5:]).all()
-    assert torch.equal(empty_k_result(out, offs, None, "silu", 2)[:5], torch.zeros(5, 3))
+    assert torch.equal(empty_k_result(out, offs, None, "silu")[:5], torch.zeros(5, 3))
 
 
 def test_grouped_gated_config_pairs_fit_a_sub_tile():
@@ -175,7 +264,9 @@ SPECS = {"bf16 kmajor": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True)
                                                epilogue=f"{EPILOGUES}:gelu"),
          "bf16 kmajor swiglu": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, epilogue=f"{EPILOGUES}:swiglu"),
          "fp16 fp32 rowmajor swiglu": grouped_spec(grouped_config(4096, torch.float32, False, gated=True), "fp16",
-                                                   "fp32", False, epilogue=f"{EPILOGUES}:swiglu")}
+                                                   "fp32", False, epilogue=f"{EPILOGUES}:swiglu"),
+         "bf16 kmajor masked": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, "masked"),
+         "bf16 kmajor batched": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, "batched")}
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +298,13 @@ def test_epilogues_read_the_bias_and_apply_their_function(reports):
     assert plain.count("ex2.approx") == 0
 
 
+def test_row_layouts_read_what_they_need(reports):
+    """The masked layout loads each group's count (as the contiguous one loads its end); the batched one reads no
+    memory but its operands' (every group's rows follow from M / G)."""
+    assert reports["bf16 kmajor masked"].count("ld.global") >= 1
+    assert reports["bf16 kmajor batched"].count("ld.global") == 0
+
+
 @pytest.mark.parametrize("name", SPECS)
 def test_wgmmas_stay_in_flight(reports, name):
     """ptxas keeps one wgmma in flight only where no other instruction reads the accumulator inside a pipeline stage;
@@ -224,7 +322,8 @@ def protocols():
 
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
     assert [p.config.split(" stages")[0] for p in protocols] == ["grouped_mm", "grouped_mm fp32",
-                                                                  "grouped_mm +bias gelu", "grouped_mm swiglu"]
+                                                                  "grouped_mm +bias gelu", "grouped_mm swiglu",
+                                                                  "grouped_mm masked", "grouped_mm batched"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result

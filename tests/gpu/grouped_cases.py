@@ -9,6 +9,10 @@ output poisoned with NaN first: the groups' rows must match and the rows past of
 `... gated silu bf16 bf16 rowmajor`: grouped_gated_mm over pack_gate_up's experts against act(a Wg^T) * (a Wu^T).
 `... moe`: a MoE expert MLP (grouped_gated_mm SwiGLU, then grouped_mm down with a bias), eager and under
 torch.compile(fullgraph=True), against float64.
+`... masked bf16 bf16 kmajor`: grouped_mm_masked over (G, C, K) capacities with counts of 0, 1, odd, C and past C
+(clamped), against float64 per group; each group's rows from its count on stay NaN. `... masked_epilogue`: with a
+bias and GELU, under torch.compile(fullgraph=True) too. `... masked_cudagraph`: one capture replayed with new
+masked_m values. `... batched bf16 fp32 rowmajor`: grouped_mm's 3D x 3D form against float64 bmm, with a bias and SiLU.
 `... badargs`: invalid CUDA arguments (offs int64 or on the CPU, G disagreeing, K off 16 bytes, mixed dtypes, an out
 overlapping a) each raise an error naming the argument, with the NaN-poisoned out left untouched.
 """
@@ -210,6 +214,103 @@ def run_compile() -> dict:
     return {"case": "grouped compile", "ok": ok, "failures": failures}
 
 
+MASKED_SIZES = [  # (counts, capacity C, N, K): counts past C are clamped to it, negative ones to 0
+    ([0, 1, 7, 130, 64, 300, 129, 256], 256, 264, 520),
+    ([16] * 32, 16, 4096, 256),
+    ([5, 0, 33, 1000, -3], 40, 512, 128),
+    ([2048, 1, 2047], 2048, 1024, 1024),
+]
+
+
+def check_masked(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, counts: list[int], tol: float,
+                 reference=lambda rows, g, b: rows @ b[g].double()) -> list[dict]:
+    """`out` (G, C, N) against check's float64 reference per group over its first counts[g] rows (clamped to [0, C]),
+    its other rows NaN."""
+    failures = []
+    for g, count in enumerate(counts):
+        rows = min(max(count, 0), a.shape[1])
+        failures += [{"group": g, **f} for f in check(out[g], a[g], b, [rows], tol,
+                                                        lambda r, _, b, g=g: reference(r, g, b))]
+    return failures
+
+
+def run_masked(dtype: str, out_dtype: str, layout: str) -> dict:
+    torch.manual_seed(7)
+    failures = []
+    for counts, C, N, K in MASKED_SIZES:
+        K = K if layout == "kmajor" else -(-K // 16) * 16
+        G = len(counts)
+        a = torch.randn(G, C, K, device="cuda", dtype=DTYPES[dtype])
+        b = weights(G, K, N, DTYPES[dtype], layout)
+        out = torch.full((G, C, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+        masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
+        got = tilepipe.grouped_mm_masked(a, b, masked_m, out=out)
+        torch.cuda.synchronize()
+        found = check_masked(out, a, b, counts, TOLERANCE[DTYPES[out_dtype]])
+        if got is not out:
+            found.append({"returned": "not out"})
+        failures += [{"counts": counts[:10], "C": C, "N": N, "K": K, **f} for f in found]
+    return {"case": f"grouped masked {dtype}->{out_dtype} b={layout}", "ok": not failures, "failures": failures[:10]}
+
+
+def run_masked_epilogue() -> dict:
+    """grouped_mm_masked with a per-expert bias and GELU, eager and under torch.compile(fullgraph=True) into a new
+    tensor (its rows past the counts are not compared)."""
+    torch.manual_seed(8)
+    counts, C, N, K = [3, 0, 200, 64, 129], 200, 384, 256
+    a = torch.randn(len(counts), C, K, device="cuda", dtype=torch.bfloat16)
+    b = weights(len(counts), K, N, torch.bfloat16, "kmajor")
+    bias = torch.randn(len(counts), N, device="cuda", dtype=torch.bfloat16) * 4
+    masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    reference = fused_reference("gelu", bias)
+    out = torch.full((len(counts), C, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    tilepipe.grouped_mm_masked(a, b, masked_m, out=out, bias=bias, activation="gelu")
+    compiled = torch.compile(lambda a, m: tilepipe.grouped_mm_masked(a, b, m, bias=bias, activation="gelu"),
+                             fullgraph=True)(a, masked_m)
+    torch.cuda.synchronize()
+    failures = [{"run": "eager", **f} for f in check_masked(out, a, b, counts, 1e-2, reference)]
+    failures += [{"run": "compile", **f} for f in check_masked(compiled, a, b, counts, 1e-2, reference)
+                 if "rows_past_offs_written" not in f]
+    return {"case": "grouped masked epilogue", "ok": not failures, "failures": failures}
+
+
+def run_masked_cudagraph() -> dict:
+    """One capture of the decode form, three replays with new masked_m values and new inputs."""
+    torch.manual_seed(9)
+    G, C, N, K = 8, 64, 512, 256
+    a = torch.randn(G, C, K, device="cuda", dtype=torch.bfloat16)
+    b = weights(G, K, N, torch.bfloat16, "kmajor")
+    masked_m = torch.full((G, ), C, dtype=torch.int32, device="cuda")
+    out = torch.full((G, C, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    graph = warmed_graph(lambda: tilepipe.grouped_mm_masked(a, b, masked_m, out=out))
+    failures = []
+    for counts in ([0, 64, 1, 0, 33, 17, 63, 2], [64] * 8, [5, 0, 0, 0, 0, 0, 0, 70]):
+        a.copy_(torch.randn_like(a))
+        masked_m.copy_(torch.tensor(counts, dtype=torch.int32))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        failures += [{"counts": counts, **f} for f in check_masked(out, a, b, counts, TOLERANCE[torch.bfloat16])]
+    return {"case": "grouped masked cudagraph", "ok": not failures, "failures": failures}
+
+
+def run_batched(dtype: str, out_dtype: str, layout: str) -> dict:
+    """grouped_mm(a (G, M, K), b (G, K, N)) with a per-group bias and SiLU against float64, every row written."""
+    torch.manual_seed(10)
+    failures = []
+    for G, M, N, K in ((4, 300, 264, 520), (16, 64, 1024, 256), (3, 1, 64, 128), (2, 2048, 2048, 1024)):
+        K = K if layout == "kmajor" else -(-K // 16) * 16
+        a = torch.randn(G, M, K, device="cuda", dtype=DTYPES[dtype])
+        b = weights(G, K, N, DTYPES[dtype], layout)
+        bias = torch.randn(G, N, device="cuda", dtype=DTYPES[dtype])
+        out = torch.full((G, M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+        tilepipe.grouped_mm(a, b, out=out, bias=bias, activation="silu")
+        torch.cuda.synchronize()
+        found = check_masked(out, a, b, [M] * G, TOLERANCE[DTYPES[out_dtype]], fused_reference("silu", bias))
+        failures += [{"G": G, "M": M, "N": N, "K": K, **f} for f in found]
+    return {"case": f"grouped batched {dtype}->{out_dtype} b={layout}", "ok": not failures, "failures": failures[:10]}
+
+
 def run_badargs() -> dict:
     torch.manual_seed(3)
     a = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
@@ -238,6 +339,8 @@ def run_badargs() -> dict:
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "badargs": run_badargs,
-              "epilogue": run_epilogue, "gated": run_gated, "moe": run_moe}[kind](*args)
+              "epilogue": run_epilogue, "gated": run_gated, "moe": run_moe, "masked": run_masked,
+              "masked_epilogue": run_masked_epilogue, "masked_cudagraph": run_masked_cudagraph,
+              "batched": run_batched}[kind](*args)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -1,12 +1,8 @@
 """The GPU tests' pattern: every case runs as `python -m MODULE *case` in its own process under a timeout (a hung
 kernel fails its case instead of the session) and prints a JSON result with an `ok` field."""
 
-from typing import TYPE_CHECKING
-
 from tilepipe.probes.debug import GuardedRun, run_all_guarded
-
-if TYPE_CHECKING:
-    import torch
+from tilepipe.tools.bench import warmed_graph  # noqa: F401  (the graph cases' capture)
 
 
 def run_cases(module: str, cases: list[tuple], timeout_s: float, parallel: int = 1) -> dict[tuple, GuardedRun]:
@@ -32,20 +28,3 @@ def unexpected_errors(calls: list[tuple]) -> list[dict]:
             if not str(error).startswith(expected):
                 failures.append({expected: str(error)})
     return failures
-
-
-def warmed_graph(call) -> "torch.cuda.CUDAGraph":
-    """`call()` captured in a CUDA graph after two warm-up calls on a side stream (the first compiles the kernel and
-    caches its launcher, which capture must not do)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    return graph

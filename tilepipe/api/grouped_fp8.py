@@ -58,7 +58,7 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     if M == 0 or N == 0 or G == 0:
         return out
     if K == 0:  # zero in the groups' rows, the rest untouched: no launch, offs stays on the GPU
-        return out.copy_(empty_k_result(out, offs, None, None, 1))
+        return out.copy_(empty_k_result(out, offs, None, None))
     device = device_index(a)
     if device_target(device) != "sm_90a":
         raise RuntimeError(f"grouped_mm_fp8 is built for sm_90a (Hopper); this GPU is {device_target(device)}")

@@ -1,7 +1,8 @@
 from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
 from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, check_linear_fp8, linear_fp8, padded_rows
 from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
-from tilepipe.api.grouped import check_grouped, grouped_gated_mm, grouped_mm
+from tilepipe.api.grouped import (BATCHED, MASKED, check_grouped, group_rows, grouped_gated_mm, grouped_mm,
+                                  grouped_mm_masked)
 from tilepipe.api.grouped_fp8 import check_grouped_mm_fp8, grouped_mm_fp8
 from tilepipe.api.grouped_wgrad import check_grouped_wgrad, grouped_mm_wgrad
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
@@ -103,6 +104,40 @@ def _grouped_gated_mm_like(a: torch.Tensor, b_gate_up: torch.Tensor, offs: torch
     return out if out is not None else a.new_empty((M, N // 2), dtype=out_dtype)
 
 
+def _grouped_layout_like(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, bias: torch.Tensor | None,
+                         out: torch.Tensor | None, out_dtype: torch.dtype | None, activation: str | None, layout: str
+                         ) -> torch.Tensor:
+    """The masked and batched forms' result: (G, C, N)."""
+    check_activation(activation, ACTIVATIONS, optional=True)
+    rows, out_rows = group_rows(a, b, counts, out, 1, layout)
+    _, _, N, _, out_dtype, _ = check_grouped(rows, b, None, bias, out_rows, out_dtype, 1, layout)
+    return out if out is not None else a.new_empty((*a.shape[:2], N), dtype=out_dtype)
+
+
+def _grouped_mm_masked_like(a: torch.Tensor, b: torch.Tensor, masked_m: torch.Tensor,
+                            bias: torch.Tensor | None = None, *, out_dtype: torch.dtype | None = None,
+                            activation: str | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    return _grouped_layout_like(a, b, masked_m, bias, out, out_dtype, activation, MASKED)
+
+
+def _grouped_mm_batched_like(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, *,
+                             out_dtype: torch.dtype | None = None, activation: str | None = None,
+                             out: torch.Tensor | None = None) -> torch.Tensor:
+    return _grouped_layout_like(a, b, None, bias, out, out_dtype, activation, BATCHED)
+
+
+def _grouped_mm_batched(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, *,
+                        out_dtype: torch.dtype | None = None, activation: str | None = None,
+                        out: torch.Tensor | None = None) -> torch.Tensor:
+    return grouped_mm(a, b, None, bias=bias, out_dtype=out_dtype, activation=activation, out=out)
+
+
+GROUPED_MM_MASKED = register("grouped_mm_masked", "Tensor a, Tensor b, Tensor masked_m, Tensor? bias=None",
+                             "ScalarType? out_dtype=None, str? activation=None", grouped_mm_masked,
+                             _grouped_mm_masked_like)
+GROUPED_MM_BATCHED = register("grouped_mm_batched", "Tensor a, Tensor b, Tensor? bias=None",
+                              "ScalarType? out_dtype=None, str? activation=None", _grouped_mm_batched,
+                              _grouped_mm_batched_like)
 GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs, Tensor? bias=None",
                       "ScalarType? out_dtype=None, str? activation=None", grouped_mm, _grouped_mm_like)
 GROUPED_GATED_MM = register("grouped_gated_mm", "Tensor a, Tensor b_gate_up, Tensor offs",

@@ -217,42 +217,81 @@ def scaling_of(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: 
                      f"({k_blocks}, {-(-N // SCALE_BLOCK)})")
 
 
-def check_grouped_operands(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, b_dims: int, ends: str) -> None:
+def check_grouped_operands(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, b_dims: int,
+                           ends: str | None) -> None:
     """A grouped GEMM's operand checks shared by its forms: tensors of the right ranks (a 2-D, b `b_dims`-D, offs
-    1-D), a bf16 or fp16 with b alike, offs int32 (cumulative `ends` ends: "row" or "K"), all on a's CUDA device."""
-    for name, t in (("a", a), ("b", b), ("offs", offs)):
+    1-D), a bf16 or fp16 with b alike, offs int32 (cumulative `ends` ends: "row" or "K"; None: a form whose groups'
+    rows the caller checked, offs not read here), all on a's CUDA device."""
+    named = (("a", a, 2), ("b", b, b_dims)) + ((("offs", offs, 1), ) if ends else ())
+    for name, t, _ in named:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    for name, t, dims in (("a", a, 2), ("b", b, b_dims), ("offs", offs, 1)):
+    for name, t, dims in named:
         if t.dim() != dims:
             raise ValueError(f"{name} must be {dims}-D, got shape {tuple(t.shape)}")
     if a.dtype not in INPUT_DTYPES:
         raise TypeError(f"a must be bfloat16 or float16, got {a.dtype}")
     if b.dtype != a.dtype:
         raise TypeError(f"b must have a's dtype {a.dtype}, got {b.dtype}")
-    if offs.dtype != torch.int32:
+    if ends and offs.dtype != torch.int32:
         raise TypeError(f"offs must be int32 (cumulative {ends} ends), got {offs.dtype}")
     if a.device.type != "cuda":
         raise ValueError(f"a must be on a CUDA device, got {a.device}")
-    for name, t in (("b", b), ("offs", offs)):
+    for name, t, _ in named[1:]:
         if t.device != a.device:
             raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
 
 
-def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
-                     out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool]:
+def check_grouped_3d(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, out: torch.Tensor | None,
+                     columns: int) -> None:
+    """The 3-D operands of the masked form (`counts`: masked_m, each group's valid rows) and the batched 3D x 3D form
+    (counts None): a (G, C, K) whose groups' rows follow each other (a (G * C, K) view: the kernel reads them as the
+    contiguous form's rows), b with G experts, masked_m G int32 on a's device, out (G, C, `columns`) alike. The
+    rest is check_grouped_mm's, on those views."""
+    named = (("a", a), ("b", b)) + ((("masked_m", counts), ) if counts is not None else ())
+    for name, t in named + ((("out", out), ) if out is not None else ()):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in named[:2]:
+        if t.dim() != 3:
+            raise ValueError(f"{name} must be 3-D (G, rows, columns), got shape {tuple(t.shape)}")
+    G, C, K = a.shape
+    if b.shape[0] != G:
+        raise ValueError(f"a has {G} groups (a.shape[0]) but b has {b.shape[0]} (b.shape[0])")
+    if b.shape[1] != K:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: b.shape[1] must equal a.shape[2] (K)")
+    if counts is not None:
+        if counts.dim() != 1 or counts.shape[0] != G or counts.stride(0) != 1 and G > 1:
+            raise ValueError(f"masked_m must be a contiguous 1-D tensor of the {G} groups' valid rows, got shape "
+                             f"{tuple(counts.shape)} strides {counts.stride()}")
+        if counts.dtype != torch.int32:
+            raise TypeError(f"masked_m must be int32 (each group's valid rows), got {counts.dtype}")
+        if counts.device != a.device:
+            raise ValueError(f"masked_m must be on a's device {a.device}, got {counts.device}")
+    if out is not None and out.shape != (G, C, columns):
+        raise ValueError(f"out must have shape {(G, C, columns)}, got {tuple(out.shape)}")
+    for name, t in (("a", a), ("out", out)):
+        if t is not None and t.stride(0) != C * t.stride(1) and G > 1 and C > 0:
+            raise ValueError(f"{name} must hold its groups' rows one after another ({name}.stride(0) == "
+                             f"{name}.shape[1] * {name}.stride(1)), got strides {t.stride()}")
+
+
+def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, out: torch.Tensor | None,
+                     out_dtype: torch.dtype | None, ends: str | None = "row"
+                     ) -> tuple[int, int, int, int, torch.dtype, bool]:
     """grouped_mm's 2D x 3D arguments, every check that needs no memory address: a (M, K) with unit inner stride, b
     (G, K, N) K-major (a transposed (G, N, K) tensor) or row-major, its experts packed (each one's rows follow the
-    last's: a 2-D TMA view of all of them), offs G int32 on a's device; every row stride a multiple of 16 bytes.
+    last's: a 2-D TMA view of all of them), offs G int32 on a's device (`ends` None: the masked and batched forms'
+    rows, checked by check_grouped_3d, no offs); every row stride a multiple of 16 bytes.
     (G, M, N, K, out dtype, b K-major)."""
-    check_grouped_operands(a, b, offs, 3, "row")
+    check_grouped_operands(a, b, offs, 3, ends)
     out_dtype = check_out_dtype(out_dtype, out, a.dtype)
     (M, K), (G, KB, N) = a.shape, b.shape
     if KB != K:
         raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: b.shape[1] must equal a.shape[1] (K)")
-    if offs.shape[0] != G:
+    if ends and offs.shape[0] != G:
         raise ValueError(f"offs has {offs.shape[0]} group ends but b has {G} groups (b.shape[0])")
-    if offs.stride(0) != 1 and G > 1:
+    if ends and offs.stride(0) != 1 and G > 1:
         raise ValueError(f"offs must be contiguous, got stride {offs.stride(0)}")
     size = a.element_size()
     if a.stride(1) != 1 and K > 1 or a.stride(0) * size % 16 and M > 1:

@@ -107,10 +107,10 @@ GROUPED = {
     "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),  # D in 128x32 sub-tiles
     "grouped_mm +bias gelu": dict(dtype="bf16", c_dtype="bf16", bias=True, epilogue=f"{EPILOGUES}:gelu"),
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
-}
-"""grouped_matmul_kernel (tilepipe.grouped_mm, kernels/grouped_matmul.py) in its two D forms and with an epilogue (a
-per-expert bias and GELU; SwiGLU over packed gate-up experts: half the sub-tiles a tile), as api/grouped.py
-variant_spec takes them, under the grouped static schedule (schedulers/grouped.py)."""
+    "grouped_mm masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),  # grouped_mm_masked
+    "grouped_mm batched": dict(dtype="bf16", c_dtype="bf16", schedule="batched")}  # 3D x 3D
+"""grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (a per-expert bias and GELU;
+SwiGLU over packed gate-up experts), and over each layout of the groups' rows (schedulers/grouped.py)."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
 PIECED_SCHEDULES = ("static", "dynamic")

@@ -1,7 +1,11 @@
-"""`GroupedTileScheduler`: the tiles of a grouped GEMM (MoE experts), walked on the GPU from the groups' row ends.
+"""`GroupedTileScheduler`: the tiles of a grouped GEMM (MoE experts), walked on the GPU from the groups' rows.
 
-Group g owns rows [start_g, end_g) of A and D, where end_g is offs[g] clamped to [start_g, M] and start_g is the
-largest end before it (offs decreasing or past M never sends a tile outside D or two groups onto the same rows).
+Group g owns rows [start_g, end_g) of A and D. Three layouts of those rows, one scheduler class each (`rows`):
+- contiguous (`GroupedTileScheduler`, SCHEDULE "static"): end_g is offs[g] clamped to [start_g, M] and start_g is the
+  largest end before it (offs decreasing or past M never sends a tile outside D or two groups onto the same rows);
+- masked (`MaskedTileScheduler`, "masked": the decode form): each group has a fixed capacity of C = M / G rows,
+  start_g = g * C, and its first counts[g] (clamped to [0, C]) hold tokens;
+- batched (`BatchedTileScheduler`, "batched": 3D x 3D): every row of every capacity, no load.
 Its tiles are its own TileGrid (GROUP_M raster over cdiv(rows, BM) x cdiv(N, BN)), numbered after the tiles of the
 groups before it; program p takes tiles p, p + P, ... as the static scheduler does. Each role walks the groups
 forward once per program (one load of offs per group), so no host sync and no table of tile counts are needed.
@@ -46,11 +50,47 @@ class GroupedTileScheduler:
         return GroupedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
 
     @gluon.jit
+    def rows(self, group, end):
+        """Group `group`'s rows [start, end), given `end`, the previous group's end: the contiguous layout."""
+        return end, gl.maximum(gl.minimum(gl.load(self.offs + group), self.M), end)
+
+    @gluon.jit
     def work(self, paces: gl.constexpr = False):
         """This program's first tile (`paces`: the GEMM roles' signature; a static schedule paces nothing)."""
         none = gl.to_tensor(0)
         return GroupedWork.seek(gl.program_id(0), none - 1, none, none, none,
                                 TileGrid.create(none, self.N, self.BM, self.BN, self.GROUP_M, True), self)
+
+
+@aggregate
+class MaskedTileScheduler(GroupedTileScheduler):
+    """The masked layout (grouped_mm_masked): `offs` holds each group's token count in its capacity of M / G rows."""
+
+    @gluon.jit
+    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+        return MaskedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
+
+    @gluon.jit
+    def rows(self, group, end):
+        """Group `group`'s rows: the first counts[group] of its capacity (`end` unused)."""
+        capacity = self.M // self.G
+        start = group * capacity
+        return start, start + gl.minimum(gl.maximum(gl.load(self.offs + group), 0), capacity)
+
+
+@aggregate
+class BatchedTileScheduler(GroupedTileScheduler):
+    """The batched layout (grouped_mm's 3D x 3D form): every group has M / G rows; `offs` is not read."""
+
+    @gluon.jit
+    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+        return BatchedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
+
+    @gluon.jit
+    def rows(self, group, end):
+        """Group `group`'s rows: its whole capacity (`end` unused)."""
+        capacity = self.M // self.G
+        return group * capacity, (group + 1) * capacity
 
 
 @aggregate
@@ -64,7 +104,7 @@ class GroupedWork(TileWork):
     start: gl.tensor
     end: gl.tensor
     grid: TileGrid
-    sched: GroupedTileScheduler
+    sched: GroupedTileScheduler | MaskedTileScheduler | BatchedTileScheduler
     finishes: gl.constexpr
 
     @gluon.constexpr_function
@@ -85,8 +125,7 @@ class GroupedWork(TileWork):
         while (tile_id >= base + grid.num_tiles) & (group + 1 < sched.G):
             group += 1
             base += grid.num_tiles
-            start = end
-            end = gl.maximum(gl.minimum(gl.load(sched.offs + group), sched.M), start)
+            start, end = sched.rows(group, end)
             grid = TileGrid.create(end - start, sched.N, sched.BM, sched.BN, sched.GROUP_M, True)
         return GroupedWork(tile_id, tile_id < base + grid.num_tiles, group, base, start, end, grid, sched)
 
@@ -121,8 +160,10 @@ class GroupedWork(TileWork):
         return self.end - self.start < self.sched.BM
 
 
-GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler}
-"""The grouped GEMM's SCHEDULE names (a dynamic form across groups, for skewed experts, is not built yet)."""
+GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler, "masked": MaskedTileScheduler,
+                             "batched": BatchedTileScheduler}
+"""The grouped GEMM's SCHEDULE names, one per layout of the groups' rows (a dynamic form across groups, for skewed
+experts, is not built yet)."""
 
 
 @gluon.constexpr_function

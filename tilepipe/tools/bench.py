@@ -57,6 +57,21 @@ def compare(ours, theirs, flops: float, pairs: int, rep_ms: int,
             statistics.median(ratios), [round(r, 4) for r in ratios])
 
 
+def warmed_graph(call) -> torch.cuda.CUDAGraph:
+    """`call()` captured in a CUDA graph after two warm-up calls on a side stream (the first compiles the kernel and
+    caches its launcher, which capture must not do)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph
+
+
 def _operands(M: int, N: int, K: int, b_layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = (torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t() if b_layout == "kmajor"

@@ -6,6 +6,9 @@ runs with expert sizes uniform, Zipf-skewed (s = 1.1) and with a quarter of the 
 transposed (G, N, K) weight, as MoE layers hold it) and D bf16. `... NAME one-group`: each case's rows as one group
 of one expert against tilepipe.matmul on that expert, which separates the kernel's own cost (its scheduler and
 epilogue) from what G distinct experts cost (each one's B read from DRAM where the dense GEMM reuses one B from L2).
+`... NAME masked`: the decode case in the masked form (grouped_mm_masked over a capacity of 4x the mean rows per
+expert), each call a CUDA-graph replay, against torch._grouped_mm and tilepipe.grouped_mm over the same rows packed,
+each replayed from its own graph.
 """
 
 import random
@@ -16,7 +19,7 @@ from pathlib import Path
 import torch
 
 import tilepipe
-from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, write_results
+from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, warmed_graph, write_results
 
 CASES = [("DeepSeek-V3 EP8 gate-up", 32, 4096, 7168, 32768), ("DeepSeek-V3 EP8 down", 32, 7168, 2048, 32768),
          ("Mixtral-8x7B gate-up", 8, 28672, 4096, 16384), ("Mixtral-8x7B down", 8, 4096, 14336, 16384),
@@ -79,13 +82,46 @@ def bench_one_group(name: str, G: int, N: int, K: int, rows: int, pairs: int, re
                *result[:3], _rel_err(ours, theirs), result[3])
 
 
+def bench_masked(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
+                 ) -> list[Row]:
+    """The masked form under CUDA-graph replay against the contiguous calls over the same rows, replayed too."""
+    sizes = expert_sizes(rows, G, distribution)
+    capacity = 4 * -(-rows // G)
+    sizes = [min(size, capacity) for size in sizes]  # a capacity drops the tokens past it, as a MoE layer's does
+    rows = sum(sizes)
+    masked_m = torch.tensor(sizes, device="cuda", dtype=torch.int32)
+    offs = masked_m.cumsum(0).to(torch.int32)
+    a3 = torch.randn(G, capacity, K, device="cuda", dtype=torch.bfloat16)
+    a = torch.cat([a3[g, :size] for g, size in enumerate(sizes)])
+    b = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    ours = torch.full((G, capacity, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    packed = torch.empty((rows, N), device="cuda", dtype=torch.bfloat16)
+    calls = {"masked": lambda: tilepipe.grouped_mm_masked(a3, b, masked_m, out=ours),
+             "torch._grouped_mm": lambda: torch._grouped_mm(a, b, offs=offs, out_dtype=torch.bfloat16),
+             "tilepipe.grouped_mm": lambda: tilepipe.grouped_mm(a, b, offs, out=packed)}
+    replays = {key: warmed_graph(call).replay for key, call in calls.items()}
+    replays["masked"]()
+    torch.cuda.synchronize()
+    err = _rel_err(torch.cat([ours[g, :size] for g, size in enumerate(sizes)]), torch._grouped_mm(a, b, offs=offs))
+    shape = (f"{name}: G={G} {rows}x{N}x{K} {distribution} masked, capacity {capacity} (largest {max(sizes)}, "
+             f"empty {sizes.count(0)})")
+    found = []
+    for baseline in ("torch._grouped_mm", "tilepipe.grouped_mm"):
+        result = compare(replays["masked"], replays[baseline], 2.0 * rows * N * K, pairs, rep_ms, settle=1)
+        found.append(Row(shape, "grouped_mm_masked B kmajor, graph replay", f"{baseline} (graph replay)",
+                         *result[:3], err, result[3]))
+    return found
+
+
 def run(name: str = "grouped-h200", mode: str = "groups", pairs: int = 3, rep_ms: int = 50,
         out_dir: Path = RESULTS_DIR) -> Path:
-    """Every case in every distribution (`mode` "groups"), or each case as one group ("one-group"); prints the table
-    and writes OUT_DIR/NAME.json."""
+    """Every case in every distribution (`mode` "groups"), each case as one group ("one-group"), or the decode case
+    in the masked form ("masked"); prints the table and writes OUT_DIR/NAME.json."""
     start = time.time()
     if mode == "one-group":
         rows = [bench_one_group(*case, pairs, rep_ms) for case in CASES if case[-1] > 512]
+    elif mode == "masked":
+        rows = [row for distribution in DISTRIBUTIONS for row in bench_masked(*CASES[-1], distribution, pairs, rep_ms)]
     else:
         rows = [row for case in CASES for distribution in DISTRIBUTIONS
                 for row in bench_case(*case, distribution, pairs, rep_ms)]
