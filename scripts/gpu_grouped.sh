@@ -3,7 +3,8 @@
 # "tests bench"): `tests` (tests/gpu/test_grouped_gpu.py, each case in its own process under a timeout), `sanitize`
 # (compute-sanitizer memcheck, racecheck and synccheck over the catalogue's grouped variants, driven by
 # tilepipe.verify.sanitize --drive on 2 SMs), `bench` (python -m tilepipe.tools.bench_grouped: BENCH_NAME, default
-# grouped-h200, copied to $OUT) and `one-group` (its one-group mode, grouped-one-group-h200).
+# grouped-h200, copied to $OUT), `one-group` (its one-group mode, grouped-one-group-h200) and `masked` (its masked
+# mode: the decode case as grouped_mm_masked under CUDA-graph replay, grouped-masked-h200).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_env.sh
@@ -27,6 +28,9 @@ for part in ${PARTS:-tests bench}; do
     one-group)
         timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped grouped-one-group-h200 one-group > "$out/one-group.log" 2>&1
         cp bench/results/grouped-one-group-h200.json "$out/" 2>/dev/null ;;
+    masked)
+        timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped grouped-masked-h200 masked > "$out/masked.log" 2>&1
+        cp bench/results/grouped-masked-h200.json "$out/" 2>/dev/null ;;
     esac
     code=$?
     [ -f "$out/$part.log" ] && grep -v "nanobind\|^ - \|See https" "$out/$part.log" | tail -n 40

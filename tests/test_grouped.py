@@ -323,7 +323,7 @@ def protocols():
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
     assert [p.config.split(" stages")[0] for p in protocols] == ["grouped_mm", "grouped_mm fp32",
                                                                   "grouped_mm +bias gelu", "grouped_mm swiglu",
-                                                                  "grouped_mm masked", "grouped_mm batched"]
+                                                                  "grouped_mm_masked", "grouped_mm 3D"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result

@@ -107,8 +107,8 @@ GROUPED = {
     "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),  # D in 128x32 sub-tiles
     "grouped_mm +bias gelu": dict(dtype="bf16", c_dtype="bf16", bias=True, epilogue=f"{EPILOGUES}:gelu"),
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
-    "grouped_mm masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),  # grouped_mm_masked
-    "grouped_mm batched": dict(dtype="bf16", c_dtype="bf16", schedule="batched")}  # 3D x 3D
+    "grouped_mm_masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),
+    "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched")}
 """grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (a per-expert bias and GELU;
 SwiGLU over packed gate-up experts), and over each layout of the groups' rows (schedulers/grouped.py)."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
@@ -188,9 +188,9 @@ def shipped_variants() -> list[Variant]:
                  for kernel, (m, n) in FP8_SPLIT]
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
-    variants += [Variant(kernel, f"{name} static", {**options, "schedule": "static"}) for kernel, forms in
-                 (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD),
-                  ("grouped_mm_fp8", GROUPED_FP8)) for name, options in forms.items()]
+    variants += [Variant(kernel, f"{name} {options.get('schedule', 'static')}", {"schedule": "static", **options})
+                 for kernel, forms in (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD),
+                                       ("grouped_mm_fp8", GROUPED_FP8)) for name, options in forms.items()]
     variants += [Variant(kernel, f"tp {kernel}", {}) for kernel in TENSOR_PARALLEL]
     variants += [Variant("restage_rows_kernel", "restage", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

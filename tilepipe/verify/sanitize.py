@@ -244,6 +244,33 @@ def run_grouped(options: dict) -> bool:
     return bool(torch.isnan(got[rows:]).all()) and float((got[:rows] - reference).norm() / reference.norm()) < 1e-2
 
 
+def run_grouped_3d(options: dict) -> bool:
+    """grouped_matmul_kernel over the masked layout (grouped_mm_masked: counts of 0, under a tile, past a tile and
+    past the capacity) or the batched one (grouped_mm's 3D x 3D) of SHAPE's K and N, B K-major, against a float64
+    reference; each group's rows from its count on must stay NaN."""
+    import torch
+
+    import tilepipe
+
+    _, N, K = SHAPE
+    capacity, counts = 200, [0, 37, 200, 1000]
+    counts = counts if options["schedule"] == "masked" else [capacity] * len(counts)
+    a = torch.randn(len(counts), capacity, K, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(len(counts), N, K, dtype=a.dtype, device="cuda")
+    out = torch.full((len(counts), capacity, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    if options["schedule"] == "masked":
+        tilepipe.grouped_mm_masked(a, w.transpose(1, 2), torch.tensor(counts, dtype=torch.int32, device="cuda"),
+                                   out=out)
+    else:
+        tilepipe.grouped_mm(a, w.transpose(1, 2), out=out)
+    got, ok = out.cpu().double(), True
+    for g, count in enumerate(min(count, capacity) for count in counts):
+        reference = a[g, :count].cpu().double() @ w[g].cpu().double().t()
+        ok &= bool(torch.isnan(got[g, count:]).all())
+        ok &= count == 0 or float((got[g, :count] - reference).norm() / reference.norm()) < 1e-2
+    return ok
+
+
 def run_grouped_fp8(options: dict) -> bool:
     """kernels/grouped_fp8.py (tilepipe.grouped_mm_fp8, per-row or blockwise scales) over ragged groups (an empty one,
     one under a tile, one past a tile) at N = 256, K = 384 (3 scale blocks), against the dequantized operands in
@@ -343,7 +370,7 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "matmul_fp8 blockwise cluster":
         return lambda: run_fp8("blockwise", options["cluster"], split=options.get("split_multicast", False))
     if variant.kernel == "grouped_matmul_kernel":
-        return lambda: run_grouped(options)
+        return lambda: run_grouped(options) if options["schedule"] == "static" else run_grouped_3d(options)
     if variant.kernel == "grouped_wgrad_kernel":
         return lambda: run_grouped_wgrad(options)
     if variant.kernel == "grouped_mm_fp8":
