@@ -596,20 +596,22 @@ def finished(output: str) -> list[str]:
             if line.startswith(f"{MARK} done ")]
 
 
-def sanitize(tools: tuple[str, ...] = TOOLS, budget_s: float = BUDGET_S) -> dict[str, Any]:
-    """Warm the kernel cache, run every tool over the driver and the repro kernels side by side (stopped when
-    `budget_s` runs out: the variants done so far count, and the run is incomplete), and sort every report group
-    into explained and unexplained; the JSON-able summary."""
+def sanitize(tools: tuple[str, ...] = TOOLS, budget_s: float = BUDGET_S, indices: list[int] | None = None
+             ) -> dict[str, Any]:
+    """Warm the kernel cache, run every tool over the driver (every shipped variant, or those at `indices`) and the
+    repro kernels side by side (stopped when `budget_s` runs out: the variants done so far count, and the run is
+    incomplete), and sort every report group into explained and unexplained; the JSON-able summary."""
     deadline = time.monotonic() + budget_s
     sanitizer = find_sanitizer()
-    count = len(shipped_variants())
-    slices = [",".join(str(i) for i in range(start, count, 4)) for start in range(4)]
-    warm = run_all_guarded([["-m", "tilepipe.verify.sanitize", "--drive", "--only", s] for s in slices] + [[REPRO]],
-                           WARM_TIMEOUT_S, parallel=5)
+    indices = list(range(len(shipped_variants()))) if indices is None else indices
+    count = len(indices)
+    slices = [",".join(map(str, indices[start::4])) for start in range(4)]
+    warm = run_all_guarded([["-m", "tilepipe.verify.sanitize", "--drive", "--only", s] for s in slices if s]
+                           + [[REPRO]], WARM_TIMEOUT_S, parallel=5)
     os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # every tensor its own allocation: memcheck sees its bounds
+    drive_args = ["-m", "tilepipe.verify.sanitize", "--drive", "--only", ",".join(map(str, indices))]
     runs: list[tuple[str, str, list[str]]] = [(tool, target, args) for tool in tools for target, args in
-                                              (("tilepipe", ["-m", "tilepipe.verify.sanitize", "--drive"]),
-                                               ("repro", [REPRO]))]
+                                              (("tilepipe", drive_args), ("repro", [REPRO]))]
     with ThreadPoolExecutor(len(runs)) as pool:
         done: list[GuardedRun] = list(pool.map(
             lambda run: run_guarded(run[2], max(deadline - time.monotonic(), 30),
@@ -682,12 +684,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole check")
     parser.add_argument("--json", type=Path, help="write the summary here")
     parser.add_argument("--drive", action="store_true", help="(the sanitized process) run the variants here")
-    parser.add_argument("--only", help="with --drive: the catalogue indices to run, comma-separated")
+    parser.add_argument("--only", help="the catalogue indices to run, comma-separated (default: every variant)")
     args = parser.parse_args(argv)
+    only = None if args.only is None else [int(i) for i in args.only.split(",") if i]
     if args.drive:
-        return drive(None if args.only is None else [int(i) for i in args.only.split(",") if i])
+        return drive(only)
     try:
-        summary = sanitize(tuple(args.tools.split(",")), args.budget)
+        summary = sanitize(tuple(args.tools.split(",")), args.budget, only)
     except FileNotFoundError as error:
         print(f"sanitize: {error}", file=sys.stderr)
         return 2
