@@ -68,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="bench: every shape a model runs (tilepipe.tools.bench_shapes: decode, prefill, ragged, "
                              "FP8) against torch, with each row's predicted time, in one JSON")
     parser.add_argument("--grouped", action="store_true",
-                        help="bench: issue 39's grouped GEMM (tilepipe.grouped_mm) on MoE shapes against "
-                             "torch._grouped_mm and the dense GEMM over the same rows (tilepipe.tools.bench_grouped)")
+                        help="bench: issue 39's grouped GEMMs on MoE shapes against torch._grouped_mm and the dense "
+                             "GEMM over the same rows (tilepipe.tools.bench_grouped: NAME), the masked decode form "
+                             "(NAME with grouped-masked), the weight gradient (grouped-wgrad) and FP8 (grouped-fp8)")
     parser.add_argument("--epilogues", action="store_true",
                         help="bench: issue 40's fused epilogues (gated_linear, linear + bias + GELU, linear_fp8, a MoE "
                              "expert MLP) against torch eager and torch.compile (tilepipe.tools.bench_epilogues)")
@@ -98,10 +99,14 @@ def main(argv: list[str] | None = None) -> int:
 
         bench_shapes.run(name, pairs=args.pairs)
         return 0
-    if args.command == "bench" and args.grouped:
-        from tilepipe.tools import bench_grouped
+    if args.command == "bench" and args.grouped:  # NAME, then NAME with -masked, -wgrad, -fp8 after "grouped"
+        from tilepipe.tools import bench_grouped, bench_grouped_fp8, bench_grouped_wgrad
 
+        form = lambda tag: name.replace("grouped", f"grouped-{tag}", 1)  # noqa: E731
         bench_grouped.run(name, pairs=args.pairs)
+        bench_grouped.run(form("masked"), "masked", pairs=args.pairs)
+        bench_grouped_wgrad.run(form("wgrad"), pairs=args.pairs)
+        bench_grouped_fp8.run(form("fp8"), pairs=args.pairs)
         return 0
     if args.command == "bench" and args.epilogues:
         from tilepipe.tools import bench_epilogues
