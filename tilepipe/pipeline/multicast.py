@@ -10,8 +10,8 @@ by a descriptor whose box is its [R / 2, C] half: CTA r elects one thread, which
 
 so each half lands in both CTAs and completes both CTAs' full barriers, which therefore expect the whole tile's bytes
 (the storage's count: tiles.py). Both producers then write both CTAs' slots, so a slot is free only when the
-consumers of both CTAs released it: each consumer also arrives on the peer CTA's empty barrier (`remote_arrive`), whose
-count doubles (ring.py, storage.py).
+consumers of both CTAs released it: each consumer also arrives on the peer CTA's empty barrier (`remote_arrive`, with
+no memory fence: see there), whose count doubles (ring.py, storage.py).
 
 **The descriptor's address.** `gl.inline_asm` takes no descriptor operand, so the PTX names the kernel parameter
 that holds the CUtensorMap (`<kernel>_param_<i>`, a grid-constant parameter, as Triton's own TMA lowering reads
@@ -156,9 +156,13 @@ def split_multicast_load(desc, coords, bar, tile, _semantic=None):
 
 @builtin
 def remote_arrive(barrier, pred=True, _semantic=None):
-    """One arrival (release, cluster scope) on the peer CTA's copy of `barrier` (this CTA's shared-memory barrier)
-    from the first thread of the partition, where `pred` holds. Placed after this partition's own arrive on
-    `barrier`, whose partition-wide bar.sync orders every warp's work before it."""
+    """One arrival on the peer CTA's copy of `barrier` (this CTA's shared-memory barrier) from the first thread of the
+    partition, where `pred` holds. Placed after this partition's own arrive on `barrier`, whose partition-wide
+    bar.sync orders every warp's work before it. The arrive keeps PTX's default semantics (release, CTA scope), as
+    Gluon's own cross-CTA arrive and CUTLASS's ClusterBarrier do: what it releases is the stage's reads, finished
+    (wgmma waited) before the bar.sync. A `.release.cluster` arrive compiles to MEMBAR.ALL.CTA, MEMBAR.ALL.GPU,
+    ERRBAR and CGAERRBAR before every release of the ring: the split form then ran 0.43-0.80x the leader-issued one
+    (bench/results/split-h200.json, docs/perf-log.md row 106)."""
     _check_two_ctas("a remote arrive", _semantic)
     threads = _partition_threads(_semantic)
     pred = _unwrap_if_constexpr(pred)
@@ -167,7 +171,7 @@ def remote_arrive(barrier, pred=True, _semantic=None):
     asm = ("{\n .reg .pred p, q; .reg .b32 t, peer, remote;\n" + _leader(threads) + guard +
            " mov.u32 peer, %cluster_ctarank; xor.b32 peer, peer, 1;\n"
            " mapa.shared::cluster.u32 remote, $0, peer;\n"
-           " @p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}")
+           " @p mbarrier.arrive.shared::cluster.b64 _, [remote];\n}")
     gl.inline_asm(asm, ",".join("r" * len(args)), args, is_pure=False, _semantic=_semantic)
 
 
