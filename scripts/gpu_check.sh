@@ -12,7 +12,7 @@
 # test_grouped_epilogues_gpu, test_llama_gpu), then tools/bench_epilogues.py (epilogues-h200.json) into $OUT.
 # `split` (issue 42, at most 6 minutes): split multicast's GPU cases (tests/gpu/test_split_gpu.py: every split cluster
 # GEMM under every scheduler, a CUDA-graph replay, the debug-mode hang of a release that skips the peer), then
-# tools/bench_clusters.py's split table (split-h200.json: split against leader-issued, no cluster and torch) into $OUT.
+# tools/bench_clusters.py's split table (split-h200-v2.json: split against leader-issued, no cluster and torch) into $OUT.
 # `shapes` (issue 20, about 6 minutes): `python -m tilepipe bench --shapes`
 # (bench/results/shapes-h100.json, copied to $OUT), then the split-K, swap-AB, narrow-tile, pieced-tile, sub-tiled,
 # ping-pong and FP8 stream-K GPU cases, one process each.
@@ -52,7 +52,7 @@ if [ "$part" = split ]; then  # issue 42: split multicast's GPU cases, then its 
         > "$out/pytest.log" 2>&1
     tests=$?
     tail -60 "$out/pytest.log"
-    name="${BENCH_NAME:-split-h200}"  # a budget of 170 s (a child process per launch: a fault is a 'missing' row)
+    name="${BENCH_NAME:-split-h200-v2}"  # a budget of 170 s (a child process per launch: a fault is a 'missing' row)
     timeout 190 python3 -m tilepipe.tools.bench_clusters "$name" "$out" 170 > "$out/bench.log" 2>&1
     bench=$?
     cat "$out/bench.log"

@@ -162,7 +162,7 @@ def remote_arrive(barrier, pred=True, _semantic=None):
     Gluon's own cross-CTA arrive and CUTLASS's ClusterBarrier do: what it releases is the stage's reads, finished
     (wgmma waited) before the bar.sync. A `.release.cluster` arrive compiles to MEMBAR.ALL.CTA, MEMBAR.ALL.GPU,
     ERRBAR and CGAERRBAR before every release of the ring: the split form then ran 0.43-0.80x the leader-issued one
-    (bench/results/split-h200.json, docs/perf-log.md row 106)."""
+    (bench/results/archive/split-h200.json; perf-log rows 106, 110)."""
     _check_two_ctas("a remote arrive", _semantic)
     threads = _partition_threads(_semantic)
     pred = _unwrap_if_constexpr(pred)
