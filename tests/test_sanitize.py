@@ -127,6 +127,23 @@ def test_the_driver_launches_every_shipped_variant():
         assert callable(sanitize.launcher(variant, index)), variant
 
 
+def test_every_fused_variant_has_its_torch_reference():
+    """The driver's reference for each activation and gated epilogue of the catalogue is its own torch function (a
+    merged table of both kinds lost every plain activation: StopIteration on the H200, 2026-11-28e)."""
+    import torch
+
+    from tilepipe.api.linear import TORCH_ACTIVATIONS
+    from tilepipe.kernels.epilogue_functions import epilogue_function
+
+    x = torch.linspace(-4, 4, 9)
+    for variant in shipped_variants():
+        name = variant.options.get("epilogue", "").rpartition(":")[2]
+        if variant.kernel == "matmul_kernel" and name and not name.startswith("quantize"):
+            act = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh", "reglu": "relu"}.get(name, name)
+            got = sanitize.torch_activation(epilogue_function(variant.options["epilogue"]))
+            assert torch.equal(got(x), TORCH_ACTIVATIONS[act](x)), variant.name
+
+
 def test_few_sms_shrinks_every_persistent_grid(monkeypatch):
     import tilepipe  # noqa: F401
     from tilepipe.host import configs, launch

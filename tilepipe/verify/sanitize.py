@@ -103,13 +103,22 @@ def run_matmul(options: dict, config=None) -> bool:
     return close(got, reference)
 
 
+def torch_activation(epilogue: object) -> Callable:
+    """The torch function of a shipped activation or gated epilogue function (ACTIVATIONS and GATED share their names:
+    a gated one's is its gate's activation)."""
+    from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS
+
+    table = GATED if epilogue in GATED.values() else ACTIVATIONS
+    return TORCH_ACTIVATIONS[next(name for name, fn in table.items() if fn is epilogue)]
+
+
 def run_fused(options: dict) -> bool:
     """A fused-epilogue variant (kernels/catalogue.py: an activation over a bias, or gated over a weight of 2H = 384
     rows packed by pack_gate_up) in the configuration its options name and its schedule, on SHAPE's M and K, through
     matmul's path with the epilogue function (as tilepipe.linear and gated_linear launch it), against float64."""
     import torch
 
-    from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS, pack_gate_up
+    from tilepipe.api.linear import GATED, pack_gate_up
     from tilepipe.api.matmul import _matmul
     from tilepipe.host.configs import LARGE_16BIT, variant_config
     from tilepipe.kernels.epilogue_functions import epilogue_function
@@ -117,7 +126,7 @@ def run_fused(options: dict) -> bool:
     M, N, K = SHAPE
     epilogue = epilogue_function(options["epilogue"])
     gated = epilogue in GATED.values()
-    act = TORCH_ACTIVATIONS[next(name for name, fn in {**ACTIVATIONS, **GATED}.items() if fn is epilogue)]
+    act = torch_activation(epilogue)
     a = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
     w = torch.randn(384 if gated else N, K, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(N, dtype=torch.bfloat16, device="cuda") if options.get("bias_dtype") else None
