@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped import empty_k_result, grouped_config
+from tilepipe.api.grouped import GROUPED_GROUP_M, empty_k_result, grouped_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32
 from tilepipe.kernels.grouped_matmul import grouped_spec
 from tilepipe.verify.checker import check
@@ -238,19 +238,24 @@ def test_empty_k_writes_the_epilogue_of_zero_in_the_groups_rows():
     assert torch.equal(empty_k_result(out, offs, None, "silu")[:5], torch.zeros(5, 3))
 
 
+GROUPED_16BIT = replace(LARGE_SUBTILED_16BIT, group_m=GROUPED_GROUP_M)
+GROUPED_FP32 = replace(LARGE_SUBTILED_FP32, group_m=GROUPED_GROUP_M)
+"""matmul's sub-tiled 128x256 tiles in the grouped GEMM's bands."""
+
+
 def test_grouped_gated_config_pairs_fit_a_sub_tile():
     """A gated epilogue reads 128 accumulator columns (a gate-up pair) a sub-tile: an fp32 D's 32-column sub-tiles
     widen to 64 beside three operand stages."""
-    assert grouped_config(4096, torch.bfloat16, True, gated=True) == LARGE_SUBTILED_16BIT
-    assert grouped_config(4096, torch.float32, True, gated=True) == replace(LARGE_SUBTILED_FP32, epilogue_n=64,
+    assert grouped_config(4096, torch.bfloat16, True, gated=True) == GROUPED_16BIT
+    assert grouped_config(4096, torch.float32, True, gated=True) == replace(GROUPED_FP32, epilogue_n=64,
                                                                            stages=3)
 
 
 def test_config_keeps_a_row_major_k_step_inside_its_expert():
     """B's experts are stacked along K when row-major, so BK divides K there; K-major they are stacked along N."""
-    assert grouped_config(7168, torch.bfloat16, True) == LARGE_SUBTILED_16BIT
-    assert grouped_config(520, torch.bfloat16, True) == LARGE_SUBTILED_16BIT
-    assert grouped_config(2048, torch.float32, False) == LARGE_SUBTILED_FP32
+    assert grouped_config(7168, torch.bfloat16, True) == GROUPED_16BIT
+    assert grouped_config(520, torch.bfloat16, True) == GROUPED_16BIT
+    assert grouped_config(2048, torch.float32, False) == GROUPED_FP32
     assert grouped_config(160, torch.bfloat16, False).block_k == 32
     assert grouped_config(528, torch.float16, False).block_k == 16
     with pytest.raises(ValueError, match="^b: a row-major b needs K a multiple of 16, got K = 520"):
@@ -258,15 +263,15 @@ def test_config_keeps_a_row_major_k_step_inside_its_expert():
 
 
 EPILOGUES = "tilepipe.kernels.epilogue_functions"
-SPECS = {"bf16 kmajor": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True),
-         "fp16 fp32 rowmajor BK=32": grouped_spec(replace(LARGE_SUBTILED_FP32, block_k=32), "fp16", "fp32", False),
-         "bf16 kmajor bias gelu": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, bias=True,
+SPECS = {"bf16 kmajor": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True),
+         "fp16 fp32 rowmajor BK=32": grouped_spec(replace(GROUPED_FP32, block_k=32), "fp16", "fp32", False),
+         "bf16 kmajor bias gelu": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, bias=True,
                                                epilogue=f"{EPILOGUES}:gelu"),
-         "bf16 kmajor swiglu": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, epilogue=f"{EPILOGUES}:swiglu"),
+         "bf16 kmajor swiglu": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, epilogue=f"{EPILOGUES}:swiglu"),
          "fp16 fp32 rowmajor swiglu": grouped_spec(grouped_config(4096, torch.float32, False, gated=True), "fp16",
                                                    "fp32", False, epilogue=f"{EPILOGUES}:swiglu"),
-         "bf16 kmajor masked": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, "masked"),
-         "bf16 kmajor batched": grouped_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True, "batched")}
+         "bf16 kmajor masked": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "masked"),
+         "bf16 kmajor batched": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "batched")}
 
 
 @pytest.fixture(scope="module")

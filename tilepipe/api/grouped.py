@@ -205,11 +205,18 @@ def empty_k_result(out: torch.Tensor, offs: torch.Tensor | None, bias: torch.Ten
     return torch.where(inside[:, None], value, out)
 
 
+GROUPED_GROUP_M = 16
+"""Rows of tiles a grouped GEMM's raster walks together (a group's last band is shorter: each band reads its expert's B
+once). On the H200 16 ran 1.000-1.044x the dense GEMM's 8 on the 12 rows of bench_grouped (uniform, Zipf, quarter-empty;
+Zipf and quarter-empty +1-4%), 4 and 32 lost on some: docs/perf-log.md row 111."""
+
+
 def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool = False) -> MatmulConfig:
-    """The 128x256 tile with D in sub-tiles (matmul's LARGE_SUBTILED forms), its BK halved where a row-major b's K
-    is not a multiple of it (B's experts are stacked along K there, so a k-step must not reach into the next one).
-    A gated fp32 D takes 64-column sub-tiles (a gate-up pair: 128 accumulator columns) beside three operand stages."""
-    cfg = LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT
+    """The 128x256 tile with D in sub-tiles (matmul's LARGE_SUBTILED forms) in bands of GROUPED_GROUP_M rows of tiles,
+    its BK halved where a row-major b's K is not a multiple of it (B's experts are stacked along K there, so a k-step
+    must not reach into the next one). A gated fp32 D takes 64-column sub-tiles (a gate-up pair: 128 accumulator
+    columns) beside three operand stages."""
+    cfg = replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT, group_m=GROUPED_GROUP_M)
     if gated and cfg.epilogue_n != GATE_COLUMNS:
         cfg = replace(cfg, epilogue_n=GATE_COLUMNS, stages=3)
     if b_kmajor or K % cfg.block_k == 0:
