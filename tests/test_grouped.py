@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped import GROUPED_GROUP_M, empty_k_result, grouped_config
+from tilepipe.api.grouped import GROUPED_GROUP_M, GROUPED_SMALL, SMALL_GROUP_ROWS, empty_k_result, grouped_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32
 from tilepipe.kernels.grouped_matmul import grouped_spec
 from tilepipe.verify.checker import check
@@ -157,6 +157,7 @@ BAD_3D = [  # (argument changes, error, message naming the argument)
     (lambda: dict(out=empty(24, 4, 32).transpose(0, 1)), ValueError, "^out must hold its groups' rows"),
     (lambda: dict(bias=empty(4, 31)), ValueError, r"^bias must be a contiguous \(4, 32\)"),
     (lambda: dict(activation="tanh"), ValueError, "^activation must be one of"),
+    (lambda: dict(expected_m=-1), ValueError, "^expected_m must be >= 0"),
 ]
 
 
@@ -164,8 +165,8 @@ BAD_3D = [  # (argument changes, error, message naming the argument)
 @pytest.mark.parametrize("changes, error, message", BAD_3D, ids=[entry[2].strip("^")[:40] for entry in BAD_3D])
 def test_3d_forms_name_the_bad_argument(changes, error, message, batched):
     """grouped_mm_masked's and the 3D x 3D grouped_mm's fakes (what torch.compile traces) run the eager checks."""
-    if batched and "masked_m" in message:
-        pytest.skip("the batched form has no masked_m")
+    if batched and ("masked_m" in message or "expected_m" in message):
+        pytest.skip("the batched form has no masked_m or expected_m")
     with FakeTensorMode():
         arguments = {**valid_3d(), **changes()}
         a, b, masked_m = (arguments.pop(name) for name in ("a", "b", "masked_m"))
@@ -207,6 +208,8 @@ def test_cpu_3d_tensors_are_refused_before_anything_is_written():
                  lambda: tilepipe.grouped_mm(a, b, out=out)):
         with pytest.raises(ValueError, match="^a must be on a CUDA device"):
             call()
+    with pytest.raises(TypeError, match="^expected_m must be an int or None, got float"):
+        tilepipe.grouped_mm_masked(a, b, masked_m, out=out, expected_m=1.5)
     assert torch.isnan(out).all()
 
 
@@ -251,6 +254,16 @@ def test_grouped_gated_config_pairs_fit_a_sub_tile():
                                                                            stages=3)
 
 
+def test_groups_of_few_rows_take_the_64_row_tile():
+    """Up to SMALL_GROUP_ROWS rows a group (the mean, or expected_m) the 64x128 tile, its gated and row-major forms
+    too; above, the 128x256 one."""
+    for dtype in (torch.bfloat16, torch.float32):
+        assert grouped_config(7168, dtype, True, False, SMALL_GROUP_ROWS) == GROUPED_SMALL
+        assert grouped_config(7168, dtype, True, True, 16) == GROUPED_SMALL
+        assert grouped_config(7168, dtype, True, False, SMALL_GROUP_ROWS + 1).block_m == 128
+    assert grouped_config(160, torch.bfloat16, False, False, 16) == replace(GROUPED_SMALL, block_k=32)
+
+
 def test_config_keeps_a_row_major_k_step_inside_its_expert():
     """B's experts are stacked along K when row-major, so BK divides K there; K-major they are stacked along N."""
     assert grouped_config(7168, torch.bfloat16, True) == GROUPED_16BIT
@@ -271,7 +284,10 @@ SPECS = {"bf16 kmajor": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True),
          "fp16 fp32 rowmajor swiglu": grouped_spec(grouped_config(4096, torch.float32, False, gated=True), "fp16",
                                                    "fp32", False, epilogue=f"{EPILOGUES}:swiglu"),
          "bf16 kmajor masked": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "masked"),
-         "bf16 kmajor batched": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "batched")}
+         "bf16 kmajor batched": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "batched"),
+         "bf16 kmajor few rows": grouped_spec(GROUPED_SMALL, "bf16", "bf16", True),
+         "fp16 fp32 rowmajor few rows swiglu": grouped_spec(GROUPED_SMALL, "fp16", "fp32", False,
+                                                            epilogue=f"{EPILOGUES}:swiglu")}
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +344,8 @@ def protocols():
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
     assert [p.config.split(" stages")[0] for p in protocols] == ["grouped_mm", "grouped_mm fp32",
                                                                   "grouped_mm +bias gelu", "grouped_mm swiglu",
-                                                                  "grouped_mm_masked", "grouped_mm 3D"]
+                                                                  "grouped_mm_masked", "grouped_mm 3D",
+                                                                  "grouped_mm few rows"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result

@@ -12,7 +12,8 @@ torch.compile(fullgraph=True), against float64.
 `... masked bf16 bf16 kmajor`: grouped_mm_masked over (G, C, K) capacities with counts of 0, 1, odd, C and past C
 (clamped), against float64 per group; each group's rows from its count on stay NaN. `... masked_epilogue`: with a
 bias and GELU, under torch.compile(fullgraph=True) too. `... masked_cudagraph`: one capture replayed with new
-masked_m values. `... batched bf16 fp32 rowmajor`: grouped_mm's 3D x 3D form against float64 bmm, with a bias and SiLU.
+masked_m values. `... masked bf16 bf16 kmajor 16`: the same with expected_m = 16 (the 64-row tile over every capacity).
+`... batched bf16 fp32 rowmajor`: grouped_mm's 3D x 3D form against float64 bmm, with a bias and SiLU.
 `... badargs`: invalid CUDA arguments (offs int64 or on the CPU, G disagreeing, K off 16 bytes, mixed dtypes, an out
 overlapping a) each raise an error naming the argument, with the NaN-poisoned out left untouched.
 """
@@ -234,8 +235,10 @@ def check_masked(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, counts: li
     return failures
 
 
-def run_masked(dtype: str, out_dtype: str, layout: str) -> dict:
+def run_masked(dtype: str, out_dtype: str, layout: str, expected_m: str = "none") -> dict:
+    """grouped_mm_masked on MASKED_SIZES; `expected_m` a number: that hint (its tile) for every size."""
     torch.manual_seed(7)
+    hint = None if expected_m == "none" else int(expected_m)
     failures = []
     for counts, C, N, K in MASKED_SIZES:
         K = K if layout == "kmajor" else -(-K // 16) * 16
@@ -244,13 +247,14 @@ def run_masked(dtype: str, out_dtype: str, layout: str) -> dict:
         b = weights(G, K, N, DTYPES[dtype], layout)
         out = torch.full((G, C, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
         masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
-        got = tilepipe.grouped_mm_masked(a, b, masked_m, out=out)
+        got = tilepipe.grouped_mm_masked(a, b, masked_m, out=out, expected_m=hint)
         torch.cuda.synchronize()
         found = check_masked(out, a, b, counts, TOLERANCE[DTYPES[out_dtype]])
         if got is not out:
             found.append({"returned": "not out"})
         failures += [{"counts": counts[:10], "C": C, "N": N, "K": K, **f} for f in found]
-    return {"case": f"grouped masked {dtype}->{out_dtype} b={layout}", "ok": not failures, "failures": failures[:10]}
+    return {"case": f"grouped masked {dtype}->{out_dtype} b={layout} expected_m={expected_m}", "ok": not failures,
+            "failures": failures[:10]}
 
 
 def run_masked_epilogue() -> dict:

@@ -11,6 +11,7 @@ CASES = [("ragged", dtype, out, layout) for dtype in ("bf16", "fp16") for out in
          for layout in ("kmajor", "rowmajor")]
 CASES += [("cudagraph", ), ("compile", ), ("badargs", )]
 CASES += [("masked", "bf16", "bf16", "kmajor"), ("masked", "fp16", "fp32", "rowmajor"), ("masked_epilogue", ),
+          ("masked", "bf16", "bf16", "kmajor", "16"), ("masked", "fp16", "fp32", "rowmajor", "300"),
           ("masked_cudagraph", ), ("batched", "bf16", "bf16", "kmajor"), ("batched", "bf16", "fp32", "rowmajor")]
 TIMEOUT_S = 240
 

@@ -52,7 +52,7 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = Non
         if offs is not None:
             raise ValueError(f"offs must be None for grouped_mm's 3D x 3D (batched) form, got "
                              f"{type(offs).__name__}; masked groups are grouped_mm_masked's")
-        return _layout_call(a, b, None, bias, out, out_dtype, activation, BATCHED)
+        return _layout_call(a, b, None, bias, out, out_dtype, activation, BATCHED, None)
     if torch.compiler.is_compiling():
         if out is None:
             return torch.ops.tilepipe.grouped_mm(a, b, offs, bias, out_dtype=out_dtype, activation=activation)
@@ -64,30 +64,43 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = Non
 
 def grouped_mm_masked(a: torch.Tensor, b: torch.Tensor, masked_m: torch.Tensor, *, out: torch.Tensor | None = None,
                       out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
-                      activation: str | None = None) -> torch.Tensor:
+                      activation: str | None = None, expected_m: int | None = None) -> torch.Tensor:
     """The masked (decode) form of grouped_mm: out[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g] for each group g.
 
     a is (G, C, K): a capacity of C rows per expert, each group's rows following the last's (a (G * C, K) view, as
     a contiguous (G, C, K) tensor has); masked_m holds G int32 valid-row counts on a's GPU, read there only (counts
     are clamped to [0, C]), so a CUDA graph captured once serves every replay's new counts. b, bias, activation,
     out_dtype are grouped_mm's; D is (G, C, N), written into `out` when given, its rows from masked_m[g] on left
-    untouched. The custom op is tilepipe::grouped_mm_masked."""
-    return _layout_call(a, b, masked_m, bias, out, out_dtype, activation, MASKED)
+    untouched. `expected_m`: the rows a group is expected to hold (default C), which chooses the tile (up to
+    SMALL_GROUP_ROWS a 64-row one): counts are not read on the host. The custom op is tilepipe::grouped_mm_masked."""
+    check_expected_m(expected_m)
+    return _layout_call(a, b, masked_m, bias, out, out_dtype, activation, MASKED, expected_m)
+
+
+def check_expected_m(expected_m: int | None) -> None:
+    """grouped_mm_masked's tile hint: None or a non-negative int (TypeError / ValueError naming it)."""
+    if expected_m is not None and (not isinstance(expected_m, int) or isinstance(expected_m, bool)):
+        raise TypeError(f"expected_m must be an int or None, got {type(expected_m).__name__}")
+    if expected_m is not None and expected_m < 0:
+        raise ValueError(f"expected_m must be >= 0, got {expected_m}")
 
 
 def _layout_call(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, bias: torch.Tensor | None,
-                 out: torch.Tensor | None, out_dtype: torch.dtype | None, activation: str | None, layout: str
-                 ) -> torch.Tensor:
+                 out: torch.Tensor | None, out_dtype: torch.dtype | None, activation: str | None, layout: str,
+                 expected_m: int | None) -> torch.Tensor:
     """grouped_mm's masked or batched form: its custom op tilepipe::grouped_mm_LAYOUT while torch.compile traces,
-    else the kernel over the groups' rows flattened."""
+    else the kernel over the groups' rows flattened (`expected_m`: the masked form's rows a group, else None)."""
     if torch.compiler.is_compiling():
         name, tensors = f"grouped_mm_{layout}", (a, b, bias) if counts is None else (a, b, counts, bias)
+        options = dict(out_dtype=out_dtype, activation=activation) | ({} if counts is None else
+                                                                      dict(expected_m=expected_m))
         if out is None:
-            return getattr(torch.ops.tilepipe, name)(*tensors, out_dtype=out_dtype, activation=activation)
-        getattr(torch.ops.tilepipe, f"{name}_out")(out, *tensors, out_dtype=out_dtype, activation=activation)
+            return getattr(torch.ops.tilepipe, name)(*tensors, **options)
+        getattr(torch.ops.tilepipe, f"{name}_out")(out, *tensors, **options)
         return out
     check_activation(activation, ACTIVATIONS, optional=True)
-    return _grouped(a, b, counts, bias, out, out_dtype, activation, ACTIVATIONS.get(activation), 1, layout)
+    return _grouped(a, b, counts, bias, out, out_dtype, activation, ACTIVATIONS.get(activation), 1, layout,
+                    expected_m)
 
 
 def grouped_gated_mm(a: torch.Tensor, b_gate_up: torch.Tensor, offs: torch.Tensor, activation: str = "silu", *,
@@ -149,19 +162,21 @@ def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, b
             raise TypeError(f"bias must have a's dtype {a.dtype}, got {bias.dtype}")
         if bias.device != a.device:
             raise ValueError(f"bias must be on a's device {a.device}, got {bias.device}")
-    grouped_config(K, out_dtype, b_kmajor, gated)
+    grouped_config(K, out_dtype, b_kmajor, gated)  # K's check
     return G, M, N, K, out_dtype, b_kmajor
 
 
 def _grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: torch.Tensor | None,
              out: torch.Tensor | None, out_dtype: torch.dtype | None, activation: str | None, epilogue: object,
-             columns_in: int, layout: str = CONTIGUOUS) -> torch.Tensor:
+             columns_in: int, layout: str = CONTIGUOUS, expected_m: int | None = None) -> torch.Tensor:
     """grouped_mm, grouped_gated_mm and the masked and batched forms (`layout`, offs their counts) after their
     activation check: every check, K = 0 without a launch, else the kernel with `epilogue` (None: D = A @ B, no
-    epilogue function) over the groups' rows."""
+    epilogue function) over the groups' rows, its tile chosen by the rows a group holds (`expected_m`, else the
+    mean: M / G)."""
     rows, out_rows = group_rows(a, b, offs, out, columns_in, layout)
     G, M, N, K, out_dtype, b_kmajor = check_grouped(rows, b, offs, bias, out_rows, out_dtype, columns_in, layout)
-    cfg = grouped_config(K, out_dtype, b_kmajor, columns_in == 2)
+    per_group = expected_m if expected_m is not None else M / max(G, 1)
+    cfg = grouped_config(K, out_dtype, b_kmajor, columns_in == 2, per_group)
     if out is None:
         out = torch.empty((*a.shape[:-1], N // columns_in), device=a.device, dtype=out_dtype)
         out_rows = out.view(M, N // columns_in)
@@ -209,14 +224,28 @@ GROUPED_GROUP_M = 16
 """Rows of tiles a grouped GEMM's raster walks together (a group's last band is shorter: each band reads its expert's B
 once). On the H200 16 ran 1.000-1.044x the dense GEMM's 8 on the 12 rows of bench_grouped (uniform, Zipf, quarter-empty;
 Zipf and quarter-empty +1-4%), 4 and 32 lost on some: docs/perf-log.md row 111."""
+GROUPED_SMALL = MatmulConfig(64, 128, 64, stages=8, c_stages=2, epilogue_n=64, num_warps=4, group_m=GROUPED_GROUP_M)
+"""The tile of groups of few rows (decode): one MMA warpgroup on 64 rows, so a k-step loads half the A rows that the
+128-row tile loads past its group, and twice the tiles share the experts' B stream. On 12 decode rows on the H200
+(512 tokens over 32 experts of 4096x7168 and 7168x2048, 256 over 8 of 28672x4096, 1024 over 64 of 2048x7168; uniform,
+Zipf, quarter-empty) it ran 1.024-1.175x the 128x256 tile (perf-log row 112)."""
+SMALL_GROUP_ROWS = 64
+"""Rows per group (mean, or grouped_mm_masked's expected_m) up to which the grouped GEMM takes GROUPED_SMALL: the
+measured decode rows had 16-32; above 64 a group fills a 128-row tile's rows on average."""
 
 
-def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool = False) -> MatmulConfig:
-    """The 128x256 tile with D in sub-tiles (matmul's LARGE_SUBTILED forms) in bands of GROUPED_GROUP_M rows of tiles,
-    its BK halved where a row-major b's K is not a multiple of it (B's experts are stacked along K there, so a k-step
-    must not reach into the next one). A gated fp32 D takes 64-column sub-tiles (a gate-up pair: 128 accumulator
+def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool = False,
+                   rows_per_group: float = float("inf")) -> MatmulConfig:
+    """GROUPED_SMALL where groups hold at most SMALL_GROUP_ROWS rows on average (`rows_per_group`), else the 128x256
+    tile with D in sub-tiles (matmul's LARGE_SUBTILED forms), both in bands of GROUPED_GROUP_M rows of tiles; its BK
+    halved where a row-major b's K is not a multiple of it (B's experts are stacked along K there, so a k-step must
+    not reach into the next one). A gated fp32 D takes 64-column sub-tiles (a gate-up pair: 128 accumulator
     columns) beside three operand stages."""
-    cfg = replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT, group_m=GROUPED_GROUP_M)
+    if rows_per_group <= SMALL_GROUP_ROWS:
+        cfg = GROUPED_SMALL
+    else:
+        cfg = replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT,
+                      group_m=GROUPED_GROUP_M)
     if gated and cfg.epilogue_n != GATE_COLUMNS:
         cfg = replace(cfg, epilogue_n=GATE_COLUMNS, stages=3)
     if b_kmajor or K % cfg.block_k == 0:
@@ -229,15 +258,15 @@ def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool =
 
 
 def variant_spec(options: dict) -> tuple[MatmulConfig, KernelSpec]:
-    """A grouped catalogue variant (kernels/catalogue.py GROUPED: dtype, c_dtype, optional schedule, bias and
-    epilogue) as grouped_mm, grouped_mm_masked or grouped_gated_mm launches it with B K-major: its configuration and
-    its KernelSpec."""
+    """A grouped catalogue variant (kernels/catalogue.py GROUPED: dtype, c_dtype, optional schedule, bias, epilogue
+    and rows_per_group) as grouped_mm, grouped_mm_masked or grouped_gated_mm launches it with B K-major: its
+    configuration and its KernelSpec."""
     from tilepipe.kernels.epilogue_functions import columns_in
     from tilepipe.kernels.grouped_matmul import grouped_spec
 
     epilogue = options.get("epilogue")
     cfg = grouped_config(4096, torch.float32 if options["c_dtype"] == "fp32" else torch.bfloat16, True,
-                         columns_in(epilogue) == 2)  # B K-major: the same tile at every K
+                         columns_in(epilogue) == 2, options.get("rows_per_group", float("inf")))  # B K-major
     return cfg, grouped_spec(cfg, options["dtype"], options["c_dtype"], True, options.get("schedule", CONTIGUOUS),
                              bias=options.get("bias", False), epilogue=epilogue)
 

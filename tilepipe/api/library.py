@@ -1,8 +1,8 @@
 from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
 from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, check_linear_fp8, linear_fp8, padded_rows
 from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
-from tilepipe.api.grouped import (BATCHED, MASKED, check_grouped, group_rows, grouped_gated_mm, grouped_mm,
-                                  grouped_mm_masked)
+from tilepipe.api.grouped import (BATCHED, MASKED, check_expected_m, check_grouped, group_rows, grouped_gated_mm,
+                                  grouped_mm, grouped_mm_masked)
 from tilepipe.api.grouped_fp8 import check_grouped_mm_fp8, grouped_mm_fp8
 from tilepipe.api.grouped_wgrad import check_grouped_wgrad, grouped_mm_wgrad
 from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
@@ -116,7 +116,9 @@ def _grouped_layout_like(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor 
 
 def _grouped_mm_masked_like(a: torch.Tensor, b: torch.Tensor, masked_m: torch.Tensor,
                             bias: torch.Tensor | None = None, *, out_dtype: torch.dtype | None = None,
-                            activation: str | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+                            activation: str | None = None, expected_m: int | None = None,
+                            out: torch.Tensor | None = None) -> torch.Tensor:
+    check_expected_m(expected_m)
     return _grouped_layout_like(a, b, masked_m, bias, out, out_dtype, activation, MASKED)
 
 
@@ -133,8 +135,8 @@ def _grouped_mm_batched(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | N
 
 
 GROUPED_MM_MASKED = register("grouped_mm_masked", "Tensor a, Tensor b, Tensor masked_m, Tensor? bias=None",
-                             "ScalarType? out_dtype=None, str? activation=None", grouped_mm_masked,
-                             _grouped_mm_masked_like)
+                             "ScalarType? out_dtype=None, str? activation=None, int? expected_m=None",
+                             grouped_mm_masked, _grouped_mm_masked_like)
 GROUPED_MM_BATCHED = register("grouped_mm_batched", "Tensor a, Tensor b, Tensor? bias=None",
                               "ScalarType? out_dtype=None, str? activation=None", _grouped_mm_batched,
                               _grouped_mm_batched_like)

@@ -103,14 +103,14 @@ MATMUL_PINGPONG = {
 """matmul_pingpong_kernel (two MMA warpgroups taking turns, host/configs.py PINGPONG_16BIT; static, no C), as
 matmul_spec arguments (a gated epilogue only with D in sub-tiles, as PINGPONG_16BIT writes it)."""
 GROUPED = {
-    "grouped_mm": dict(dtype="bf16", c_dtype="bf16"),
-    "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),  # D in 128x32 sub-tiles
+    "grouped_mm": dict(dtype="bf16", c_dtype="bf16"), "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),
     "grouped_mm +bias gelu": dict(dtype="bf16", c_dtype="bf16", bias=True, epilogue=f"{EPILOGUES}:gelu"),
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
     "grouped_mm_masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),
-    "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched")}
+    "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched"),
+    "grouped_mm few rows": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16)}
 """grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (a per-expert bias and GELU;
-SwiGLU over packed gate-up experts), and over each layout of the groups' rows (schedulers/grouped.py)."""
+SwiGLU over packed gate-up experts), over each layout of the groups' rows, and in the tile of few rows (decode)."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
 PIECED_SCHEDULES = ("static", "dynamic")
