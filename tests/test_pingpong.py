@@ -75,7 +75,7 @@ def test_pingpong_is_refused_where_it_is_not_built():
 
 
 def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypatch):
-    """Where pingpong_alternative predicts it PINGPONG_MIN_GAIN faster (1.00-1.19x measured on the 66 grid shapes it
+    """Where the ping-pong round predicts it PINGPONG_MIN_GAIN faster (1.00-1.19x measured on the 66 grid shapes it
     moves, bench/results/archive/pingpong-moves-h100.json): short K (the epilogue a larger share of a tile), and 128x128's own
     waves at few rows. Not with C, a scheduler other than static, an fp32 D, rows off 32-byte sectors, long K (4096:
     1.05x slower, pingpong-survey-h100.json), nor on two rows of tiles against another tile than 128x128."""
@@ -112,7 +112,8 @@ def test_the_ping_pong_tile_replaces_the_cooperative_128x128_under_static(monkey
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     for shape in ((256, 6144, 4096), (129, 8192, 8192), (1024, 2048, 8192)):  # 1.18x, 1.10x, 1.16x
         assert configs.choose_config(shape[0], shape[1], torch.bfloat16, 132) == MEDIUM
-        assert configs.pingpong_alternative(*shape, H100, MEDIUM, "static") == PINGPONG_16BIT
+        assert configs.pingpong_round(*shape, H100, configs.predicted(*shape, MEDIUM, "static", H100)).winner.config == \
+            PINGPONG_16BIT
         if shape[0] == 256:  # a pieced tile on more programs takes the tie at the DRAM floor first (perf-log row 95)
             assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0).block_n == 96
             continue

@@ -90,7 +90,7 @@ and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal 
 (bench/results/archive/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
 LARGE_SUBTILED_FP32 = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=32)
 """The 128x256 tile for an fp32 D, which only D in sub-tiles lets fit (the whole fp32 tile is 128 KiB): 128x32
-sub-tiles through two 16 KiB stages beside four operand stages; static (wide_fp32_pays)."""
+sub-tiles through two 16 KiB stages beside four operand stages; static (wave_tile)."""
 # gpu.wide_fp32_min_k_with_c: With C, LARGE_SUBTILED_FP32 only from this K: at K = 1024 (16 k-steps a tile) its C sub-
 # tiles' loads cost more than the wider tile saves (0.92-1.02x the 128x128 tile on 9 grid cases), at 2048 0.98-1.07x,
 # from 2560 on 1.01-1.34x (bench/results/archive/fp32-d-large-tile-moves-h100.json).
@@ -99,7 +99,7 @@ PINGPONG_16BIT = MatmulConfig(128, 128, 64, stages=6, c_stages=1, num_warps=4, e
 """Two MMA warpgroups taking turns at 128x128 tiles (kernels/matmul_pingpong.py), D in 128x64 sub-tiles through one
 16 KiB stage a turn beside six operand stages; static, 16-bit D, no C. It hides each tile's epilogue under the other
 turn's main loop, at gpu.pingpong_step_cost a k-step: 1.06x the pieced 192x128 tile at 1536x8960x1536 and 1.01-1.15x
-matmul's earlier choice on the 19 of 40 grid shapes pingpong_alternative takes it for (perf-log row 72)."""
+matmul's earlier choice on the 19 of 40 grid shapes the ping-pong round takes it for (perf-log row 72)."""
 LARGE_FP32 = MEDIUM  # fp32 tiles are twice as large: the largest with a whole output stage is the medium one
 MEDIUM_FP32_SOURCE = MEDIUM
 """A 16-bit D with an fp32 C, whose C takes its own 64 KiB stage: the four operand stages still fit (229.5 of 232 KB).
@@ -127,7 +127,7 @@ mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the 
 82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/archive/tile-widths-probe-h100.json)."""
 NARROW_PIECED_16BIT = MatmulConfig(64, 96, 64, stages=10, num_warps=4)
 """64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: taken only where it wins a
-tie at the DRAM floor by running more programs in one wave (dram_tie_winner, small_m_config; on the grid of
+tie at the DRAM floor by running more programs in one wave (pieced_candidates, small_m_rounds; on the grid of
 bench/results/archive/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144). On the 16 shapes of
 bench/results/archive/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then
 (192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was 1-11%
@@ -142,9 +142,10 @@ slower."""
 # 1.03x 128x192's, 128x96 1.13-1.15x its prediction on the one-wave shapes where it is fastest). A 32-wide piece reads
 # A once more a k-step for a quarter (160) or a third (96) of the width.
 PIECED_MIN_GAIN = 1.05
-"""config_for takes a pieced tile where LARGE_16BIT's static waves are predicted at least this much slower."""
+"""A pieced tile's handicap against the incumbent's static waves (pieced_candidates): it must be predicted this much
+faster."""
 PIECED_OVER_STREAMK_GAIN = 1.0
-"""... and where LARGE_16BIT under stream-K is predicted no faster: stream-K's prediction is the less reliable one (it
+"""... and against its stream-K: predicted no slower suffices, as stream-K's prediction is the less reliable one (it
 ran up to 1.26x its predicted time, the pieced tiles within 0.96-1.04: bench/results/archive/streamk-choice-h100.json,
 small-m-survey-h100.json). It moves 9 of 128 shapes of an LLM-like grid, which measured 0.98-1.24x stream-K there
 (median 1.04; 512x11008x4096 1.24, 1536x4096x11008 1.22; pieced-vs-streamk-h100.json; docs/perf-log.md row 66)."""
@@ -158,7 +159,7 @@ STREAMK_FEW_ROWS = 4
 # (mean 1.17) on all three shapes measured, while static waves ran 0.90-0.94x theirs (bench/results/archive/streamk-
 # choice-h100.json, small-m-survey-h100.json). Few rows of tiles share each B panel among few tiles, which the static
 # order reads once a wave and split units out of step (the likely cause; not measured apart). It moves config_for's
-# choice to a pieced tile at M = 320 and 384 with N = 14336 and 13824 (static_alternative), 1.18-1.24x faster
+# choice to a pieced tile at M = 320 and 384 with N = 14336 and 13824 (pieced_candidates), 1.18-1.24x faster
 # (streamk-few-rows-h100.json; docs/perf-log.md row 68); schedule_for keeps its own arithmetic (moving it sent some
 # grids to the wave heuristic's 128x128 or 64x128 tiles).
 
@@ -215,10 +216,10 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 # pair reads B once per 64 rows and lands 33% more TMA bytes per flop, which shared memory's bandwidth feels; the
 # cooperative 128x128's too.
 PINGPONG_MIN_GAIN = 1.02
-"""How much faster pingpong_alternative must predict the ping-pong tile (the fit's residuals are 1-3%)."""
+"""The ping-pong tile's handicap in its round: it must be predicted this much faster (the fit's residuals are 1-3%)."""
 # gpu.large_few_rows_rate: What 128x256 (D in sub-tiles) ran against its predict_us time on grids of at most
 # STREAMK_FEW_ROWS rows of tiles (M <= 512): the median of bench/results/archive/tile-rates-h100.json (perf-log row
-# 71). Without it pingpong_alternative took the ping-pong tile over 128x256 at M = 320-512 and lost 3-5% there
+# 71). Without this term the ping-pong round took the ping-pong tile over 128x256 at M = 320-512, 3-5% slower there
 # (pingpong-moves-h100.json).
 
 
@@ -230,33 +231,81 @@ def mma_step_cost(cfg: MatmulConfig, gpu: GpuModel) -> float:
     return gpu.pieced_step_cost.get(cfg.block_n, 1.0) / gpu.mma_efficiency[cfg.num_warps]
 
 
-def pingpong_alternative(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, schedule: str
-                         ) -> MatmulConfig | None:
-    """PINGPONG_16BIT in place of the cooperative 128x128 tile under the static schedule (the same tiles and waves: 20
-    of the 22 grid shapes this takes ran 1.08-1.18x faster, two at M = 448 0.92-0.95x:
-    bench/results/archive/pingpong-same-tile-moves-h100.json; perf-log row 76), and elsewhere where predicted
-    PINGPONG_MIN_GAIN faster than `cfg` under `schedule`, whose prediction then adds what predict_us leaves out of a
-    cooperative tile: its exposed epilogues (gpu.epilogue_steps a tile) and, for the cooperative 128x128 (under
-    stream-K), gpu.pingpong_step_cost; on few rows of 128-row tiles it also takes row 71's measured rate of 128x256
-    there (gpu.large_few_rows_rate), and on two rows or fewer it weighs only the cooperative 128x128 (the same tile:
-    the other tiles' errors there exceed the gain). The predicted rule moves 66 of 400 grid shapes, each measured
-    1.00-1.19x faster (bench/results/archive/pingpong-moves-h100.json; perf-log row 72)."""
-    rows = -(-M // PINGPONG_16BIT.block_m)
+# ---- the one rule: candidates, their predicted times, the fastest ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One choice the cost model weighs: `config` under `schedule`, its predicted time in us (predict_us plus the terms
+    its round counts) and the margin it must win by (`handicap`, a factor on its time); `why` says what offered it."""
+    config: MatmulConfig
+    schedule: str
+    time_us: float
+    handicap: float = 1.0
+    why: str = ""
+
+    @property
+    def cost_us(self) -> float:
+        """What fastest compares: the predicted time times the handicap."""
+        return self.time_us * self.handicap
+
+
+@dataclass(frozen=True)
+class Round:
+    """One question the model answers by fastest: its candidates, in tie order (a tie goes to the first listed)."""
+    question: str
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def winner(self) -> Candidate:
+        return fastest(self.candidates)
+
+
+def fastest(candidates: tuple[Candidate, ...] | list[Candidate]) -> Candidate:
+    """The chooser of every round: the candidate of least handicapped time, the first listed on a tie."""
+    return min(candidates, key=lambda candidate: candidate.cost_us)
+
+
+def predicted(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu: GpuModel, handicap: float = 1.0,
+              why: str = "", in_bytes: int = 2, out_bytes: int = 2) -> Candidate:
+    """`cfg` under `schedule` as a candidate at its predict_us time."""
+    return Candidate(cfg, schedule, predict_us(M, N, K, cfg, schedule, gpu, in_bytes, out_bytes), handicap, why)
+
+
+def pingpong_round(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidate) -> Round:
+    """Two MMA warpgroups taking turns (PINGPONG_16BIT, static) against the tile round's winner, handicapped by
+    PINGPONG_MIN_GAIN; the winner then counts what predict_us leaves out of a cooperative tile (cooperative_us). The
+    predicted rule moved 66 of 400 grid shapes, each measured 1.00-1.19x faster (pingpong-moves-h100.json; perf-log row
+    72). Where the winner is the cooperative 128x128 tile run static, it is not offered: the same tiles and waves with
+    six stages and hidden epilogues (20 of 22 grid shapes 1.08-1.18x, two at M = 448 0.92-0.95x:
+    pingpong-same-tile-moves-h100.json; perf-log row 76). On two rows of 128-row tiles or fewer the ping-pong tile is
+    weighed against that tile only (the other tiles' errors there exceed the gain)."""
+    cfg, schedule = incumbent.config, incumbent.schedule
     same_tile = (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8)
-    if same_tile and schedule == "static":  # the same waves: ping-pong's six stages and hidden epilogues
-        return PINGPONG_16BIT
-    if rows <= 2 and not same_tile:
-        return None
+    pingpong = predicted(M, N, K, PINGPONG_16BIT, "static", gpu, PINGPONG_MIN_GAIN, "ping-pong")
+    if same_tile and schedule == "static":
+        candidates = (pingpong, )
+    elif -(-M // PINGPONG_16BIT.block_m) <= 2 and not same_tile:
+        candidates = (incumbent, )
+    else:
+        candidates = (pingpong, replace(incumbent, time_us=cooperative_us(M, N, K, cfg, schedule, gpu), handicap=1.0,
+                                        why="cooperative: + exposed epilogues"))
+    return Round("ping-pong", candidates)
+
+
+def cooperative_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu: GpuModel) -> float:
+    """A cooperative tile's time against the ping-pong tile: predict_us plus its exposed epilogues (gpu.epilogue_steps
+    of its k-steps a tile) and, for the cooperative 128x128 (under stream-K), gpu.pingpong_step_cost on its k-steps; on
+    few rows of 128x256 tiles, times their measured rate there (gpu.large_few_rows_rate)."""
     parts = predicted_parts(M, N, K, cfg, schedule, gpu)
     tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, gpu.sms, schedule))
     cooperative = (sum(parts.values())
                    + tiles * gpu.epilogue_steps * tile_us(cfg, cfg.block_k, gpu) * mma_step_cost(cfg, gpu))
-    if same_tile:
+    if (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8):
         cooperative += parts.get("mma", 0.0) * (gpu.pingpong_step_cost - 1)
-    elif rows <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
+    elif -(-M // cfg.block_m) <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
         cooperative *= gpu.large_few_rows_rate
-    pingpong = predict_us(M, N, K, PINGPONG_16BIT, "static", gpu)
-    return PINGPONG_16BIT if cooperative >= PINGPONG_MIN_GAIN * pingpong else None
+    return cooperative
 
 
 def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel) -> str:
@@ -309,89 +358,84 @@ def config_for(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtyp
 def modelled_config(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
                     gpu: GpuModel, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
                     ) -> MatmulConfig:
-    """The configuration the cost model gives GPU model `gpu` (its SM count and fitted constants): for small
-    M the tile of least predicted time (small_m_config), else the largest tile where schedule_for runs it under
-    stream-K, else the wave-efficiency heuristic; the largest tile in a 2x1 cluster (B multicast) where A's rows
-    are off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in
-    every run: docs/perf-log.md rows 33, 47, 49, 50); a pieced tile (PIECED_16BIT) where it is predicted faster than
-    the chosen tile under its schedule (static_alternative: against 128x256 under stream-K also its own static waves
-    with D in sub-tiles; against 128x128 and 64x128 1.13-1.73x faster on all 23 grid shapes it moved, perf-log row
-    70; with B K-major, a tie at the static DRAM floor goes to the pieced tile on the most programs,
-    dram_tie_winner), for a 16-bit D and rows on 32-byte sectors; the largest tile with D in sub-tiles
-    (LARGE_SUBTILED_16BIT) wherever it runs static; for an fp32 D, LARGE_SUBTILED_FP32 where it replaces the 128x128
-    tile's static waves (wide_fp32_pays). An fp32 C with a 16-bit D (`own_source`) needs its own smaller tiles. A
-    `scheduler` the caller asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are
-    not built for them).
-    Last, two MMA warpgroups taking turns (PINGPONG_16BIT) where pingpong_alternative predicts them faster than
-    that choice: a 16-bit D without C (`has_c`: a C tile of any dtype), rows on 32-byte sectors, static or no
-    scheduler asked for. Where all that leaves the 64-row or the cooperative 128x128 tile (SMALL, MEDIUM), it runs with
-    as many operand stages as fit (as small M's tiles do): eight for the 64-row tile against six ran 0.97-1.20x on the
-    71 grid shapes where that is the only change (geomean ~1.07; 256x4096x4096 29.3 -> 25.9 us), while letting the
-    fitted tile into the comparisons above cost 256x11008x4096 its pieced 128x192 (50.4 -> 54.8 us):
-    bench/results/archive/small-m-stages-moves-h100.json; 128x128 with five stages for an fp32 D (six with a C) against four
-    1.00-1.16x on all 72 grid cases where it moves (geomean 1.059): medium-stages-moves-h100.json. docs/perf-log.md
-    rows 88-89."""
-    if M <= DECODE_M and not own_source:
-        return small_m_config(M, N, K, out_dtype, gpu, b_kmajor, has_c)
-    candidates = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
-    schedule = schedule_for(M, N, K, candidates[0], gpu)
-    cfg = candidates[0] if schedule == "streamk" else choose_config(M, N, out_dtype, gpu.sms, candidates)
-    if out_dtype == torch.float32 and cfg == MEDIUM and schedule == "static" and wide_fp32_pays(M, N, K, has_c, gpu):
-        cfg = LARGE_SUBTILED_FP32
-    aligned = K * dtype.itemsize % SECTOR_BYTES == 0
-    pair = replace(cfg, cluster_m=2, split_multicast=SPLIT_MULTICAST and b_kmajor)
-    if schedule == "static" and cfg == LARGE_16BIT and not aligned and tile_count(M, N, pair) >= 2 * (gpu.sms // 2):
-        return pair
-    others = aligned and LARGE_16BIT in candidates  # 16-bit D, rows on sectors: the pieced and ping-pong tiles
-    if others and scheduler in (None, "static", "dynamic"):  # pieced tiles may take over
-        its_schedule = schedule_for(M, N, K, cfg, gpu)
-        tie = dram_tie_winner(M, N, K, gpu, cfg, has_c) if b_kmajor and its_schedule == "static" else None  # measured
-        cfg = static_alternative(M, N, K, gpu, cfg, its_schedule) or tie or cfg
-    cfg = LARGE_SUBTILED_16BIT if cfg == LARGE_16BIT and schedule == "static" else cfg
-    if others and not has_c and scheduler in (None, "static"):
-        cfg = pingpong_alternative(M, N, K, gpu, cfg, schedule_for(M, N, K, cfg, gpu)) or cfg
-    fill = cfg in (SMALL, MEDIUM) and not own_source  # an fp32 C's own stages leave no room for more
+    """The configuration the cost model gives GPU model `gpu` (its SM count and fitted constants): the last round's
+    fastest candidate (modelled_rounds), where that is the 64-row or the cooperative 128x128 table tile (SMALL,
+    MEDIUM) with as many operand stages as fit. Those are predicted at the table's stages: eight for the 64-row tile
+    against six ran 0.97-1.20x on the 71 grid shapes where that is the only change (geomean ~1.07), while predicting
+    the fitted tile cost 256x11008x4096 its pieced 128x192 (50.4 -> 54.8 us): small-m-stages-moves-h100.json; 128x128
+    with five stages (fp32 D; six with a C) against four 1.00-1.16x on all 72 grid cases where it moves (geomean 1.059:
+    medium-stages-moves-h100.json; perf-log rows 88-89). An fp32 C (`own_source`) keeps its own stages."""
+    cfg = modelled_rounds(M, N, K, dtype, out_dtype, b_kmajor, gpu, own_source, scheduler, has_c)[-1].winner.config
+    fill = cfg in (SMALL, MEDIUM) and not own_source
     return with_stages_that_fit(cfg, out_dtype) if fill else cfg
 
 
-def wide_fp32_pays(M: int, N: int, K: int, has_c: bool, gpu: GpuModel) -> bool:
-    """Whether an fp32 D that the wave heuristic gives the 128x128 tile under the static schedule (config_for's own
-    schedule_for of it) takes LARGE_SUBTILED_FP32 instead: where its waves are as full (half the tiles, each a k-step
-    of ~7% less time a flop) and, with C, K reaches gpu.wide_fp32_min_k_with_c. On the grid cases it moves (M 160-8192
-    by 10 N x K): 1.06x the 128x128 tile with five stages (geomean over 97, 0.99-1.34x; 160x14336x4096 with C 87.8 ->
-    65.7 us); where its waves are emptier it ran 0.88-1.2x (geomean 0.96: 2560x4096x14336 463 -> 525 us).
-    bench/results/archive/fp32-d-large-tile-moves-h100.json, docs/perf-log.md row 93."""
-    if has_c and K < gpu.wide_fp32_min_k_with_c:
-        return False
-    return wave_efficiency(M, N, LARGE_SUBTILED_FP32, gpu.sms) >= wave_efficiency(M, N, MEDIUM, gpu.sms)
+def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch.dtype, b_kmajor: bool,
+                    gpu: GpuModel, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
+                    ) -> list[Round]:
+    """matmul's choice as rounds of candidates, each round's winner the next one's incumbent: small M's (small_m_rounds)
+    for M <= DECODE_M without an fp32 C, else the tile round (the incumbent, wave_tile, against the pieced tiles,
+    pieced_candidates) and the ping-pong round (pingpong_round). Filters: the pieced and ping-pong tiles need a 16-bit
+    D and C (`own_source`: an fp32 C needs its own smaller tiles) and rows on 32-byte sectors; a `scheduler` the caller
+    asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them),
+    other than static the ping-pong tile too, and so does a C (`has_c`: the ping-pong kernel takes none)."""
+    if M <= DECODE_M and not own_source:
+        return small_m_rounds(M, N, K, out_dtype, gpu, b_kmajor, has_c)
+    tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
+    aligned = K * dtype.itemsize % SECTOR_BYTES == 0
+    base = wave_tile(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu)
+    incumbent = predicted(M, N, K, base, schedule_for(M, N, K, base, gpu), gpu, why="wave heuristic")
+    others = aligned and LARGE_16BIT in tiles
+    pieced = pieced_candidates(M, N, K, gpu, incumbent, b_kmajor, has_c) if others and scheduler in (
+        None, "static", "dynamic") else ()
+    rounds = [Round("tile", (*pieced, incumbent))]
+    if others and not has_c and scheduler in (None, "static"):
+        rounds.append(pingpong_round(M, N, K, gpu, rounds[-1].winner))
+    return rounds
 
 
-def static_alternative(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, schedule: str
-                       ) -> MatmulConfig | None:
-    """The static tile config_for takes instead of its choice `cfg` under `schedule`, if any: a PIECED_16BIT tile
-    predicted PIECED_MIN_GAIN faster than static waves of cfg, or, against stream-K, the fastest predicted of the
-    pieced tiles (and, where cfg is LARGE_16BIT, its own static waves with D in sub-tiles) where predicted no slower
-    (PIECED_OVER_STREAMK_GAIN). Ties go to the first (128x192 up to gpu.subtiled_first_max_m, then 192x128). Rows off
-    32-byte sectors are left to the cluster that measured faster there."""
-    pieced = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
-                                                             *PIECED_16BIT[2:])
-    options = pieced + ((LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT and schedule == "streamk" else ())
-    best = min(options, key=lambda option: predict_us(M, N, K, option, "static", gpu))
-    gain = PIECED_OVER_STREAMK_GAIN if schedule == "streamk" else PIECED_MIN_GAIN
-    return best if predict_us(M, N, K, cfg, schedule, gpu) >= gain * predict_us(M, N, K, best, "static", gpu) else None
+def wave_tile(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[MatmulConfig, ...], aligned: bool,
+              b_kmajor: bool, has_c: bool, gpu: GpuModel) -> MatmulConfig:
+    """The tile round's incumbent: of `tiles` (largest first), the largest where schedule_for runs it under stream-K,
+    else the wave heuristic's (choose_config), in the form it runs static. The 128x256 tile: in a 2x1 cluster (B
+    multicast) where A's rows are off 32-byte sectors and the clusters fill two waves (the one class where the cluster
+    measured faster in every run: perf-log rows 33, 47, 49, 50), else with D in sub-tiles (LARGE_SUBTILED_16BIT). An
+    fp32 D's 128x128 tile: LARGE_SUBTILED_FP32 where its waves are as full (half the tiles, each a k-step ~7% less time
+    a flop) and, with C, K reaches gpu.wide_fp32_min_k_with_c: 1.06x the 128x128 tile on the 97 grid cases it moves
+    (0.99-1.34x), 0.88-1.2x where its waves are emptier (fp32-d-large-tile-moves-h100.json; perf-log row 93)."""
+    schedule = schedule_for(M, N, K, tiles[0], gpu)
+    cfg = tiles[0] if schedule == "streamk" else choose_config(M, N, out_dtype, gpu.sms, tiles)
+    if schedule != "static":
+        return cfg
+    if cfg == LARGE_16BIT:
+        pair = replace(cfg, cluster_m=2, split_multicast=SPLIT_MULTICAST and b_kmajor)
+        return pair if not aligned and tile_count(M, N, pair) >= 2 * (gpu.sms // 2) else LARGE_SUBTILED_16BIT
+    wide = (out_dtype == torch.float32 and cfg == MEDIUM and not (has_c and K < gpu.wide_fp32_min_k_with_c)
+            and wave_efficiency(M, N, LARGE_SUBTILED_FP32, gpu.sms) >= wave_efficiency(M, N, MEDIUM, gpu.sms))
+    return LARGE_SUBTILED_FP32 if wide else cfg
 
 
-def dram_tie_winner(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, has_c: bool,
-                    tiles: tuple[MatmulConfig, ...] | None = None) -> MatmulConfig | None:
-    """Of `tiles` (default every pieced tile: PIECED_16BIT and NARROW_PIECED_16BIT), the one on the most programs
-    that wins a tie at the DRAM floor with static `cfg` (dram_tie_pays), if any. On the 366 cases of a 3840-case grid
-    (M 65-512, N 1024-14336, K 1024-14336, B K-major, with and without C) where it moves matmul's choice:
-    1.038x faster (geomean; 0.943-1.23, 15 under 0.98): the 64x128 tile to 64x96 on 331 (129x3584x4096 1.23x,
-    129x4096x11008 0.94x), the 128x128 tile to 128x96 on 35 (0.997-1.092): bench/results/archive/narrow-pieced-moves-h100.json,
-    docs/perf-log.md row 103."""
-    tiles = (*PIECED_16BIT, NARROW_PIECED_16BIT) if tiles is None else tiles
-    winners = [tile for tile in tiles if dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)]
-    return max(winners, key=lambda tile: tile_count(M, N, tile), default=None)
+def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidate, b_kmajor: bool, has_c: bool
+                      ) -> tuple[Candidate, ...]:
+    """The tile round's challengers, static (PIECED_16BIT; ties in list order: 128x192 up to gpu.subtiled_first_max_m,
+    then 192x128). Against static waves each is handicapped PIECED_MIN_GAIN; against 128x128 and 64x128 they ran
+    1.13-1.73x faster on all 23 grid shapes they moved (perf-log row 70). Against stream-K only by
+    PIECED_OVER_STREAMK_GAIN, with 128x256's own static waves with D in sub-tiles beside them. With B K-major, a tile
+    that wins a tie with the static incumbent at the DRAM floor (dram_tie_pays; NARROW_PIECED_16BIT too) comes first,
+    unhandicapped, the one on the most programs first: on the 366 cases of a 3840-case grid (M 65-512) where this moves
+    matmul's choice 1.038x faster (geomean; 0.943-1.23): narrow-pieced-moves-h100.json, perf-log row 103."""
+    cfg, schedule = incumbent.config, incumbent.schedule
+    order = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
+                                                                *PIECED_16BIT[2:])
+    static = lambda tile, handicap, why: predicted(M, N, K, tile, "static", gpu, handicap, why)  # noqa: E731
+    if schedule == "streamk":
+        sub_tiled = (LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT else ()
+        return tuple(static(tile, PIECED_OVER_STREAMK_GAIN, "pieced vs stream-K") for tile in order + sub_tiled)
+    tied = () if not (b_kmajor and schedule == "static") else tuple(sorted(
+        (tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT) if dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)),
+        key=lambda tile: -tile_count(M, N, tile)))
+    return (*(static(tile, 1.0, "tie at the DRAM floor") for tile in tied),
+            *(static(tile, PIECED_MIN_GAIN, "pieced") for tile in order if tile not in tied))
 
 
 def dram_tie_pays(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, pieced: MatmulConfig, has_c: bool
@@ -670,20 +714,27 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
 @cache
 def small_m_config(M: int, N: int, K: int, out_dtype: torch.dtype, gpu: GpuModel, b_kmajor: bool = False,
                    has_c: bool = False) -> MatmulConfig:
-    """Small M's tile: of swap-AB's (with B K-major, `b_kmajor`), NARROW's (narrow_configs) and small_m_configs, the
-    one of least predicted time under the schedule schedule_for would give it (the first on a tie); past one row of
-    64-row tiles with B K-major, a static plain tile gives way to NARROW_PIECED_16BIT where that wins the tie at the
-    DRAM floor (dram_tie_winner; with C, `has_c`)."""
+    """Small M's tile: the last of small_m_rounds' winners."""
+    return small_m_rounds(M, N, K, out_dtype, gpu, b_kmajor, has_c)[-1].winner.config
+
+
+def small_m_rounds(M: int, N: int, K: int, out_dtype: torch.dtype, gpu: GpuModel, b_kmajor: bool = False,
+                   has_c: bool = False) -> list[Round]:
+    """Small M's rounds. The tile round: swap-AB's tile (with B K-major, `b_kmajor`), NARROW's (narrow_configs) and
+    small_m_configs, each under the schedule schedule_by_time gives it, in that tie order. Past one row of 64-row
+    tiles with B K-major and a 16-bit D (where the grid ran), a static plain winner then meets NARROW_PIECED_16BIT where
+    that wins the tie at the DRAM floor (dram_tie_pays; with C, `has_c`), listed first: the tie round."""
     tiles = (((swap_config(M, out_dtype), ) if b_kmajor else ()) + narrow_configs(M, N, gpu.sms)
              + small_m_configs(out_dtype))
-    chosen = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, schedule_by_time(M, N, K, cfg, gpu), gpu,
-                                                   out_bytes=out_dtype.itemsize))
-    static = schedule_by_time(M, N, K, chosen, gpu) == "static" and not chosen.swap_ab
-    measured = b_kmajor and M > NARROW_PIECED_16BIT.block_m and out_dtype != torch.float32  # where the grid ran
-    tie = dram_tie_winner(M, N, K, gpu, chosen, has_c, (NARROW_PIECED_16BIT, )) if measured and static else None
-    return tie or chosen
-
-
+    rounds = [Round("tile", tuple(predicted(M, N, K, cfg, schedule_by_time(M, N, K, cfg, gpu), gpu,
+                                            out_bytes=out_dtype.itemsize) for cfg in tiles))]
+    chosen, narrow = rounds[-1].winner, NARROW_PIECED_16BIT
+    measured = b_kmajor and M > narrow.block_m and out_dtype != torch.float32
+    if (measured and chosen.schedule == "static" and not chosen.config.swap_ab
+            and dram_tie_pays(M, N, K, gpu, chosen.config, narrow, has_c)):
+        tie = predicted(M, N, K, narrow, "static", gpu, why="tie at the DRAM floor", out_bytes=out_dtype.itemsize)
+        rounds.append(Round("DRAM-floor tie", (tie, chosen)))
+    return rounds
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2) -> str:
     """The schedule of least predicted time for `cfg` (operands of `in_bytes`), where it beats static by
     STREAMK_MIN_GAIN (else static)."""
