@@ -736,20 +736,19 @@ def small_m_rounds(M: int, N: int, K: int, out_dtype: torch.dtype, gpu: GpuModel
         rounds.append(Round("DRAM-floor tie", (tie, chosen)))
     return rounds
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2) -> str:
-    """The schedule of least predicted time for `cfg` (operands of `in_bytes`), where it beats static by
-    STREAMK_MIN_GAIN (else static)."""
-    times = {s: predict_us(M, N, K, cfg, s, gpu, in_bytes=in_bytes)
-             for s in schedule_candidates(M, N, K, cfg, gpu.sms)}
-    best = min(times, key=times.__getitem__)
-    return best if times["static"] >= STREAMK_MIN_GAIN * times[best] else "static"
+    """The schedule of least predicted time for `cfg` (operands of `in_bytes`): the fastest of its
+    schedule_candidates, each split schedule handicapped STREAMK_MIN_GAIN against static."""
+    split, static = [s for s in schedule_candidates(M, N, K, cfg, gpu.sms) if s != "static"], "static"
+    return fastest([*(predicted(M, N, K, cfg, s, gpu, STREAMK_MIN_GAIN, in_bytes=in_bytes) for s in split),
+                    predicted(M, N, K, cfg, static, gpu, in_bytes=in_bytes)]).schedule
 
 
 def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, gpu: GpuModel) -> str:
     """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); for the blockwise kernel that
-    only up to one row of 64-row tiles (gpu.blockwise_streamk_max_m), past it static, or stream-K for its 128-row tile
-    where blockwise_streamk_pays."""
+    only up to one row of 64-row tiles (gpu.blockwise_streamk_max_m), past it static, or for its 128-row tile the
+    fastest of its static waves and its stream-K (blockwise_candidates)."""
     if blockwise and cfg.block_m == 128:
-        return "streamk" if blockwise_streamk_pays(M, N, K, cfg, cfg, gpu) else "static"
+        return fastest(blockwise_candidates(M, N, K, (cfg, ), gpu)).schedule
     if blockwise and M > gpu.blockwise_streamk_max_m:
         return "static"
     return schedule_by_time(M, N, K, cfg, gpu, in_bytes=1)
@@ -899,32 +898,38 @@ def fp8_configs(blockwise: bool, out_dtype: torch.dtype) -> tuple[MatmulConfig, 
 # 46.1 -> 39.3), those predicted 1.06-1.14x measured 0.92-1.01x.
 
 
-def blockwise_streamk_pays(M: int, N: int, K: int, big: MatmulConfig, best: MatmulConfig, gpu: GpuModel) -> bool:
-    """Whether the blockwise kernel's 128-row tile `big` under stream-K beats `best`'s static waves (the faster
-    predicted blockwise tile) by gpu.blockwise_streamk_min_gain, where its tiles outnumber the SMs."""
-    if tile_count(M, N, big) <= gpu.sms:  # a partial single wave: smaller tiles fill it without a fixup
-        return False
-    fp8 = dict(gpu=gpu, in_bytes=1)
-    return (predict_us(M, N, K, best, "static", **fp8) >=
-            gpu.blockwise_streamk_min_gain * predict_us(M, N, K, big, "streamk", **fp8))
+def blockwise_candidates(M: int, N: int, K: int, tiles: tuple[MatmulConfig, ...], gpu: GpuModel, out_bytes: int = 2
+                         ) -> tuple[Candidate, ...]:
+    """The blockwise kernel's `tiles` static and, first, its largest (128-row) tile under stream-K where its tiles
+    outnumber the SMs (a partial single wave: smaller tiles fill it without a fixup), handicapped
+    gpu.blockwise_streamk_min_gain."""
+    fp8 = dict(in_bytes=1, out_bytes=out_bytes)
+    big = tiles[0]
+    streamk = (predicted(M, N, K, big, "streamk", gpu, gpu.blockwise_streamk_min_gain, "blockwise stream-K", **fp8),
+               ) if tile_count(M, N, big) > gpu.sms else ()
+    return (*streamk, *(predicted(M, N, K, tile, "static", gpu, **fp8) for tile in tiles))
 
 
 def fp8_config_for(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, gpu: GpuModel) -> MatmulConfig:
-    """The configuration matmul_fp8 uses: for M up to 64 per-tensor and per-row scales the faster predicted of
-    swap-AB's tile and the 64-row tile (each under its schedule_by_time schedule), blockwise scales the 64-row tile
-    (no padded wgmma rows; split-K makes up its tile count); past that blockwise scales the tile of least predicted
-    static time, or the 128-row tile where its stream-K pays (blockwise_streamk_pays), per-tensor and per-row the
-    wave-efficiency heuristic over fp8_configs."""
+    """The configuration matmul_fp8 uses: fp8_round's winner."""
+    return fp8_round(M, N, K, blockwise, out_dtype, gpu).winner.config
+
+
+def fp8_round(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, gpu: GpuModel) -> Round:
+    """matmul_fp8's tile round: for M up to 64 per-tensor and per-row scales swap-AB's tile and the 64-row tile, each
+    under its schedule_by_time schedule, blockwise scales the 64-row tile alone (no padded wgmma rows; split-K makes up
+    its tile count); past that blockwise scales blockwise_candidates, per-tensor and per-row the wave heuristic's tile
+    over fp8_configs alone."""
     tiles = fp8_configs(blockwise, out_dtype)
+    fp8 = dict(in_bytes=1, out_bytes=out_dtype.itemsize)
     if M <= tiles[-1].block_m and not blockwise:
-        return min((swap_config(M, out_dtype, kernel="scaled"), tiles[-1]), key=lambda cfg: predict_us(
-            M, N, K, cfg, schedule_by_time(M, N, K, cfg, gpu, 1), gpu, 1, out_dtype.itemsize))
-    if M <= tiles[-1].block_m:
-        return tiles[-1]
-    if blockwise:
-        best = min(tiles, key=lambda cfg: predict_us(M, N, K, cfg, "static", gpu, 1, out_dtype.itemsize))
-        return tiles[0] if blockwise_streamk_pays(M, N, K, tiles[0], best, gpu) else best
-    return choose_config(M, N, out_dtype, gpu.sms, tiles)
+        return Round("tile", tuple(predicted(M, N, K, cfg, schedule_by_time(M, N, K, cfg, gpu, 1), gpu, **fp8)
+                                   for cfg in (swap_config(M, out_dtype, kernel="scaled"), tiles[-1])))
+    if blockwise and M > tiles[-1].block_m:
+        return Round("tile", blockwise_candidates(M, N, K, tiles, gpu, out_dtype.itemsize))
+    cfg = tiles[-1] if blockwise else choose_config(M, N, out_dtype, gpu.sms, tiles)
+    return Round("tile", (predicted(M, N, K, cfg, fp8_schedule_for(M, N, K, cfg, blockwise, gpu), gpu,
+                                    why="the only candidate", **fp8), ))
 
 
 # ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------
