@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tilepipe.host.gpus import gpu_models
-from tilepipe.tools.choices import SNAPSHOTS, grid, moves
+from tilepipe.tools.choices import SNAPSHOTS, grid, main, moves
 
 
 @pytest.mark.parametrize("model", sorted(SNAPSHOTS))
@@ -19,3 +19,21 @@ def test_every_choice_is_the_snapshots(model):
 
 def test_moves_name_each_call_and_both_choices():
     assert moves({"a": "x", "b": "y"}, {"a": "x", "b": "z", "c": "w"}) == ["b: y -> z", "c: (none) -> w"]
+
+
+def test_explain_lists_each_rounds_candidates_and_marks_the_choice(capsys):
+    """`--explain M N K`: at 384x14336x4096 (H100) 128x256 under stream-K is the incumbent; the pieced tiles challenge
+    it unhandicapped (against stream-K), 128x192 wins the tie with 192x128 by coming first and then beats the
+    handicapped ping-pong tile; with C there is no ping-pong round."""
+    assert main(["--explain", "384", "14336", "4096"]) == 0
+    out = capsys.readouterr().out
+    plain = out.split("matmul 384x14336x4096 -> bf16 B K-major\n")[1].split("\nmatmul ")[0]
+    assert "* 128x192x64 s5 D/32 static: 79.93 us x 1.00" in plain and "128x256x64 s3 streamk" in plain
+    assert "128x128x64 s6 pp D/64 static: 85.40 us x 1.02 = 87.10 us" in plain
+    assert plain.endswith("runs 128x192x64 s5 D/32 static")
+    with_c = out.split("matmul 384x14336x4096 -> bf16 +C B K-major\n")[1].split("\nmatmul ")[0]
+    assert "ping-pong round" not in with_c
+    assert "blockwise stream-K" in out.split("matmul_fp8 blockwise")[1]
+    for argv in (["--explain", "0", "1", "1"], ["--explain", "1", "2"]):
+        with pytest.raises(SystemExit):
+            main(argv)

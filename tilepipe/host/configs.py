@@ -384,7 +384,7 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     base = wave_tile(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu)
-    incumbent = predicted(M, N, K, base, schedule_for(M, N, K, base, gpu), gpu, why="wave heuristic")
+    incumbent = predicted(M, N, K, base, schedule_for(M, N, K, base, gpu), gpu, why="incumbent: wave_tile")
     others = aligned and LARGE_16BIT in tiles
     pieced = pieced_candidates(M, N, K, gpu, incumbent, b_kmajor, has_c) if others and scheduler in (
         None, "static", "dynamic") else ()

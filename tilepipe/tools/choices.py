@@ -6,10 +6,13 @@ the code with the snapshots).
     python -m tilepipe.tools.choices --gpu h200 --write    # accept them: rewrite the snapshot (commit it with its A/B)
     python -m tilepipe.tools.choices --gpu h200 --ab h100  # on the GPU: time each call the h200 model moves from the
                                                            # h100 model's choice, both choices interleaved
+    python -m tilepipe.tools.choices --explain 384 14336 4096  # why: each call's rounds of candidates at that shape
 
 A choice is the configuration and schedule matmul (bf16 or fp32 D; with or without C, an fp32 C too; B K-major or
 row-major) or matmul_fp8 (per-tensor or blockwise scales) takes without an autotune entry: host/configs.py's
-modelled_config, schedule_for, fp8_config_for and fp8_schedule_for, for the GPU model of host/gpus/<model>.json.
+modelled_config, schedule_for, fp8_config_for and fp8_schedule_for, for the GPU model of host/gpus/<model>.json. Each
+is the last of its rounds' winners (host/configs.py: Candidate, fastest): --explain prints every round's candidates
+with their predicted time, handicap and handicapped time, the winner marked.
 """
 
 import argparse
@@ -21,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from tilepipe.host.configs import (MatmulConfig, fp8_config_for, fp8_schedule_for, modelled_config, predict_us,
-                                   schedule_for)
+from tilepipe.host.configs import (MatmulConfig, Round, fp8_config_for, fp8_round, fp8_schedule_for, modelled_config,
+                                   modelled_rounds, predict_us, schedule_for)
 from tilepipe.host.gpus import H100, GpuModel, gpu_models
 from tilepipe.verify.report import describe
 
@@ -69,17 +72,45 @@ class Call:
                               own_source=self.c == "+C fp32", has_c=bool(self.c))
         return cfg, schedule_for(M, N, K, cfg, gpu)
 
+    def rounds(self, gpu: GpuModel) -> list[Round]:
+        """The rounds of candidates behind choose's configuration."""
+        if self.scaling:
+            return [fp8_round(self.M, self.N, self.K, self.scaling == "blockwise", torch.bfloat16, gpu)]
+        return modelled_rounds(self.M, self.N, self.K, torch.bfloat16, DTYPES[self.d], self.b_kmajor, gpu,
+                               own_source=self.c == "+C fp32", has_c=bool(self.c))
+
 
 def calls() -> list[Call]:
     """GRID_M x GRID_NK in matmul's forms (BF16_FORMS) and matmul_fp8's two scalings."""
-    return [call for M in GRID_M for N, K in GRID_NK
-            for call in [*(Call(M, N, K, d, c, b_kmajor) for d, c, b_kmajor in BF16_FORMS),
-                         Call(M, N, K, scaling="per-tensor"), Call(M, N, K, scaling="blockwise")]]
+    return [call for M in GRID_M for N, K in GRID_NK for call in calls_at(M, N, K)]
 
 
 def grid(gpu: GpuModel = H100) -> dict[str, str]:
     """{call: choice} of the model of `gpu` over calls()."""
     return {call.name: "{} {}".format(describe(cfg), schedule) for call in calls() for cfg, schedule in [call.choose(gpu)]}
+
+
+def explain(M: int, N: int, K: int, gpu: GpuModel = H100) -> list[str]:
+    """Lines saying why each call of the grid's forms at M x N x K chose what it did: each round's candidates in tie
+    order with predicted time, handicap and handicapped time (the winner marked *), then what runs."""
+    lines = []
+    for call in calls_at(M, N, K):
+        lines.append(call.name)
+        for round_ in call.rounds(gpu):
+            winner = round_.winner
+            lines.append(f"  {round_.question} round:")
+            lines += [f"  {'*' if candidate is winner else ' '} {describe(candidate.config)} {candidate.schedule}: "
+                      f"{candidate.time_us:.2f} us x {candidate.handicap:.2f} = {candidate.cost_us:.2f} us"
+                      + (f"  ({candidate.why})" if candidate.why else "") for candidate in round_.candidates]
+        cfg, schedule = call.choose(gpu)
+        lines.append(f"  runs {describe(cfg)} {schedule}")
+    return lines
+
+
+def calls_at(M: int, N: int, K: int) -> list[Call]:
+    """The grid's calls at one shape: matmul in BF16_FORMS, matmul_fp8 in both scalings."""
+    return [*(Call(M, N, K, d, c, b_kmajor) for d, c, b_kmajor in BF16_FORMS),
+            Call(M, N, K, scaling="per-tensor"), Call(M, N, K, scaling="blockwise")]
 
 
 def moves(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -142,8 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the snapshot with the code's choices")
     parser.add_argument("--ab", metavar="MODEL", choices=sorted(gpu_models()),
                         help="time each move from MODEL's choices to --gpu's on this GPU, into bench/results/")
+    parser.add_argument("--explain", nargs=3, type=int, metavar=("M", "N", "K"),
+                        help="print each call's candidates at M x N x K and the winner, then exit")
     args = parser.parse_args(argv)
     gpu = gpu_models()[args.gpu]
+    if args.explain:
+        if min(args.explain) < 1:
+            parser.error(f"--explain: M, N and K must be positive, got {args.explain}")
+        print("\n".join(explain(*args.explain, gpu)))
+        return 0
     if args.ab:
         from tilepipe.tools.bench import RESULTS_DIR, run_environment
 
