@@ -529,7 +529,6 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gp
     stage_bytes = (bm + bn) * bk * in_bytes
     sm_bytes = gpu.sm_dram_bytes_per_us if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else gpu.sm_bytes_per_us
     stream = min(sm_bytes, cfg.stages * stage_bytes / gpu.load_latency_us)
-    reads = (M + N) * K * in_bytes
     loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg, gpu) / gpu.flops_per_sm(in_bytes) * 1e6,
              "stream": steps * stage_bytes / stream,
              "dram": dram_us(M, N, K, gpu, in_bytes, out_bytes)}
@@ -735,6 +734,8 @@ def small_m_rounds(M: int, N: int, K: int, out_dtype: torch.dtype, gpu: GpuModel
         tie = predicted(M, N, K, narrow, "static", gpu, why="tie at the DRAM floor", out_bytes=out_dtype.itemsize)
         rounds.append(Round("DRAM-floor tie", (tie, chosen)))
     return rounds
+
+
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2) -> str:
     """The schedule of least predicted time for `cfg` (operands of `in_bytes`): the fastest of its
     schedule_candidates, each split schedule handicapped STREAMK_MIN_GAIN against static."""
