@@ -1,6 +1,7 @@
 """CPU tests of tilepipe.grouped_mm_fp8: argument checks (on fake CUDA tensors, the path torch.compile traces), the tile
 choice, both kernels compiled for sm_90a, and their protocols model-checked (and a seeded wrong count caught)."""
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -9,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped_fp8 import grouped_fp8_config
+from tilepipe.api.grouped_fp8 import grouped_fp8_config, shifted_scale_rows
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, fp8_configs
 from tilepipe.kernels.grouped_fp8 import grouped_fp8_spec
 from tilepipe.verify.checker import check
@@ -190,3 +191,44 @@ def test_seeded_wrong_arrive_count_deadlocks_the_load_role(protocols, index):
     result = check(replace(with_pipeline(protocols[index], "input", consumer_arrivals=2), trace=None))
     assert not result.ok
     assert any(f.kind == "deadlock" and (f.role, f.pipeline) == ("load", "input") for f in result.findings)
+
+
+@pytest.mark.parametrize("M, k_blocks", [(1, 1), (5, 3), (130, 56)])
+@pytest.mark.parametrize("m_major", [True, False])
+def test_shifted_scale_rows_hold_every_row_from_16_bytes(M, k_blocks, m_major):
+    """The blockwise kernel reads the scales of the A rows from `row` (any row: a group's first) in copy row % 4 at
+    row - row % 4, a multiple of 4 fp32 words: there the copy holds scale_a's rows from `row`, zeros past M."""
+    scale_a = (torch.rand(k_blocks, M) + 0.5).t() if m_major else torch.rand(M, k_blocks) + 0.5
+    shifted = shifted_scale_rows(scale_a)
+    assert shifted.is_contiguous() and tuple(shifted.shape) == (4 * k_blocks, -(-M // 4) * 4)
+    for row in range(M):
+        copy = shifted[row % 4 * k_blocks:(row % 4 + 1) * k_blocks, row - row % 4:]
+        assert torch.equal(copy[:, :M - row], scale_a[row:].t()) and not copy[:, M - row:].any(), row
+
+
+def tma_loads(ptx: str, descriptor: int) -> list[tuple[str, ...]]:
+    """The coordinate registers (innermost first) of every TMA load through the kernel's `descriptor`-th descriptor
+    parameter, as the PTX names them."""
+    param = re.findall(r"\.param \.align 64 \.b8 (\w+)\[128\]", ptx)[descriptor]
+    copies = {param}
+    for dst, src in re.findall(r"(?:mov\.b32|cvt\.u64\.u32|cvta\.param\.u64)\s+(%\w+), (\w+|%\w+);", ptx):
+        if src in copies:
+            copies.add(dst)
+    return [tuple(c.split(", ")) for d, c in
+            re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global\S* \[%\w+\], \[(%\w+), \{([^}]*)\}\]", ptx)
+            if d in copies]
+
+
+@pytest.mark.parametrize("name", ["blockwise bf16", "blockwise fp32"])
+def test_scale_boxes_start_on_16_bytes(reports, name):
+    """TMA reads a row from a 16-byte start only (an fp32 box at another word is an illegal instruction: the H200
+    fault of every blockwise case): both scale boxes' innermost coordinates are masked to a multiple of 4 words. A's
+    was its tile's first row, a group's first row plus a multiple of 128, before the shifted copies."""
+    ptx = reports[name].ptx
+    for descriptor in (2, 3):  # sa_desc, sb_desc
+        loads = tma_loads(ptx, descriptor)
+        assert loads, descriptor
+        for innermost, _ in loads:
+            writes = re.findall(rf"\n\s*([\w.]+)\s+{innermost}, ([^;]*);", ptx)
+            assert writes and all(op == "and.b32" and int(args.split(", ")[-1]) % 4 == 0 for op, args in writes), (
+                descriptor, writes)

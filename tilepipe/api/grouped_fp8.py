@@ -20,7 +20,11 @@ from tilepipe.host.checks import check_grouped_out, check_no_overlap, check_out_
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, MatmulConfig, fp8_configs
 from tilepipe.host.device import device_index, device_target, sm_count
 from tilepipe.host.launch import LauncherCache, TmaOperand, check_tma_starts, tensor_descriptor
+from tilepipe.host.staging import tma_ready
+from tilepipe.kernels.blockwise_scales import SCALE_ALIGN as BLOCKWISE_SCALE_ALIGN
 from tilepipe.kernels.spec import BUILD_OPTIONS
+
+SCALE_ALIGN = BLOCKWISE_SCALE_ALIGN.value  # fp32 scales in 16 bytes: where TMA may start a row's read
 
 GROUPED_FP8_SCHEDULE = "static"
 
@@ -62,16 +66,36 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     device = device_index(a)
     if device_target(device) != "sm_90a":
         raise RuntimeError(f"grouped_mm_fp8 is built for sm_90a (Hopper); this GPU is {device_target(device)}")
-    if blockwise:
+    if blockwise and BLOCKWISE_FAULT:
         raise NotImplementedError(BLOCKWISE_FAULT)
-    _launch(a, b_rows, (scale_a.reshape(M).contiguous(), scale_b.contiguous()), out, offs, G, N, K, blockwise, device)
+    if blockwise:  # the kernel reads scale_a^T in shifted copies and the experts' scale_b^T stacked, by TMA
+        scales = (shifted_scale_rows(scale_a), tma_ready(scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)))
+    else:
+        scales = (scale_a.reshape(M).contiguous(), scale_b.contiguous())
+    _launch(a, b_rows, scales, out, offs, G, N, K, blockwise, device)
     return out
 
 
-BLOCKWISE_FAULT = ("grouped_mm_fp8 with blockwise scales is not available: its kernel (kernels/grouped_fp8.py: "
-                   "grouped_blockwise_kernel) stopped with 'an illegal instruction was encountered' on an H200, even "
-                   "with 1024-row groups; per-row scales (scale_b 2-D) work. docs/grouped.md says what is known.")
-"""Why the blockwise form refuses to launch (measured at 5c8d0fc..bcd3461: every blockwise GPU case faulted)."""
+BLOCKWISE_FAULT: str | None = (
+    "grouped_mm_fp8 with blockwise scales is refused until its fix has run on a GPU: its kernel "
+    "(kernels/grouped_fp8.py: grouped_blockwise_kernel) stopped with 'an illegal instruction was encountered' on an "
+    "H200; per-row scales (scale_b 2-D) work. docs/grouped.md says what was found and what is left.")
+"""Why the blockwise form refuses to launch (measured at bcd3461: every blockwise GPU case faulted, as did the bench's
+1024-row groups). The cause found since (scale_a^T read by TMA from rows off 16 bytes) is fixed (shifted_scale_rows);
+the GPU cases set this to None in their own process to run the kernel, and it goes once they pass."""
+
+
+def shifted_scale_rows(scale_a: torch.Tensor) -> torch.Tensor:
+    """scale_a (M, K/128) as grouped_blockwise_kernel reads it by TMA: SCALE_ALIGN copies of scale_a^T stacked, a
+    new (SCALE_ALIGN * K/128, M rounded up to SCALE_ALIGN) fp32 tensor whose copy j is shifted up by j rows (its column
+    m holds row m + j; zeros past M). A group's tiles start at any row, and TMA reads a row of scale_a^T only from a
+    16-byte start: the kernel reads the rows from `row` at row rounded down to a multiple of SCALE_ALIGN in copy
+    row % SCALE_ALIGN (kernels/blockwise_scales.py shifted_a_scales_at). Two kernels, 4x scale_a's bytes."""
+    M, k_blocks = scale_a.shape
+    width = -(-M // SCALE_ALIGN) * SCALE_ALIGN
+    padded = torch.nn.functional.pad(scale_a.t(), (0, width + SCALE_ALIGN - 1 - M)).contiguous()
+    copies = padded.as_strided((SCALE_ALIGN, k_blocks, width), (1, padded.stride(0), 1))
+    return copies.contiguous().view(SCALE_ALIGN * k_blocks, width)
 
 
 def check_grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,

@@ -13,11 +13,30 @@ SCALE_ALIGN = gl.constexpr(4)  # fp32 words in 16 bytes: TMA's innermost coordin
 
 
 @gluon.jit
-def load_stage_scales(stage, sa_desc, sb_desc, row, b_row, k):
+def a_scales_at(sa_desc, row, k):
+    """Where K block k's scales of the A rows from `row` start in sa_desc, over scale_a^T (K blocks x M): [k, row]
+    (`row` a multiple of SCALE_ALIGN: a tile's first row in a GEMM's grid)."""
+    return k, row
+
+
+@gluon.jit
+def shifted_a_scales_at(sa_desc, row, k):
+    """a_scales_at for A rows from any `row` (a grouped GEMM's tile starts at its group's first row): sa_desc over
+    SCALE_ALIGN copies of scale_a^T stacked, copy j shifted up by j rows (api/grouped_fp8.py shifted_scale_rows), so
+    the rows from `row` start in copy row % SCALE_ALIGN at row rounded down to a multiple of SCALE_ALIGN, on 16 bytes
+    as TMA needs (docs/fp8.md rule 1; an unaligned start is an illegal instruction)."""
+    aligned = row & -SCALE_ALIGN
+    return (row - aligned) * (sa_desc.shape[0] // SCALE_ALIGN) + k, aligned
+
+
+@gluon.jit
+def load_stage_scales(stage, sa_desc, sb_desc, row, b_row, k, A_SCALES_AT: gl.constexpr = a_scales_at):
     """TMA-load K block k's scales of the tile whose A rows start at `row` and B rows (B's N, in B's descriptor) at
-    `b_row` into the stage (its "a_scales" and "b_scales" arrays): A's column of BM row scales, and the tile's B boxes
-    (one per 128 rows of B) from K block k - k % SCALE_ALIGN (stage_scales picks the block's word)."""
-    stage.load("a_scales", sa_desc, [k, row])
+    `b_row` into the stage (its "a_scales" and "b_scales" arrays): A's column of BM row scales (where A_SCALES_AT
+    says), and the tile's B boxes (one per 128 rows of B) from K block k - k % SCALE_ALIGN (stage_scales picks the
+    block's word)."""
+    a_k, a_row = A_SCALES_AT(sa_desc, row, k)
+    stage.load("a_scales", sa_desc, [a_k, a_row])
     stage.load("b_scales", sb_desc, [b_row // SCALE_BLOCK, k - k % SCALE_ALIGN])
 
 

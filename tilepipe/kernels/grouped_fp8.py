@@ -8,7 +8,8 @@ GEMMs' main loops:
                             the row_scaled epilogue function (its column scales the group's row, as a bias row is)
   grouped_blockwise_kernel  DeepSeek-V3 blockwise: matmul_fp8_blockwise's load role (A, B and the K tile's scales in
                             one stage, at the group's coordinates) and its main loop (blockwise_unit: each K tile's
-                            partial sum promoted in registers); B's scales stacked like B, [G * N / 128, K / 128]
+                            partial sum promoted in registers); B's scales stacked like B, [G * N / 128, K / 128],
+                            A's in four copies shifted by a row each, so a group may start on any row
 
 Roles: load (1 warp), mma (8 warps: main loop, D's tile through the output stages or a masked register store),
 store (1 warp, grouped_store_role).
@@ -17,7 +18,7 @@ store (1 warp, grouped_store_role).
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.blockwise_scales import SCALE_BLOCK
+from tilepipe.kernels.blockwise_scales import SCALE_BLOCK, shifted_a_scales_at
 from tilepipe.kernels.epilogue_functions import row_scaled
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
 from tilepipe.kernels.grouped_matmul import grouped_mma_role, grouped_store_role
@@ -61,9 +62,11 @@ def grouped_scaled_kernel(a_desc, b_desc, d_desc, d_ptr, offs, scale_a, scale_b,
 def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d,
                              STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                              SCHEDULE: gl.constexpr):
-    """DeepSeek-V3 blockwise scales: sa_desc over scale_a^T (K / 128 x M), sb_desc over the experts' scale_b^T stacked
-    ([G * N / 128, K / 128]: N a multiple of 128, so B's rows b_row scale with row b_row / 128). The rest as
-    grouped_scaled_kernel, D's tile one BM x BN output stage (BN = BK = 128: one B scale per K tile)."""
+    """DeepSeek-V3 blockwise scales: sa_desc over SCALE_ALIGN copies of scale_a^T (K / 128 x M) stacked, copy j
+    shifted up by j rows (a group's tiles start at any row; TMA reads scale_a^T's rows from 16-byte starts only:
+    shifted_a_scales_at), sb_desc over the experts' scale_b^T stacked ([G * N / 128, K / 128]: N a multiple of 128,
+    so B's rows b_row scale with row b_row / 128). The rest as grouped_scaled_kernel, D's tile one BM x BN output
+    stage (BN = BK = 128: one B scale per K tile)."""
     BM: gl.constexpr = d_desc.block_type.shape[0]
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -74,8 +77,8 @@ def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, of
     sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M)
     warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, d_ptr, True, False, None,
                                          blockwise_unit, None)),
-                     (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles), WORKER_WARPS,
-                      WORKER_REGS),
+                     (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles,
+                                            shifted_a_scales_at), WORKER_WARPS, WORKER_REGS),
                      (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS)])
 
 

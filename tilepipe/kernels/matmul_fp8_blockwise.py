@@ -16,7 +16,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
 
-from tilepipe.kernels.blockwise_scales import SCALE_BLOCK, load_stage_scales, promote, stage_scales
+from tilepipe.kernels.blockwise_scales import SCALE_BLOCK, a_scales_at, load_stage_scales, promote, stage_scales
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, epilogue_load_role, operand_accumulator, store_role
 from tilepipe.kernels.matmul_fp8 import accumulator_layout, allocate_roles, fp8_plan, tile_desc
 from tilepipe.pipeline.cluster import column_runs
@@ -33,10 +33,10 @@ from tilepipe.schedulers import scheduler_class
 
 
 @gluon.jit
-def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles):
-    """A, B and the K tile's scales (A's column of BM row scales, B's block scales) into one input stage, at the
-    coordinates the work gives (a grouped GEMM's: its group's rows and expert); in a cluster what the CTAs share is
-    multicast (InputProducerStage.load: split or by the first CTA, as its descriptor says)."""
+def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles,
+                        A_SCALES_AT: gl.constexpr = a_scales_at):
+    """A, B and the K tile's scales (A's BM row scales where A_SCALES_AT says, B's block scales) into one stage at the
+    work's coordinates (a grouped GEMM's: its rows, expert); a cluster's shared operand multicast (tiles.load_a/b)."""
     BM: gl.constexpr = inputs.payload.a_tiles.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1]
@@ -54,7 +54,7 @@ def blockwise_load_role(inputs: InputTilePipeline, a_desc, b_desc, sa_desc, sb_d
                 b_row, b_col = work.b_coords(col, k * BK, True)
                 tiles.load_a(a_desc, [a_row, a_col])
                 tiles.load_b(b_desc, [b_row, b_col])
-                load_stage_scales(tiles, sa_desc, sb_desc, a_row, b_row, k)
+                load_stage_scales(tiles, sa_desc, sb_desc, a_row, b_row, k, A_SCALES_AT)
         work = work.next()
     producer.drain()
 
