@@ -3,7 +3,8 @@ the device's public figures (SMs, clock, DRAM bandwidth, shared memory, the name
 constants host/configs.py predicts with, each with the results files it was fitted on. A file whose constants were not
 all fitted on its own GPU says `"same_as"` the model it borrows the others from and why (`"refit"`); its own entries
 override the borrowed ones (tilepipe.tools.fit_gpu fits them on a results file of that GPU). What each constant means
-and how it was measured: the `# gpu.<name>:` comments of host/configs.py, beside the rules that use it."""
+and how it was measured: the `# gpu.<name>:` comments of host/configs.py, beside the candidates, handicaps and terms
+that use it."""
 
 import json
 import re
