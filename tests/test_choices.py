@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tilepipe.host.configs import Candidate, MatmulConfig, Round, fastest
 from tilepipe.host.gpus import gpu_models
 from tilepipe.tools.choices import SNAPSHOTS, grid, main, moves
 
@@ -37,3 +38,13 @@ def test_explain_lists_each_rounds_candidates_and_marks_the_choice(capsys):
     for argv in (["--explain", "0", "1", "1"], ["--explain", "1", "2"]):
         with pytest.raises(SystemExit):
             main(argv)
+
+
+def test_fastest_takes_the_least_handicapped_time_and_the_first_on_a_tie():
+    """The one chooser: a candidate's time times its handicap, the first listed on a tie (host/configs.py)."""
+    a, b = MatmulConfig(128, 256, 64, 3), MatmulConfig(128, 128, 64, 4)
+    plain, handicapped = Candidate(a, "static", 100.0), Candidate(b, "static", 96.0, handicap=1.05)
+    assert handicapped.cost_us == 96.0 * 1.05 and fastest([handicapped, plain]) is plain
+    tied = Candidate(b, "static", 100.0)
+    assert fastest([tied, plain]) is tied and fastest([plain, tied]) is plain
+    assert Round("tile", (handicapped, plain)).winner is plain
