@@ -7,7 +7,12 @@ with NaN first: the groups' rows must match and the rows past offs[-1] stay NaN.
 layouts read in place and ones the op copies first.
 `... cudagraph row`: grouped_mm_fp8 captured in a CUDA graph and replayed with new offs, inputs and scales.
 `... compile blockwise`: grouped_mm_fp8 under torch.compile(fullgraph=True).
+`... uniform grouped`: the bench's first blockwise row (DeepSeek-V3 EP8 gate-up: 32 experts of 1024 rows, N = 4096,
+K = 7168), which also faulted on the H200 though its groups start on multiples of 1024; `... uniform dense`: the
+dense matmul_fp8 call the bench made next, before any sync.
 `... badargs`: invalid CUDA arguments each raise an error naming the argument, the NaN-poisoned out untouched.
+`... refused`: blockwise scales refused (api/grouped_fp8.py BLOCKWISE_FAULT), out untouched. Every other blockwise
+case lifts that refusal in its own process: it runs the kernel, whose fix has not run on a GPU yet.
 """
 
 import json
@@ -16,6 +21,7 @@ import sys
 import torch
 
 import tilepipe
+from tilepipe.api import grouped_fp8
 from tests.gpu.fp8_cases import expand_blocks, random_scales
 from tests.gpu.grouped_cases import check, offsets
 from tests.gpu.guarded import unexpected_errors, warmed_graph
@@ -99,6 +105,24 @@ def run_cudagraph(scaling: str) -> dict:
     return {"case": f"grouped fp8 {scaling} cudagraph", "ok": not failures, "failures": failures}
 
 
+def run_uniform(kernel: str) -> dict:
+    """The bench's first blockwise row, equal groups of 1024 rows, against the float64 reference: `kernel` "grouped"
+    (grouped_mm_fp8), or "dense" (the bench's next call, matmul_fp8 over every row with expert 0's B and scales: the
+    bench launched both before its first sync, so its fault may have been either's)."""
+    torch.manual_seed(5)
+    sizes, N, K = [1024] * 32, 4096, 7168
+    a, b, sa, sb, a_ref, b_ref = problem(sizes, 0, N, K, "blockwise", in_place=True)
+    out = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    if kernel == "grouped":
+        tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out=out)
+    else:
+        tilepipe.matmul_fp8(a, b[0], sa, sb[0], out=out)
+        sizes, b_ref = [sum(sizes)], b_ref[:1]
+    torch.cuda.synchronize()
+    failures = check(out, a_ref, b_ref, sizes, TOLERANCE["blockwise"])
+    return {"case": f"fp8 blockwise uniform {kernel}", "ok": not failures, "failures": failures[:10]}
+
+
 def dequantized_b(b: torch.Tensor, sb: torch.Tensor, scaling: str) -> torch.Tensor:
     """b (G, K, N) dequantized with scale_b in float64."""
     G, K, N = b.shape
@@ -177,7 +201,9 @@ def run_refused() -> dict:
 
 if __name__ == "__main__":
     case, *rest = sys.argv[1:]
-    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "badargs": run_badargs,
-              "refused": run_refused}[case](*rest)
+    if "blockwise" in rest or case == "uniform":
+        grouped_fp8.BLOCKWISE_FAULT = None  # this process runs the blockwise kernel (see the module's docstring)
+    result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "uniform": run_uniform,
+              "badargs": run_badargs, "refused": run_refused}[case](*rest)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -6,9 +6,9 @@ with FP8 operands and matmul_fp8's finer scalings, per group's expert (kernels/g
 | per-row   | (M,) or (M, 1)                     | (G, N): an expert's column scales              | fp8 wgmma's    |
 | blockwise | (M, K/128): 1x128, as matmul_fp8's | (G, K/128, N/128): 128x128, matmul_fp8's each  | fp32 every 128 |
 
-The scale_b kind follows from its rank (2-D per-row, 3-D blockwise). Blockwise, matmul_fp8's layouts are the ones
-read in place: scale_a M-major (a transposed (K/128, M) tensor, as linear_fp8 makes) and scale_b a transposed
-(G, N/128, K/128) tensor (DeepSeek-V3's weight scales, per expert), like b; other layouts are copied first.
+The scale_b kind follows from its rank (2-D per-row, 3-D blockwise). Blockwise, scale_b is read in place as a
+transposed (G, N/128, K/128) tensor (DeepSeek-V3's weight scales, per expert), like b, other layouts copied first;
+scale_a, of any layout, is copied into four shifted copies (shifted_scale_rows: a group may start on any row).
 """
 
 from dataclasses import replace
