@@ -8,11 +8,9 @@ layouts read in place and ones the op copies first.
 `... cudagraph row`: grouped_mm_fp8 captured in a CUDA graph and replayed with new offs, inputs and scales.
 `... compile blockwise`: grouped_mm_fp8 under torch.compile(fullgraph=True).
 `... uniform grouped`: the bench's first blockwise row (DeepSeek-V3 EP8 gate-up: 32 experts of 1024 rows, N = 4096,
-K = 7168), which also faulted on the H200 though its groups start on multiples of 1024; `... uniform dense`: the
-dense matmul_fp8 call the bench made next, before any sync.
+K = 7168), which faulted on the H200 before the scale rows' fix (its fault was the dense call's or the grouped one's);
+`... uniform dense`: the dense matmul_fp8 call the bench made next, before any sync.
 `... badargs`: invalid CUDA arguments each raise an error naming the argument, the NaN-poisoned out untouched.
-`... refused`: blockwise scales refused (api/grouped_fp8.py BLOCKWISE_FAULT), out untouched. Every other blockwise
-case lifts that refusal in its own process: it runs the kernel, whose fix has not run on a GPU yet.
 """
 
 import json
@@ -21,7 +19,6 @@ import sys
 import torch
 
 import tilepipe
-from tilepipe.api import grouped_fp8
 from tests.gpu.fp8_cases import expand_blocks, random_scales
 from tests.gpu.grouped_cases import check, offsets
 from tests.gpu.guarded import unexpected_errors, warmed_graph
@@ -180,30 +177,9 @@ def run_badargs() -> dict:
     return {"case": "grouped fp8 badargs", "ok": not failures, "failures": failures}
 
 
-def run_refused() -> dict:
-    """Blockwise scales, valid otherwise: NotImplementedError (the kernel faulted on an H200), out left untouched."""
-    torch.manual_seed(4)
-    sizes, N, K = [64, 0, 200], 256, 512
-    a, b, sa, sb, _, _ = problem(sizes, 0, N, K, "blockwise", in_place=True)
-    out = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    failures = []
-    try:
-        tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out=out)
-        failures.append({"blockwise": "no error"})
-    except NotImplementedError as error:
-        if "illegal instruction" not in str(error):
-            failures.append({"blockwise": str(error)})
-    torch.cuda.synchronize()
-    if not torch.isnan(out).all():
-        failures.append({"out": "written"})
-    return {"case": "grouped fp8 blockwise refused", "ok": not failures, "failures": failures}
-
-
 if __name__ == "__main__":
     case, *rest = sys.argv[1:]
-    if "blockwise" in rest or case == "uniform":
-        grouped_fp8.BLOCKWISE_FAULT = None  # this process runs the blockwise kernel (see the module's docstring)
     result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "uniform": run_uniform,
-              "badargs": run_badargs, "refused": run_refused}[case](*rest)
+              "badargs": run_badargs}[case](*rest)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

@@ -66,23 +66,12 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     device = device_index(a)
     if device_target(device) != "sm_90a":
         raise RuntimeError(f"grouped_mm_fp8 is built for sm_90a (Hopper); this GPU is {device_target(device)}")
-    if blockwise and BLOCKWISE_FAULT:
-        raise NotImplementedError(BLOCKWISE_FAULT)
     if blockwise:  # the kernel reads scale_a^T in shifted copies and the experts' scale_b^T stacked, by TMA
         scales = (shifted_scale_rows(scale_a), tma_ready(scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)))
     else:
         scales = (scale_a.reshape(M).contiguous(), scale_b.contiguous())
     _launch(a, b_rows, scales, out, offs, G, N, K, blockwise, device)
     return out
-
-
-BLOCKWISE_FAULT: str | None = (
-    "grouped_mm_fp8 with blockwise scales is refused until its fix has run on a GPU: its kernel "
-    "(kernels/grouped_fp8.py: grouped_blockwise_kernel) stopped with 'an illegal instruction was encountered' on an "
-    "H200; per-row scales (scale_b 2-D) work. docs/grouped.md says what was found and what is left.")
-"""Why the blockwise form refuses to launch (measured at bcd3461: every blockwise GPU case faulted, as did the bench's
-1024-row groups). The cause found since (scale_a^T read by TMA from rows off 16 bytes) is fixed (shifted_scale_rows);
-the GPU cases set this to None in their own process to run the kernel, and it goes once they pass."""
 
 
 def shifted_scale_rows(scale_a: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 import tilepipe
-from tilepipe.api.grouped_fp8 import BLOCKWISE_FAULT
 from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, write_results
 from tilepipe.tools.bench_grouped import expert_sizes
 
@@ -32,16 +31,25 @@ def scales(*shape: int) -> torch.Tensor:
 
 def bench_case(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
                ) -> list[Row]:
-    """One case and distribution: per-row against torch._scaled_grouped_mm; blockwise not timed (BLOCKWISE_FAULT)."""
+    """One case and distribution: blockwise against dense matmul_fp8, per-row against torch._scaled_grouped_mm."""
     sizes = expert_sizes(rows, G, distribution)
     offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
     a = torch.randn(rows, K, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(G, N, K, device="cuda").to(torch.float8_e4m3fn).transpose(1, 2)
+    sa = scales(K // 128, rows).t()  # M-major, as linear_fp8 makes them
+    sb = scales(G, N // 128, K // 128).transpose(1, 2)  # DeepSeek-V3's (N/128, K/128) per expert, transposed
     ours = torch.full((rows, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    dense = torch.empty_like(ours)
     flops = 2.0 * rows * N * K
     shape = f"{name}: G={G} {rows}x{N}x{K} {distribution} (largest {max(sizes)}, empty {sizes.count(0)})"
-    found = [Row(shape, "grouped_mm_fp8 blockwise", f"not timed: {BLOCKWISE_FAULT[:60]}...", 0.0, 0.0, 0.0,
-                 float("nan"), [])]
+    tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=ours)
+    tilepipe.matmul_fp8(a, b[0], sa, sb[0], out=dense)
+    first = sizes[0]  # the first group's rows use expert 0 in both
+    err = _rel_err(ours[:first], dense[:first]) if first else float("nan")
+    result = compare(lambda: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=ours),
+                     lambda: tilepipe.matmul_fp8(a, b[0], sa, sb[0], out=dense), flops, pairs, rep_ms, settle=1)
+    found = [Row(shape, "grouped_mm_fp8 blockwise", "matmul_fp8 blockwise, all rows, expert 0", *result[:3], err,
+                 result[3])]
     row_a, row_b = scales(rows), scales(G, N)
     tilepipe.grouped_mm_fp8(a, b, row_a, row_b, offs, out=ours)
     try:
