@@ -294,16 +294,24 @@ def test_swap_linears_swaps_gated_mlps_and_linears_of_a_module_tree():
     assert isinstance(tilepipe.nn.swap_linears(torch.nn.Linear(8, 8, dtype=torch.float16)), tilepipe.nn.Linear)
 
 
+
+def fake_cuda_parameters(module: torch.nn.Module):
+    """Inside a FakeTensorMode: replace `module`'s parameters by fake bf16 CUDA ones of the same shapes; returns the
+    maker of such tensors (shape -> tensor) for the inputs."""
+    fake = lambda *shape: torch.empty(*shape, device="cuda", dtype=torch.bfloat16)  # noqa: E731
+    for part in module.modules():
+        for name, p in list(part.named_parameters(recurse=False)):
+            setattr(part, name, torch.nn.Parameter(fake(*p.shape), requires_grad=False))
+    return fake
+
+
 def test_swapped_modules_trace_under_compile():
     """A swapped block's gated MLP and projections run as tilepipe's custom ops under torch.compile(fullgraph)."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     block = tilepipe.nn.swap_linears(_Block(64, 128, torch.nn.SiLU()).to(torch.bfloat16))
     with FakeTensorMode(allow_non_fake_inputs=True):
-        fake = lambda *shape: torch.empty(*shape, device="cuda", dtype=torch.bfloat16)  # noqa: E731
-        for module in block.modules():  # fake bf16 CUDA parameters of the same shapes
-            for name, p in list(module.named_parameters(recurse=False)):
-                setattr(module, name, torch.nn.Parameter(fake(*p.shape), requires_grad=False))
+        fake = fake_cuda_parameters(block)
         torch._dynamo.reset()
         counter = CompileCounterWithBackend("aot_eager")
         run = torch.compile(lambda x: block.mlp(block.o_proj(block.q_proj(x))), fullgraph=True, backend=counter)

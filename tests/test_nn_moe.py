@@ -11,6 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
+from tests.test_linear import fake_cuda_parameters
 from tilepipe.api.linear import GATE_COLUMNS
 
 E, HIDDEN, INTER, TOP_K = 8, 128, 192, 2  # I = 192: three 64-row gate-up blocks per expert
@@ -180,10 +181,7 @@ def test_swapped_block_traces_under_compile(mixtral):
 
     block = tilepipe.nn.swap_experts(copy.deepcopy(mixtral.model.layers[0].mlp))
     with FakeTensorMode(allow_non_fake_inputs=True):
-        fake = lambda *shape: torch.empty(*shape, device="cuda", dtype=torch.bfloat16)  # noqa: E731
-        for module in block.modules():  # fake bf16 CUDA parameters of the same shapes
-            for name, p in list(module.named_parameters(recurse=False)):
-                setattr(module, name, torch.nn.Parameter(fake(*p.shape), requires_grad=False))
+        fake = fake_cuda_parameters(block)
         torch._dynamo.reset()
         counter = CompileCounterWithBackend("aot_eager")
         assert torch.compile(block, fullgraph=True, backend=counter)(fake(2, 7, HIDDEN)).shape == (2, 7, HIDDEN)

@@ -23,6 +23,19 @@ def rel(x: torch.Tensor, ref: torch.Tensor) -> float:
     return float((x.double() - ref.double()).norm() / ref.double().norm())
 
 
+def logits(model: torch.nn.Module, ids: torch.Tensor, mode: str) -> tuple[torch.Tensor, bool | str | None]:
+    """`model`'s logits for `ids` eager, or under torch.compile (fullgraph=True, else the graph break's text and the
+    model compiled with breaks: a break in transformers' code, not in tilepipe's ops); and which it was."""
+    if mode != "compile":
+        return model(ids, use_cache=False).logits, None
+    torch._dynamo.reset()
+    try:
+        return torch.compile(model, fullgraph=True)(ids, use_cache=False).logits, True
+    except Exception as error:  # a graph break in transformers' code, not in tilepipe's ops
+        torch._dynamo.reset()
+        return torch.compile(model)(ids, use_cache=False).logits, f"{type(error).__name__}: {str(error)[:300]}"
+
+
 def run_logits(mode: str) -> dict:
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -38,21 +51,10 @@ def run_logits(mode: str) -> dict:
     kinds = sorted({type(m).__name__ for m in swapped.modules() if type(m).__module__ == "tilepipe.nn"})
     mlps = sum(isinstance(m, tilepipe.nn.GatedMLP) for m in swapped.modules())
     ids = torch.randint(0, config.vocab_size, (2, 77), device="cuda")
-    fullgraph = None
     with torch.no_grad():
         ref32 = stock32(ids, use_cache=False).logits
         ref = stock(ids, use_cache=False).logits
-        if mode == "compile":
-            torch._dynamo.reset()
-            try:
-                got = torch.compile(swapped, fullgraph=True)(ids, use_cache=False).logits
-                fullgraph = True
-            except Exception as error:  # a graph break in transformers' code, not in tilepipe's ops
-                torch._dynamo.reset()
-                fullgraph = f"{type(error).__name__}: {str(error)[:300]}"
-                got = torch.compile(swapped)(ids, use_cache=False).logits
-        else:
-            got = swapped(ids, use_cache=False).logits
+        got, fullgraph = logits(swapped, ids, mode)
     torch.cuda.synchronize()
     to_stock, to_fp32, stock_to_fp32 = rel(got, ref), rel(got, ref32), rel(ref, ref32)
     ok = (bool(torch.isfinite(got).all()) and to_stock < TOLERANCE and to_fp32 < 2 * stock_to_fp32 + 5e-3

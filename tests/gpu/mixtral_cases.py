@@ -24,14 +24,11 @@ import torch
 
 import tilepipe
 from tests.gpu.guarded import warmed_graph
+from tests.gpu.llama_cases import logits, rel
 
 BLOCK_TOLERANCE = 2e-2  # relative Frobenius distance of two bf16 passes through one MoE block (a few bf16 roundings)
 LOGITS_TOLERANCE = 3e-2  # two layers, as tests/gpu/llama_cases.py
 SHAPES = [(1, 1), (2, 77), (3, 333)]  # (batch, sequence) of the block cases
-
-
-def rel(x: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((x.double() - ref.double()).norm() / ref.double().norm())
 
 
 def stock_model():
@@ -148,7 +145,7 @@ def run_logits(mode: str) -> dict:
     kinds = sorted({type(m).__name__ for m in swapped.modules() if type(m).__module__ == "tilepipe.nn"})
     experts = sum(isinstance(m, tilepipe.nn.GroupedExperts) for m in swapped.modules())
     ids = torch.randint(0, config.vocab_size, (2, 77), device="cuda")
-    fullgraph, own = None, {}
+    own = {}
     with torch.no_grad():
         ref, routings = routed(stock, ids)
         ref32 = replay_routing(copy.deepcopy(stock).float(), routings)(ids, use_cache=False).logits
@@ -158,17 +155,7 @@ def run_logits(mode: str) -> dict:
                         for a, b in zip(own_routings, routings))
             own = {"own_routing_rel_err_to_stock_bf16": rel(own_logits, ref), "own_routing_tokens_moved": moved}
         replay_routing(swapped, routings)
-        if mode == "compile":
-            torch._dynamo.reset()
-            try:
-                got = torch.compile(swapped, fullgraph=True)(ids, use_cache=False).logits
-                fullgraph = True
-            except Exception as error:  # a graph break in transformers' code, not in tilepipe's ops
-                torch._dynamo.reset()
-                fullgraph = f"{type(error).__name__}: {str(error)[:300]}"
-                got = torch.compile(swapped)(ids, use_cache=False).logits
-        else:
-            got = swapped(ids, use_cache=False).logits
+        got, fullgraph = logits(swapped, ids, mode)
     torch.cuda.synchronize()
     to_stock, to_fp32, stock_to_fp32 = rel(got, ref), rel(got, ref32), rel(ref, ref32)
     ok = (bool(torch.isfinite(got).all()) and to_stock < LOGITS_TOLERANCE and to_fp32 < 2 * stock_to_fp32 + 5e-3
