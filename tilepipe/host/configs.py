@@ -78,9 +78,9 @@ class MatmulConfig:
 
 SPLIT_MULTICAST = False
 """Whether the clusters the host picks split their multicast (each CTA issues its half of the shared tile:
-pipeline/multicast.py; B K-major in the 2x1 cluster config_for takes), or leave it to the first CTA. Off until the
-H200 has run it: tests/gpu/test_split_gpu.py and tools/bench_clusters.py's split table (scripts/gpu_check.sh split)
-say whether to turn it on."""
+pipeline/multicast.py; B K-major in the 2x1 cluster config_for takes), or leave it to the first CTA. Off: on the
+H200 the split form runs exact but 0.94-0.98x the leader-issued one (0.84-0.86x blockwise; bench/results/
+split-h200-v2.json, docs/perf-log.md row 110)."""
 LARGE_16BIT = MatmulConfig(128, 256, 64, stages=3)
 LARGE_SUBTILED_16BIT = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=64)
 """LARGE_16BIT's tile with D written in 128x64 sub-tiles through two 16 KiB stages instead of one 64 KiB stage, which
