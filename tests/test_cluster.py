@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.test_matmul import assert_partials_by_tma, tma_partial_boxes
-from tilepipe.api.matmul import check_cluster
+from tilepipe.host.checks import check_cluster
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, MatmulConfig, schedule_for
 from tilepipe.host.gpus import H100

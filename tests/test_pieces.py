@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_pieced
+from tilepipe.host.checks import check_pieced
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, PIECED_16BIT, PIECED_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
 from tilepipe.host.gpus import H100

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_pingpong
+from tilepipe.host.checks import check_pingpong
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, PINGPONG_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
 from tilepipe.host.gpus import H100

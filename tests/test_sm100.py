@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_cluster, check_schedule
+from tilepipe.host.checks import check_cluster, check_schedule
 from tilepipe.host.configs import (GL_DTYPES, SM100_CONFIGS, SM100_FP8_CONFIGS, choose_config, sm100_config,
                                    sm100_fitted, sm100_fp8_config)
 from tilepipe.host.device import gemm_target

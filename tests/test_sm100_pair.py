@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tilepipe.api.matmul import check_cluster
+from tilepipe.host.checks import check_cluster
 from tilepipe.host.configs import SM100_CONFIGS, SM100_PAIR_CONFIGS, sm100_fitted
 from tilepipe.kernels.sm100_matmul import EPILOGUE_N, sm100_matmul_spec, sm100_operand_blocks, sm100_plan
 from tilepipe.pipeline.storage import InputPipelineStorage

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_pingpong, check_subtiles, reads_b_kmajor
+from tilepipe.host.checks import check_pingpong, check_subtiles
+from tilepipe.host.staging import reads_b_kmajor
 from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, PINGPONG_16BIT, MatmulConfig
 from tilepipe.kernels.catalogue import FP8_SPLIT, SPLIT_SCHEDULES
 from tilepipe.kernels.matmul import operand_blocks

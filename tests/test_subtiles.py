@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_subtiles
+from tilepipe.host.checks import check_subtiles
 from tilepipe.host import configs
 from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig
 from tilepipe.host.gpus import H100

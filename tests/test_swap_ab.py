@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilepipe.api.matmul import check_swap_ab
+from tilepipe.host.checks import check_swap_ab
 from tilepipe.host.configs import (DECODE_M, MatmulConfig, schedule_for, small_m_config, swap_config,
                                    tile_count)
 from tilepipe.host.gpus import H100

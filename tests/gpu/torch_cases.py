@@ -19,7 +19,7 @@ import torch
 import tilepipe
 from tilepipe.api import fp8
 from tilepipe.api import matmul as matmul_api
-from tilepipe.host import configs
+from tilepipe.host import configs, launch
 from tilepipe.tools import autotune
 
 TOL = 2e-2  # bf16 results, relative Frobenius error against float64
@@ -118,7 +118,7 @@ def case_repeat() -> dict:
         notes.append("overlap not rejected")
     except ValueError as exc:
         notes.append(str(exc))
-    fast = len(matmul_api._LAUNCHERS)  # none if this Triton's launcher did not look as FastLauncher expects
+    fast = len(launch._GEMMS)  # none if this Triton's launcher did not look as FastLauncher expects
     ok = max(errs) < TOL and plans >= 2 and fast >= 1 and notes == ["out must not share memory with a"]
     return {"case": "repeat", "ok": ok, "errs": [round(e, 5) for e in errs], "plans": plans, "fast_launchers": fast,
             "notes": notes}

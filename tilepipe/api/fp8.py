@@ -17,9 +17,8 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 
 import torch
 
-from tilepipe.api.matmul import check_cluster, check_swap_ab
-from tilepipe.host.checks import (check_block_scaled, check_fp8_operands, check_no_overlap, check_out,
-                                  check_out_dtype, elements_per_byte, scaling_of)
+from tilepipe.host.checks import (check_block_scaled, check_cluster, check_fp8_operands, check_no_overlap, check_out,
+                                  check_out_dtype, check_swap_ab, elements_per_byte, scaling_of)
 from tilepipe.host.configs import (SM100_BLOCKWISE_CONFIGS, MatmulConfig, fp8_config_for, fp8_schedule_for,
                                    sm100_block_scaled_config, sm100_blockwise_config, sm100_fp8_config)
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, device_target, sm_count

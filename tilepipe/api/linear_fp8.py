@@ -9,10 +9,11 @@ from functools import lru_cache
 import torch
 
 from tilepipe.api.linear import check_linear
-from tilepipe.api.matmul import _launch
 from tilepipe.host.configs import MEDIUM, SMALL, MatmulConfig, config_for
 from tilepipe.host.device import device_index, device_target
-from tilepipe.host.staging import tma_ready
+from tilepipe.host.launch import launch_gemm
+from tilepipe.host.plans import plan_gemm
+from tilepipe.host.staging import StagedGemm, tma_ready
 from tilepipe.kernels import quantize_epilogues as epilogues
 
 FP8_MAX = epilogues.FP8_MAX.value
@@ -112,5 +113,5 @@ def _quantize(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, side: torch.T
     if arch != "sm_90a":
         raise RuntimeError(f"linear_fp8 is built for sm_90a (Hopper); this GPU is {arch}")
     cfg = fp8_output_config(M, N, K, x.dtype, device)
-    a = tma_ready(x.reshape(M, K))
-    _launch(a, tma_ready(w), out.view(M, N), None, side, 1.0, beta, True, device, cfg, "static", None, arch, epilogue)
+    staged = StagedGemm(tma_ready(x.reshape(M, K)), tma_ready(w), out.view(M, N), None)
+    launch_gemm(plan_gemm(staged, side, 1.0, beta, True, device, cfg, "static", arch, epilogue))

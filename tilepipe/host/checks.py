@@ -2,10 +2,14 @@
 None needs a memory address except the overlap checks, so fake tensors (torch.compile) pass through the rest."""
 
 import math
+from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.configs import SCALE_BLOCK
+from tilepipe.host.configs import NARROW_PIECED_16BIT, SCALE_BLOCK, MatmulConfig
+from tilepipe.host.device import device_index
+from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok, side_pieces
+from tilepipe.schedulers import CLUSTER_SCHEDULES, SCHEDULES, SM100_SCHEDULERS
 
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -116,6 +120,177 @@ def check_no_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: tor
             raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
                                                                          if name == "c" else ""))
 
+
+class MatmulProblem(NamedTuple):
+    """A checked 16-bit GEMM call, D = alpha * a @ b + beta * c (+ a bias row), the input of choosing, staging and
+    planning its launch: `c` is a separate C tile source or None (None too when beta is 0, or when the call's c is a
+    bias row: then `bias` holds its N values); `out` is the caller's or None; `b_kmajor` is B's layout as given."""
+    a: torch.Tensor
+    b: torch.Tensor
+    out: torch.Tensor | None
+    c: torch.Tensor | None
+    bias: torch.Tensor | None
+    M: int
+    N: int
+    K: int
+    out_dtype: torch.dtype
+    alpha: float
+    beta: float
+    b_kmajor: bool
+    device: int
+    config: MatmulConfig | None
+    scheduler: str | None
+    epilogue: object
+
+
+def validate_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                    c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None,
+                    scheduler: str | None, epilogue: object = None) -> MatmulProblem:
+    """Every check of matmul's arguments that needs no configuration (overlap of `out` with the inputs included): the
+    problem, with a C that is one row broadcast down the columns read as a bias row."""
+    if scheduler is not None and scheduler not in (*SCHEDULES, *SM100_SCHEDULERS):
+        raise ValueError(f"scheduler must be one of {SCHEDULES} (sm_100: {SM100_SCHEDULERS}) or None, got "
+                         f"{scheduler!r}")
+    M, N, K, out_dtype, c, alpha, beta = check_matmul(a, b, out, out_dtype, c, alpha, beta, config)
+    if out is not None:
+        check_no_overlap(out, a, b, c)
+    bias = None
+    if c is not None and c is not out and is_column_bias(c):
+        bias, c = c[0], None
+    b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
+    return MatmulProblem(a, b, out, c, bias, M, N, K, out_dtype, alpha, beta, b_kmajor, device_index(a), config,
+                         scheduler, epilogue)
+
+
+def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                 c: torch.Tensor | None, alpha: float, beta: float, config: MatmulConfig | None = None
+                 ) -> tuple[int, int, int, torch.dtype, torch.Tensor | None, float, float]:
+    """Every check of matmul's arguments that needs no memory address (so fake tensors pass through it too):
+    (M, N, K, out dtype, c or None when beta is 0, alpha, beta)."""
+    check_operands(a, b)
+    out_dtype = check_out_dtype(out_dtype, out, a.dtype)
+    M, K = a.shape
+    N = b.shape[1]
+    alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
+    if beta != 0.0 and c is None:
+        raise ValueError("beta is nonzero but c is None: pass c, or leave beta at 0")
+    c = c if beta != 0.0 else None
+    if c is not None:
+        check_residual(c, (M, N), out_dtype, a.device)
+    if out is not None:
+        check_out(out, (M, N), a.device)
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    return M, N, K, out_dtype, c, alpha, beta
+
+def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = False,
+                  pair: bool = True) -> None:
+    """Clusters on sm_90a: 2x1 and 1x2 (the shared operand multicast) under the static, dynamic, stream-K and split-K
+    schedules (a stream-K unit is a k-range of a cluster tile; a dynamic tile id reaches both CTAs by multicast); on
+    sm_100a the 2x1 pair of the two-CTA GEMM (`pair`: the calling GEMM has that form; without C, `has_c`, which is
+    not model-checked with a pair), static only. Anything else raises ValueError."""
+    if cfg.cluster.num_ctas == 1:
+        return
+    if arch == "sm_100a" and not pair:
+        raise ValueError(f"a {cfg.cluster_m}x{cfg.cluster_n} cluster is built for this GEMM on sm_90a (Hopper) only; "
+                         "on sm_100a it takes configs with cluster_m = cluster_n = 1")
+    if arch == "sm_100a" and cfg.cluster_n != 1:
+        raise ValueError(f"cluster_n = {cfg.cluster_n}: sm_100a's clustered GEMM is the 2x1 pair of its two-CTA MMA "
+                         "(cluster_m = 2, cluster_n = 1); a 1x2 cluster is built for sm_90a (Hopper) only")
+    if arch == "sm_100a" and has_c:
+        raise ValueError("c: the two-CTA sm_100a GEMM (cluster_m = 2) is built without a C epilogue; pass a config "
+                         "with cluster_m = 1, or no c")
+    built = CLUSTER_SCHEDULES if arch == "sm_90a" else ("static", )
+    if schedule not in built:
+        raise ValueError(f"scheduler {schedule!r} does not hand out cluster tiles yet; on {arch} a config with a "
+                         f"{cfg.cluster_m}x{cfg.cluster_n} cluster runs under scheduler in {built}")
+
+def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
+    """Swap-AB is built for the sm_90a GEMM, without clusters, with B K-major (the problem's B^T, an (N, K) tensor
+    with unit inner stride, is the kernel's A operand): anything else raises ValueError."""
+    if not cfg.swap_ab:
+        return
+    if arch != "sm_90a":
+        raise ValueError(f"swap-AB is built for sm_90a (Hopper) only; {arch}'s GEMM takes configs with swap_ab=False")
+    if cfg.cluster.num_ctas > 1:
+        raise ValueError("a config cannot have both swap_ab=True and a cluster")
+    if not b_kmajor:
+        raise ValueError("a config with swap_ab=True needs b K-major (a transposed (N, K) tensor such as w.t()); "
+                         "this b is row-major (K, N)")
+
+def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, out_dtype: torch.dtype) -> None:
+    """A tile with a side held as power-of-two pieces (pipeline/pieces.py: 192 rows or columns, 96 or 160 columns of
+    128 rows, and 96 columns of 64 rows on 4 MMA warps) is built for the sm_90a GEMM's 8 MMA warps (4 for the 64-row
+    one) with a 16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C), under the static or dynamic
+    schedule, without a cluster or swap-AB; any other side that is not a power of two, or any other use, raises
+    ValueError."""
+    if not row_side_ok(cfg.block_m):
+        raise ValueError(f"config.block_m must be a power of two or one of "
+                         f"{[side for side in sorted(PIECES) if row_side_ok(side)]}, got {cfg.block_m}")
+    if not (is_power_of_two(cfg.block_n) or cfg.block_n in PIECES):
+        raise ValueError(f"config.block_n must be a power of two or one of {sorted(PIECES)}, got {cfg.block_n}")
+    narrow = NARROW_PIECED_16BIT  # the one pieced form on one warpgroup
+    rows_built = (narrow.block_m, 128) if cfg.block_n == narrow.block_n else (128, )
+    if cfg.block_n in PIECES and not row_side_ok(cfg.block_n) and cfg.block_m not in rows_built:
+        raise ValueError(f"config.block_m must be {' or '.join(map(str, rows_built))} with block_n = {cfg.block_n} "
+                         f"(the forms built and tested), got {cfg.block_m}")
+    if not cfg.pieced:
+        return
+    tile = f"a {cfg.block_m}x{cfg.block_n} tile"
+    if arch != "sm_90a":
+        raise ValueError(f"{tile} (held as power-of-two pieces) is built for sm_90a (Hopper) only")
+    warps = narrow.num_warps if cfg.block_m == narrow.block_m else 8
+    if cfg.swap_ab or cfg.cluster.num_ctas > 1 or cfg.num_warps != warps:
+        raise ValueError(f"{tile} is built with num_warps={warps}, without swap-AB or a cluster")
+    if schedule not in ("static", "dynamic"):
+        raise ValueError(f"scheduler {schedule!r}: {tile} runs under the static or dynamic scheduler")
+    if out_dtype == torch.float32:
+        raise ValueError(f"out_dtype: {tile} is built for a 16-bit D")
+    if own_source:
+        raise ValueError(f"c: {tile} takes a C of D's dtype only (an fp32 C needs stages of its own); pass a "
+                         "power-of-two config")
+
+def check_subtiles(cfg: MatmulConfig, arch: str) -> None:
+    """D in sub-tiles (`epilogue_n`) is built for the sm_90a GEMM's tiles of power-of-two rows (columns in pieces
+    too: each piece a whole number of sub-tiles) without a cluster or swap-AB, in a power-of-two width of at least 16
+    columns that divides every column piece; anything else raises ValueError."""
+    if cfg.epilogue_n is None:
+        return
+    width, piece = cfg.epilogue_n, min(side_pieces(cfg.block_n))  # block_n checked by check_pieced
+    if not isinstance(width, int) or width < 16 or not is_power_of_two(width) or piece % width:
+        raise ValueError(f"config.epilogue_n must be a power of two of at least 16 that divides block_n = "
+                         f"{cfg.block_n}" + (f" and its {piece}-column piece" if piece != cfg.block_n else "") +
+                         f", got {width!r}")
+    if arch != "sm_90a":
+        raise ValueError(f"config.epilogue_n: D in sub-tiles is built for sm_90a (Hopper) only; {arch}'s GEMM "
+                         "takes configs with epilogue_n=None (its epilogue sub-tiles are its own)")
+    if cfg.block_m in PIECES or cfg.swap_ab or cfg.cluster.num_ctas > 1:
+        raise ValueError("config.epilogue_n: D in sub-tiles is built without rows in pieces, swap-AB or a cluster")
+
+def check_pingpong(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool) -> None:
+    """Two MMA warpgroups taking turns (`pingpong`, kernels/matmul_pingpong.py) are built for the sm_90a GEMM's
+    power-of-two tiles, one warpgroup each (num_warps=4), under the static schedule, without C (a bias row is
+    fine), a cluster or swap-AB; anything else raises ValueError."""
+    if not cfg.pingpong:
+        return
+    if arch != "sm_90a":
+        raise ValueError(f"config.pingpong: two MMA warpgroups taking turns are built for sm_90a (Hopper) only, not "
+                         f"{arch}")
+    if cfg.num_warps != 4 or cfg.pieced or cfg.swap_ab or cfg.cluster.num_ctas > 1:
+        raise ValueError("config.pingpong is built with num_warps=4 (a warpgroup a turn), power-of-two sides, without "
+                         "swap-AB or a cluster")
+    if schedule != "static":
+        raise ValueError(f"scheduler {schedule!r}: config.pingpong runs under the static scheduler")
+    if has_c:
+        raise ValueError("c: config.pingpong takes no C tile (a bias row, c=bias.expand(M, N), is fine); pass a "
+                         "config without pingpong")
+
+def check_schedule(scheduler: str | None, arch: str) -> None:
+    """The schedulers each GEMM has: sm_90a the SCHEDULES (split-K included), sm_100a the SM100_SCHEDULERS (cluster
+    launch control exists on sm_100 only; dynamic, stream-K and split-K are not built for it yet)."""
+    offered = SM100_SCHEDULERS if arch == "sm_100a" else SCHEDULES
+    if scheduler is not None and scheduler not in offered:
+        raise ValueError(f"scheduler {scheduler!r} is not built for {arch}; this GPU's GEMM takes one of {offered}")
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 

@@ -22,6 +22,7 @@ import torch
 
 from tilepipe.host.configs import MatmulConfig, schedule_programs
 from tilepipe.host.device import GL_DTYPES, nvmma_layout, sm_count
+from tilepipe.kernels.spec import BUILD_OPTIONS
 
 _MAP_CACHE_SIZE = 4096
 _BOUND_PER_PLAN = 64
@@ -185,6 +186,59 @@ class LauncherCache(dict):
             self[key] = fast
 
 
+class GemmLaunch(NamedTuple):
+    """One launch of the 16-bit GEMM (host/plans.py: plan_gemm): the binary's key, the grid, the stream and the fast
+    launcher's arguments (for `device`), and what Triton's JIT takes instead on a binary's first launch: the operand tensors
+    (the kernel's A and B, D, C: D where there is none), the bias row and scheduler workspace (or None), the
+    scalars, stream-K's partial tiles and the dynamic scheduler's ticket rows (or None), and the tile constexprs."""
+    key: tuple
+    grid: tuple[int, int, int]
+    device: int
+    stream: int
+    args: tuple
+    operands: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+    bias: torch.Tensor | None
+    workspace: torch.Tensor | None
+    scalars: tuple
+    partials: torch.Tensor | None
+    tickets: torch.Tensor | None
+    tiling: dict
+    cfg: MatmulConfig
+    arch: str
+    b_kmajor: bool
+
+
+def launch_gemm(plan: GemmLaunch, probe: str | os.PathLike | bool | None = None) -> FastLauncher | None:
+    """Launch the GEMM of `plan.arch` (matmul_kernel or its ping-pong form, or sm100_matmul_kernel, which takes the
+    same arguments with D in sub-tile boxes): the first call per binary through Triton's JIT, later ones through its
+    FastLauncher, which this returns (None when there is none yet). Debug and trace launches (`probe`: launch_probed)
+    always go through the JIT, to their own binaries."""
+    launcher = _GEMMS.launch(plan.key, plan.grid, plan.stream, plan.args) if probe is None else None
+    if launcher is not None:
+        return launcher
+    from tilepipe.kernels.matmul import matmul_kernel, operand_blocks
+    from tilepipe.kernels.matmul_pingpong import matmul_pingpong_kernel
+    from tilepipe.kernels.sm100_matmul import sm100_matmul_kernel, sm100_operand_blocks
+
+    cfg, grid = plan.cfg, plan.grid
+    kernel, blocks = ((sm100_matmul_kernel, sm100_operand_blocks(cfg, plan.b_kmajor)) if plan.arch == "sm_100a" else
+                      (matmul_pingpong_kernel if cfg.pingpong else matmul_kernel, operand_blocks(cfg, plan.b_kmajor)))
+    first, second, out, source = plan.operands
+    jit_args = (tensor_descriptor(first, *blocks["a"]), tensor_descriptor(second, *blocks["b"]),
+                tensor_descriptor(out, *blocks["c"]), tensor_descriptor(source, *blocks["c"]),
+                out if plan.bias is None else plan.bias, out if plan.workspace is None else plan.workspace,
+                *plan.scalars)  # unused pointers: any tensor types them
+    options = dict(num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
+    descs = dict(partial_desc=partial_descriptor(plan.partials, cfg, out.dtype),
+                 ticket_desc=ticket_descriptor(plan.tickets), **plan.tiling)
+    if probe is not None:
+        launch_probed(lambda buf, mode: kernel[grid](*jit_args, buf, mode, **descs, **options),
+                      grid[0], probe, first.device, cfg.cluster.num_ctas)
+        return None
+    _GEMMS.remember(plan.key, kernel[grid](*jit_args, **descs, **options))
+    return None
+
+
 def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"
                     ) -> tuple[int, int, int]:
     """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
@@ -200,6 +254,11 @@ def tensor_descriptor(t: torch.Tensor, block: tuple[int, ...], cga: tuple = (), 
 
     return TensorDescriptor(t, t.shape, t.stride(), block, nvmma_layout(block, GL_DTYPES[t.dtype], cga, kind))
 
+
+_GEMMS = LauncherCache()
+"""GEMM launchers by (config, dtypes, B layout, epilogue, kernel scheduler, device, target): everything the binary is
+specialized on, since the GEMMs do not specialize on M, N and K and the descriptors' types follow from the config and
+dtypes. Without one (Triton internals not as expected) every call goes through the JIT."""
 
 _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
 

@@ -1,8 +1,11 @@
 """Operands as TMA can read them: aligned copies of tensors a descriptor cannot address, and rows restaged onto
 32-byte sectors where the cost model (host/configs.py) says the GEMM repays the copy."""
 
+from typing import NamedTuple
+
 import torch
 
+from tilepipe.host.checks import MatmulProblem
 from tilepipe.host.configs import LINE_BYTES, SECTOR_BYTES, MatmulConfig, tile_count, tile_us
 from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache
@@ -60,6 +63,33 @@ def sector_aligned(a: torch.Tensor, b: torch.Tensor, M: int, N: int, K: int, cfg
     if gpu.restage_gain * share * gemm_us <= copy_us:
         return a, b
     return restaged(a, device) if off[0] else a, restaged(b, device) if off[1] else b
+
+
+class StagedGemm(NamedTuple):
+    """A GEMM's tensors as its kernel reads and writes them: A and B (B as an N x K tensor when read K-major), D (the
+    call's `out`, or an aligned stand-in copied back after the launch) and C (None without one)."""
+    a: torch.Tensor
+    b: torch.Tensor
+    out: torch.Tensor
+    c: torch.Tensor | None
+
+
+def stage_matmul(problem: MatmulProblem, cfg: MatmulConfig, b_kmajor: bool, out: torch.Tensor) -> StagedGemm:
+    """A checked problem's tensors as TMA reads them for `cfg`: aligned copies where TMA cannot address one, A and B
+    restaged onto sectors where that pays (sector_aligned), and a C that is `out` itself staged with it."""
+    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    c = None if problem.c is None else (target if problem.c is out else tma_ready(problem.c))
+    if c is target and target is not out:
+        target.copy_(out)
+    a, b = sector_aligned(tma_ready(problem.a), tma_ready(problem.b.t() if b_kmajor else problem.b), problem.M,
+                          problem.N, problem.K, cfg, problem.device)
+    return StagedGemm(a, b, target, c)
+
+
+def reads_b_kmajor(b: torch.Tensor, cfg: MatmulConfig) -> bool:
+    """Whether a B that reads as K-major and row-major at once (both strides 1: a (K, 1) or (1, N) one, which the
+    stride test calls row-major) is read K-major: where `cfg` needs B K-major (swap-AB, split multicast in 2x1)."""
+    return b.stride(0) == 1 and (cfg.swap_ab or cfg.split_multicast and cfg.cluster.m > 1)
 
 
 def restaged(t: torch.Tensor, device: int) -> torch.Tensor:
