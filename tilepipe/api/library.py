@@ -5,7 +5,8 @@ from tilepipe.api.grouped import (BATCHED, MASKED, check_expected_m, check_group
                                   grouped_mm, grouped_mm_masked)
 from tilepipe.api.grouped_fp8 import check_grouped_mm_fp8, grouped_mm_fp8
 from tilepipe.api.grouped_wgrad import check_grouped_wgrad, grouped_mm_wgrad
-from tilepipe.api.matmul import addmm, addmm_residual, check_matmul, matmul
+from tilepipe.api.matmul import addmm, addmm_residual, matmul
+from tilepipe.host.checks import check_matmul
 
 """tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
 

@@ -5,7 +5,6 @@ import os
 
 import torch
 
-from tilepipe.host.checks import check_matmul  # noqa: F401  (api/library.py's fake matmul imports it from here)
 from tilepipe.host.checks import MatmulProblem, check_operands, validate_matmul
 from tilepipe.host.choose import choose_matmul
 from tilepipe.host.configs import MatmulConfig
