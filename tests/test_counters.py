@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tilepipe.tools.counters import METRICS, RESULTS_DIR, parse, parse_shapes, table, tile_options
+from tilepipe.tools.counters import FORMS, METRICS, RESULTS_DIR, parse, parse_shapes, table, tile_options
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
@@ -61,7 +61,8 @@ def test_shapes_and_tiles_options():
     for bad in ("1x2", "0x4x4", "axbxc"):
         with pytest.raises(ValueError, match="MxNxK"):
             parse_shapes(bad)
-    assert {"pingpong", "128x192", "192x128", "128x256-2x1"} <= set(tile_options())
+    assert {"pingpong", "128x192", "192x128", "128x256-2x1", "2x1", "2x1-split"} <= set(tile_options())
+    assert FORMS["2x1-split"] == {"cluster_m": 2, "split_multicast": True}  # issue 42's form of the chosen tile
     for args, message in ((["--tiles", "128x192"], "--tiles needs --shapes"),
                           (["--shapes", "8x8x8", "--tiles", "nope"], "unknown"), (["--shapes", "8x8"], "MxNxK")):
         done = subprocess.run([sys.executable, "-m", "tilepipe.tools.counters", *args], capture_output=True, text=True)

@@ -47,14 +47,19 @@ _SCALES = {"second": 1e6, "msecond": 1e3, "usecond": 1.0, "nsecond": 1e-3, "s": 
 
 
 def tile_options() -> dict[str, object]:
-    """The tiles `--shapes` may force beside matmul's choice, by name."""
+    """The tiles `--shapes` may force beside matmul's choice, by name: bf16 tiles, and FORMS of the chosen tile."""
     from dataclasses import replace
 
     from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, MEDIUM, PIECED_16BIT, PINGPONG_16BIT
 
     return {"pingpong": PINGPONG_16BIT, "128x128": MEDIUM, "128x256": LARGE_16BIT, "128x256-d64": LARGE_SUBTILED_16BIT,
             "128x256-2x1": replace(LARGE_16BIT, cluster_m=2),
-            **{f"{cfg.block_m}x{cfg.block_n}": cfg for cfg in PIECED_16BIT}}
+            **{f"{cfg.block_m}x{cfg.block_n}": cfg for cfg in PIECED_16BIT}, **FORMS}
+
+
+FORMS = {"2x1": {"cluster_m": 2}, "2x1-split": {"cluster_m": 2, "split_multicast": True}}
+"""`--tiles` names that recast the op's own choice (bf16 or FP8) rather than force a bf16 tile: in a 2x1 cluster
+with B multicast, issued by the leader or split between the two CTAs (issue 42's before and after)."""
 
 
 def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
@@ -63,27 +68,37 @@ def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callab
     import tilepipe
     from tilepipe.tools.bench import _operands
 
+    from dataclasses import replace
+
+    from tilepipe.host.configs import config_for, fp8_config_for
+    from tilepipe.host.gpus import device_model
+
     options = tile_options()
     found = []
     for shape in shapes:
         if len(shape) == 4:
             found.append(fp8_case(*shape))
+            chosen = fp8_config_for(*shape[:3], shape[3] == "blockwise", torch.bfloat16,
+                                    device_model(torch.cuda.current_device()))
+            found += [fp8_case(*shape, replace(chosen, **FORMS[name]), name) for name in tiles if name in FORMS]
             continue
         M, N, K = shape
         a, b = _operands(M, N, K, "kmajor")
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         theirs = lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)  # noqa: E731
         found.append((f"bf16 {M}x{N}x{K}", lambda a=a, b=b, out=out: tilepipe.matmul(a, b, out=out), theirs))
+        chosen = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
         for name in tiles:
-            found.append((f"bf16 {M}x{N}x{K} {name}", lambda a=a, b=b, out=out, cfg=options[name]: tilepipe.matmul(
+            cfg = replace(chosen, **FORMS[name]) if name in FORMS else options[name]
+            found.append((f"bf16 {M}x{N}x{K} {name}", lambda a=a, b=b, out=out, cfg=cfg: tilepipe.matmul(
                 a, b, out=out, config=cfg, scheduler="static"), theirs))
     return found
 
 
-def fp8_case(M: int, N: int, K: int, scaling: str, config: MatmulConfig | None = None
+def fp8_case(M: int, N: int, K: int, scaling: str, config: MatmulConfig | None = None, form: str = "cluster 2x1"
              ) -> tuple[str, Callable[[], object], Callable[[], object]]:
-    """(label, ours, theirs): matmul_fp8 (with `config`, else its choice) against torch._scaled_mm, bf16 out,
-    `scaling` "tensor" (fast accumulation, as the bench) or "blockwise"."""
+    """(label, ours, theirs): matmul_fp8 (with `config`, named `form` in the label, else its choice) against
+    torch._scaled_mm, bf16 out, `scaling` "tensor" (fast accumulation, as the bench) or "blockwise"."""
     import tilepipe
     from tilepipe.tools.bench_fp8 import _fp8_operands, _scales
 
@@ -91,7 +106,7 @@ def fp8_case(M: int, N: int, K: int, scaling: str, config: MatmulConfig | None =
     sa, sb = _scales(M, N, K, scaling)
     theirs = lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,  # noqa: E731
                                       use_fast_accum=scaling == "tensor")
-    label = f"fp8 {scaling} {M}x{N}x{K}" + (" cluster 2x1" if config is not None and config.cluster_m == 2 else "")
+    label = f"fp8 {scaling} {M}x{N}x{K}" + (f" {form}" if config is not None else "")
     return label, lambda: tilepipe.matmul_fp8(a, b, sa, sb, config=config), theirs
 
 
