@@ -58,8 +58,9 @@ def tile_options() -> dict[str, object]:
 
 
 FORMS = {"2x1": {"cluster_m": 2}, "2x1-split": {"cluster_m": 2, "split_multicast": True}}
-"""`--tiles` names that recast the op's own choice (bf16 or FP8) rather than force a bf16 tile: in a 2x1 cluster
-with B multicast, issued by the leader or split between the two CTAs (issue 42's before and after)."""
+"""`--tiles` names that recast the op's own choice (bf16 or FP8; as the cluster GEMMs build it, bench_clusters.
+cluster_tile) rather than force a bf16 tile: in a 2x1 cluster with B multicast, issued by the leader or split between
+the two CTAs (issue 42's before and after)."""
 
 
 def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
@@ -72,6 +73,7 @@ def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callab
 
     from tilepipe.host.configs import config_for, fp8_config_for
     from tilepipe.host.gpus import device_model
+    from tilepipe.tools.bench_clusters import cluster_tile
 
     options = tile_options()
     found = []
@@ -80,7 +82,8 @@ def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callab
             found.append(fp8_case(*shape))
             chosen = fp8_config_for(*shape[:3], shape[3] == "blockwise", torch.bfloat16,
                                     device_model(torch.cuda.current_device()))
-            found += [fp8_case(*shape, replace(chosen, **FORMS[name]), name) for name in tiles if name in FORMS]
+            found += [fp8_case(*shape, replace(cluster_tile(chosen), **FORMS[name]), name) for name in tiles
+                      if name in FORMS]
             continue
         M, N, K = shape
         a, b = _operands(M, N, K, "kmajor")
@@ -89,7 +92,7 @@ def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callab
         found.append((f"bf16 {M}x{N}x{K}", lambda a=a, b=b, out=out: tilepipe.matmul(a, b, out=out), theirs))
         chosen = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
         for name in tiles:
-            cfg = replace(chosen, **FORMS[name]) if name in FORMS else options[name]
+            cfg = replace(cluster_tile(chosen), **FORMS[name]) if name in FORMS else options[name]
             found.append((f"bf16 {M}x{N}x{K} {name}", lambda a=a, b=b, out=out, cfg=cfg: tilepipe.matmul(
                 a, b, out=out, config=cfg, scheduler="static"), theirs))
     return found
