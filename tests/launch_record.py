@@ -4,7 +4,11 @@ fake H200 (132 SMs, sm_90a), and launcher caches that record instead of launchin
 the second takes the cached fast path) it lists each launch's binary key, grid and arguments, with addresses named
 by the call's tensor they belong to. A change to the host path that keeps this list keeps every launch.
 
-python -m tests.launch_record PATH writes the list as JSON (compare two runs with `diff`)."""
+`grouped_calls` lists the grouped ops' calls (grouped_mm 2D x 3D over uniform, skewed and empty groups, 3D x 3D, masked,
+gated, FP8 per-row and blockwise, the weight gradient; with and without bias and activation) for the same record.
+
+python -m tests.launch_record PATH [grouped] writes the list (of `calls`, or of `grouped_calls`) as JSON (compare two
+runs with `diff`)."""
 
 import contextlib
 import json
@@ -47,7 +51,7 @@ def fake_h200():
         saved[(owner, name)] = owner.__dict__.get(name, getattr(owner, name, None))
         setattr(owner, name, value)
 
-    real_empty, real_zeros = torch.empty, torch.zeros
+    real_empty, real_zeros, real_arange = torch.empty, torch.zeros, torch.arange
 
     def on_cpu(factory):
         return lambda *args, device=None, **kwargs: factory(*args, **kwargs)
@@ -55,6 +59,7 @@ def fake_h200():
     patch(torch.Tensor, "device", property(lambda self: CUDA))
     patch(torch, "empty", on_cpu(real_empty))
     patch(torch, "zeros", on_cpu(real_zeros))
+    patch(torch, "arange", on_cpu(real_arange))
     patch(torch.cuda, "get_device_properties", lambda device=None: _Properties())
     patch(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
     patch(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
@@ -169,12 +174,99 @@ def calls():
     return found
 
 
-def record() -> list:
-    """Each call's name with its launches (or its error), twice."""
+def grouped_calls():
+    """(name, thunk) for every recorded grouped call: the group sizes are offs' values on the GPU, which the host never
+    reads, so each shape is recorded over uniform, skewed and empty groups alike."""
+    import tilepipe
+    from tilepipe.api.grouped import grouped_gated_mm, grouped_mm, grouped_mm_masked
+    from tilepipe.api.grouped_fp8 import grouped_mm_fp8
+    from tilepipe.api.linear import pack_gate_up
+
+    def rand(*shape, dtype=torch.bfloat16):
+        return torch.empty(*shape, dtype=dtype)  # the values are never read
+
+    def ends(sizes):
+        return torch.tensor(sizes, dtype=torch.int32).cumsum(0).to(torch.int32)
+
+    found = []
+    for G, M, N, K in [(4, 512, 1024, 512), (8, 2048, 4096, 7168), (32, 512, 4096, 7168), (1, 100, 200, 160),
+                       (3, 300, 2888, 528)]:
+        uniform, skewed = [M // G] * (G - 1) + [M - M // G * (G - 1)], [M] + [0] * (G - 1)
+        empty = [0 if g % 4 == 1 else s for g, s in enumerate(uniform)]
+        for dtype in (torch.bfloat16, torch.float16):
+            a, w, b = rand(M, K, dtype=dtype), rand(G, N, K, dtype=dtype), rand(G, K, N, dtype=dtype)
+            bias = rand(G, N, dtype=dtype)
+            for kind, sizes in (("uniform", uniform), ("skewed", skewed), ("empty", empty)):
+                found.append((f"grouped {kind} {G}x{M}x{N}x{K} {dtype}", lambda a=a, w=w, offs=ends(sizes):
+                              grouped_mm(a, w.transpose(1, 2), offs)))
+            offs = ends(uniform)
+            found += [
+                (f"grouped rowmajor {G}x{M}x{N}x{K} {dtype}", lambda a=a, b=b, offs=offs: grouped_mm(a, b, offs)),
+                (f"grouped fp32 {G}x{M}x{N}x{K} {dtype}", lambda a=a, w=w, offs=offs: grouped_mm(
+                    a, w.transpose(1, 2), offs, out_dtype=torch.float32)),
+                (f"grouped bias gelu {G}x{M}x{N}x{K} {dtype}", lambda a=a, w=w, offs=offs, bias=bias: grouped_mm(
+                    a, w.transpose(1, 2), offs, bias=bias, activation="gelu")),
+                (f"grouped out {G}x{M}x{N}x{K} {dtype}", lambda a=a, w=w, offs=offs, out=torch.empty(M, N, dtype=dtype):
+                 grouped_mm(a, w.transpose(1, 2), offs, out=out)),
+                (f"grouped 3D {G}x{M}x{N}x{K} {dtype}", lambda a=rand(G, 64, K, dtype=dtype), w=w: grouped_mm(
+                    a, w.transpose(1, 2))),
+                (f"grouped 3D bias relu {G}x{M}x{N}x{K} {dtype}", lambda a=rand(G, 192, K, dtype=dtype), b=b,
+                 bias=bias: grouped_mm(a, b, bias=bias, activation="relu")),
+                (f"masked {G}x{M}x{N}x{K} {dtype}", lambda a=rand(G, 128, K, dtype=dtype), w=w,
+                 masked_m=ends(uniform).diff(prepend=torch.zeros(1, dtype=torch.int32)).clamp(max=128).to(
+                     torch.int32): grouped_mm_masked(a, w.transpose(1, 2), masked_m)),
+                (f"masked expected 16 bias silu {G}x{M}x{N}x{K} {dtype}", lambda a=rand(G, 256, K, dtype=dtype), w=w,
+                 masked_m=torch.full((G, ), 9, dtype=torch.int32), bias=bias: grouped_mm_masked(
+                     a, w.transpose(1, 2), masked_m, bias=bias, activation="silu", expected_m=16)),
+                (f"masked out fp32 {G}x{M}x{N}x{K} {dtype}", lambda a=rand(G, 32, K, dtype=dtype), w=w,
+                 masked_m=torch.full((G, ), 32, dtype=torch.int32), out=torch.empty(G, 32, N):
+                 grouped_mm_masked(a, w.transpose(1, 2), masked_m, out=out)),
+            ]
+            if N % 128 == 0:
+                found.append((f"gated {G}x{M}x{N}x{K} {dtype}", lambda a=a, w=pack_gate_up(rand(G * N, K, dtype=dtype))
+                              .view(G, N, K), offs=offs: grouped_gated_mm(a, w.transpose(1, 2), offs)))
+        e4m3 = torch.float8_e4m3fn
+        a8, w8, offs = rand(M, K, dtype=e4m3), rand(G, N, K, dtype=e4m3), ends(uniform)
+        found.append((f"fp8 row {G}x{M}x{N}x{K}", lambda a=a8, w=w8, offs=offs, sa=torch.rand(M), sb=torch.rand(G, N):
+                      grouped_mm_fp8(a, w.transpose(1, 2), sa, sb, offs)))
+        found.append((f"fp8 row fp32 out {G}x{M}x{N}x{K}", lambda a=a8, w=w8, offs=offs, sa=torch.rand(M, 1),
+                      sb=torch.rand(G, N), out=torch.empty(M, N): grouped_mm_fp8(a, w.transpose(1, 2), sa, sb, offs,
+                                                                                 out=out)))
+        if N % 128 == 0 and K % 128 == 0:
+            found.append((f"fp8 blockwise {G}x{M}x{N}x{K}", lambda a=a8, w=w8, offs=offs, sa=torch.rand(M, K // 128),
+                          sb=torch.rand(G, N // 128, K // 128).transpose(1, 2): grouped_mm_fp8(
+                              a, w.transpose(1, 2), sa, sb, offs)))
+        x, dy = rand(K, M), rand(K, N)  # the weight gradient: offs splits K
+        koffs = ends([K // G] * (G - 1) + [K - K // G * (G - 1)])
+        found += [(f"wgrad {G}x{M}x{N}x{K}", lambda x=x, dy=dy, offs=koffs: grouped_mm(x.t(), dy, offs)),
+                  (f"wgrad out {G}x{M}x{N}x{K}", lambda a=rand(M, K), dy=dy, offs=koffs, out=torch.empty(G, M, N):
+                   grouped_mm(a, dy, offs, out=out)),
+                  (f"wgrad kmajor fp32 {G}x{M}x{N}x{K}", lambda a=rand(M, K), dy=rand(N, K), offs=koffs:
+                   tilepipe.grouped_mm(a, dy.t(), offs, out_dtype=torch.float32))]
+    found += [("grouped K 0", lambda a=rand(8, 8)[:, :0], w=rand(2, 32, 8)[:, :, :0], offs=ends([3, 5]): grouped_mm(
+                  a, w.transpose(1, 2), offs)),
+              ("grouped empty", lambda a=rand(0, 64), w=rand(2, 32, 64), offs=ends([0, 0]): grouped_mm(
+                  a, w.transpose(1, 2), offs)),
+              ("grouped bad bias", lambda a=rand(8, 64), w=rand(2, 32, 64), offs=ends([3, 5]), bias=rand(2, 31):
+               grouped_mm(a, w.transpose(1, 2), offs, bias=bias)),
+              ("grouped bad K", lambda a=rand(8, 520), b=rand(2, 520, 32), offs=ends([3, 5]): grouped_mm(a, b, offs)),
+              ("masked bad counts", lambda a=rand(2, 8, 64), w=rand(2, 32, 64), masked_m=torch.ones(2):
+               grouped_mm_masked(a, w.transpose(1, 2), masked_m)),
+              ("masked bad counts shape", lambda a=rand(2, 8, 64), w=rand(2, 32, 64),
+               masked_m=torch.ones(3, dtype=torch.int32): grouped_mm_masked(a, w.transpose(1, 2), masked_m)),
+              ("masked bad expected", lambda a=rand(2, 8, 64), w=rand(2, 32, 64), masked_m=torch.ones(2, dtype=torch.int32):
+               grouped_mm_masked(a, w.transpose(1, 2), masked_m, expected_m=-1)),
+              ("3D offs", lambda a=rand(2, 8, 64), w=rand(2, 32, 64), offs=ends([3, 5]): grouped_mm(
+                  a, w.transpose(1, 2), offs))]
+    return found
+
+
+def record(which=calls) -> list:
+    """Each call's name (of `which`'s list) with its launches (or its error), twice."""
     torch.manual_seed(0)
     result = []
     with fake_h200() as launches:
-        for name, call in calls():
+        for name, call in which():
             for attempt in range(2):
                 launches.clear()
                 try:
@@ -200,4 +292,4 @@ def _closure(call) -> list[tuple[str, torch.Tensor]]:
 
 if __name__ == "__main__":
     with open(sys.argv[1], "w") as f:
-        json.dump(record(), f, indent=0)
+        json.dump(record(grouped_calls if sys.argv[2:] == ["grouped"] else calls), f, indent=0)
