@@ -7,7 +7,8 @@ import pytest
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.spec import KernelSpec, tdesc_signature
-from tilepipe.verify.compile import CompileError, KernelReport, _parse_ptxas_log, compile_kernel, compile_kernels
+from tilepipe.verify.compile import (CompileError, KernelReport, _parse_ptxas_log, _Server, compile_kernel,
+                                    compile_kernels)
 
 PROBE = "tests.kernels.compile_probe"
 STORE_SIG = {"out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
@@ -138,6 +139,17 @@ def test_the_report_cache_builds_a_spec_once(tmp_path: Path, monkeypatch: pytest
     again = compile_kernels([specs[2], specs[1], specs[0]])
     assert [r.target for r in (again[0], again[2])] == ["sm_100a", "sm_90a"] and again[2].ptx == first[0].ptx
     assert started == [[specs[1]]] and "compiled again" in str(again[1])
+
+
+def test_a_child_serves_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children outlive their call (their start-up is paid once): two calls in a row start one child."""
+    monkeypatch.delenv("TILEPIPE_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("TILEPIPE_COMPILE_JOBS", "1")  # a setting no idle child was started with
+    started = []
+    start = _Server.__init__
+    monkeypatch.setattr(_Server, "__init__", lambda self: started.append(self) or start(self))
+    first, second = compile_kernels([store_spec()]), compile_kernels([store_spec("sm_100a")])
+    assert isinstance(first[0], KernelReport) and isinstance(second[0], KernelReport) and len(started) == 1
 
 
 def test_empty_batch() -> None:

@@ -1,20 +1,25 @@
 """Ahead-of-time compile harness: build @gluon.jit kernels for sm_90a / sm_100a without a GPU and report on them.
 
-Compilation runs in child interpreters (`_CHILD`: `_worker` under a bare tilepipe package) because some compile
+Compilation runs in child interpreters (`_CHILD`: `_serve` under a bare tilepipe package) because some compile
 errors are LLVM fatal errors that abort the process (e.g. wgmma compiled for sm_100a); as many children run at once as
-there are cores (TILEPIPE_COMPILE_JOBS overrides). Each call uses a fresh Triton cache directory, so an edited kernel,
+there are cores (TILEPIPE_COMPILE_JOBS overrides). A child outlives its call and serves the process's next ones (its
+imports and Triton's start-up, about a second a child, paid once), until the source of tilepipe or of a kernel's
+module changes, or a spec crashes it. Each call uses a fresh Triton cache directory, so an edited kernel,
 or an edited @builtin helper that Triton leaves out of its cache key, is never served stale. Where
 TILEPIPE_COMPILE_CACHE names a directory (the test session sets one), reports are kept there, keyed by the spec, the
 Triton version and the source of tilepipe and of the spec's module, so one spec compiles once however many tests and
 commands ask for it.
 """
 
+import atexit
 import base64
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,37 +100,39 @@ def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600,
     taking every jobs-th spec; specs already in the report cache are not compiled again.
 
     If a child dies (abort, segfault, timeout), the spec it was compiling gets a CompileError with that spec's own
-    output, and the specs after it go on in a new child. `timeout` (seconds) bounds the whole call. `progress` is
+    output, and the specs after it go on in a new child (children otherwise serve later calls: _Server). `timeout` (seconds) bounds the whole call. `progress` is
     called with (done, total) as each spec finishes.
     """
     digests = {module: _source_digest(module) for module in {spec.fn.partition(":")[0] for spec in specs}}
     keys = [_spec_key(spec, digests[spec.fn.partition(":")[0]]) for spec in specs]
+    sources = {**digests, "tilepipe": _source_digest(None)}
     found = {key: _cached(key) for key in dict.fromkeys(keys)}
     todo = [key for key in found if found[key] is None]
     counted = _Progress(len(found) - len(todo), len(found), progress)
     deadline = time.monotonic() + timeout
     specs_of = dict(zip(keys, specs))
     theirs = [key for key in todo if not _claim(key)]
-    _compile_into(found, [key for key in todo if key not in theirs], specs_of, deadline, timeout, counted)
+    _compile_into(found, [key for key in todo if key not in theirs], specs_of, sources, deadline, timeout, counted)
     left = _await_others(found, theirs, deadline, counted)
     for key in left:  # failed or orphaned there: compiled here (a live owner past the deadline keeps its claim)
         _claim(key)
-    _compile_into(found, left, specs_of, deadline, timeout, counted)
+    _compile_into(found, left, specs_of, sources, deadline, timeout, counted)
     return [found[key] for key in keys]  # type: ignore[misc]  # every key is filled by now
 
 
-def _compile_into(found: dict, todo: list[str], specs_of: dict[str, KernelSpec], deadline: float, timeout: float,
-                  counted: "_Progress") -> None:
+def _compile_into(found: dict, todo: list[str], specs_of: dict[str, KernelSpec], sources: dict[str, str],
+                  deadline: float, timeout: float, counted: "_Progress") -> None:
     """Compile the specs of keys `todo` in children side by side, one per job, each taking every jobs-th spec; keep
-    each result in `found` and the report cache, and give up this process's claim on it."""
+    each result in `found` and the report cache, and give up this process's claim on it. `sources`: the digests of
+    the modules the specs compile from (and of tilepipe), which a child must have imported as they are now."""
     if not todo:
         return
     jobs = max(1, min(_jobs(), len(todo)))
     with tempfile.TemporaryDirectory(prefix="tilepipe-compile-") as tmp:
-        env = _child_env(Path(tmp) / "triton-cache")
+        call = _Call(Path(tmp), sources)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             share = [todo[job::jobs] for job in range(jobs)]
-            running = [pool.submit(_compile_batch, [specs_of[k] for k in keys_], Path(tmp), env, deadline, timeout,
+            running = [pool.submit(_compile_batch, [specs_of[k] for k in keys_], call, deadline, timeout,
                                    counted.step) for keys_ in share]
             for keys_, future in zip(share, running):
                 for key, result in zip(keys_, future.result()):
@@ -152,15 +159,23 @@ def _jobs() -> int:
     return int(os.environ.get("TILEPIPE_COMPILE_JOBS") or len(os.sched_getaffinity(0)))
 
 
-def _compile_batch(batch: list[KernelSpec], tmp: Path, env: dict[str, str], deadline: float, timeout: float,
+class _Call(NamedTuple):
+    """What one compile_kernels call gives its children: its directory (run directories and a fresh Triton cache
+    inside) and the source digests the children must be fresh for."""
+
+    tmp: Path
+    sources: dict[str, str]
+
+
+def _compile_batch(batch: list[KernelSpec], call: _Call, deadline: float, timeout: float,
                    finished: Callable[[int], None]) -> list[KernelReport | CompileError]:
     """Compile `batch` in order in as few children as its failures allow (a new child after each crash); `finished`
     is told how many more specs are done as they finish."""
     results: list[KernelReport | CompileError | None] = [None] * len(batch)
     pending = list(range(len(batch)))
     while pending:
-        run_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="run-"))
-        records, stop = _run_child([batch[i] for i in pending], run_dir, env, deadline, timeout, finished)
+        run_dir = Path(tempfile.mkdtemp(dir=call.tmp, prefix="run-"))
+        records, stop = _run_child([batch[i] for i in pending], run_dir, call, deadline, timeout, finished)
         for i, record in zip(pending, records):
             results[i] = _from_record(batch[i], record)
         pending = pending[len(records):]
@@ -191,12 +206,12 @@ def _spec_key(spec: KernelSpec, source_digest: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _source_digest(module: str) -> str:
-    """A digest of every tilepipe source file and of `module`'s (a test kernel's module lives outside tilepipe), read
-    at each call, so an edit between two calls compiles again."""
+def _source_digest(module: str | None) -> str:
+    """A digest of every tilepipe source file and of `module`'s (a test kernel's module lives outside tilepipe; None:
+    tilepipe's alone), read at each call, so an edit between two calls compiles again."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
-    spec = importlib.util.find_spec(module)
+    spec = importlib.util.find_spec(module) if module else None
     files = sorted(package.rglob("*.py")) + ([Path(spec.origin)] if spec and spec.origin else [])
     for path in files:
         digest.update(str(path).encode() + b"\0" + path.read_bytes())
@@ -312,58 +327,144 @@ def _from_record(spec: KernelSpec, record: dict[str, Any]) -> KernelReport | Com
     return KernelReport(**record["report"])
 
 
-def _child_env(cache_dir: Path) -> dict[str, str]:
-    """The parent's environment plus its import path (so test modules resolve) and a private Triton cache."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path),
-            "TRITON_CACHE_DIR": str(cache_dir)}
+def _child_env() -> dict[str, str]:
+    """The parent's environment plus its import path (so test modules resolve)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path)}
 
 
-_CHILD = ("import sys, types; package = types.ModuleType('tilepipe'); package.__path__ = [sys.argv[2]]; "
-          "sys.modules['tilepipe'] = package; from pathlib import Path; from tilepipe.verify.compile import _worker; "
-          "_worker(Path(sys.argv[1]))")
+def _env_key() -> tuple:
+    """What a child's start fixes that a later call may change: the import path and the compiler's settings."""
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith(("TRITON_", "TILEPIPE_", "MLIR_", "LLVM_"))
+                      and k != "TRITON_CACHE_DIR")
+    return sys.executable, tuple(os.path.abspath(p) for p in sys.path), tuple(settings)
+
+
+_CHILD = ("import sys, types; package = types.ModuleType('tilepipe'); package.__path__ = [sys.argv[1]]; "
+          "sys.modules['tilepipe'] = package; from tilepipe.verify.compile import _serve; _serve()")
 """The child's program: tilepipe's subpackages under a bare package module, without running tilepipe/__init__.py
-(the torch ops and their registration, about 2 s of imports a child; a kernel needs neither), then _worker."""
+(the torch ops and their registration, about 2 s of imports a child; a kernel needs neither), then _serve."""
 
 
-def _run_child(batch: list[KernelSpec], run_dir: Path, env: dict[str, str], deadline: float, timeout: float,
+class _Server:
+    """A compiler child that serves batch after batch (one JSON line each on its stdin, "done" on its stdout) until
+    its stdin closes. It remembers the source digests it compiled from: an edit since retires it (its imports are of
+    the old source)."""
+
+    def __init__(self) -> None:
+        self.key = _env_key()
+        self.sources: dict[str, str] = {}
+        self.dir = Path(tempfile.mkdtemp(prefix="tilepipe-compiler-"))
+        package = str(Path(__file__).resolve().parents[1])
+        with open(self.dir / "stderr", "w") as stderr:  # what the child prints outside a spec's log (a crash)
+            self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, package], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=stderr, env=_child_env(), text=True)
+
+    def fresh_for(self, sources: dict[str, str]) -> bool:
+        return self.proc.poll() is None and all(self.sources.get(m, d) == d for m, d in sources.items())
+
+    def stderr(self) -> str:
+        return (self.dir / "stderr").read_text(errors="replace")
+
+    def stop(self) -> int:
+        """End the child (killed if it is still running) and return its exit status."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        status = self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:  # a pipe to a killed child
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return status
+
+
+_IDLE: list[_Server] = []
+_IDLE_LOCK = threading.Lock()
+
+
+def _server(sources: dict[str, str]) -> _Server:
+    """An idle child fresh for `sources` (a stale one is stopped), else a new one."""
+    key, stale = _env_key(), []
+    with _IDLE_LOCK:
+        server = next((s for s in _IDLE if s.key == key and s.fresh_for(sources)), None)
+        if server is not None:
+            _IDLE.remove(server)
+        stale = [s for s in _IDLE if s.key == key and not s.fresh_for(sources)]
+        for s in stale:
+            _IDLE.remove(s)
+    for s in stale:
+        s.stop()
+    server = server or _Server()
+    server.sources.update(sources)
+    return server
+
+
+def _idle(server: _Server) -> None:
+    """Keep `server` for the next call (at most as many idle as there are jobs: the oldest goes)."""
+    with _IDLE_LOCK:
+        _IDLE.append(server)
+        extra = _IDLE[:max(0, len(_IDLE) - _jobs())]
+        del _IDLE[:len(extra)]
+    for s in extra:
+        s.stop()
+
+
+@atexit.register
+def _stop_idle() -> None:
+    with _IDLE_LOCK:
+        servers = list(_IDLE)
+        _IDLE.clear()
+    for server in servers:
+        server.stop()
+
+
+def _run_child(batch: list[KernelSpec], run_dir: Path, call: _Call, deadline: float, timeout: float,
                finished: Callable[[int], None]) -> tuple[list[dict[str, Any]], _Stop | None]:
-    """Run one child on `batch`, telling `finished` of each spec it completes; return the records it finished and,
-    if it stopped early, why."""
+    """Have a child compile `batch`, telling `finished` of each spec it completes; return the records it finished
+    and, if it stopped early, why."""
     if deadline - time.monotonic() <= 0:
         return [], _Stop(f"not compiled: the {timeout:g} s timeout ran out", in_spec=False)
-    ended = "compiler process stopped early"
+    server = _server(call.sources)
     results = run_dir / "results.jsonl"
-    package = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(run_dir), package], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    sent: str | None = json.dumps([asdict(s) for s in batch])
+    request = {"run_dir": str(run_dir), "cache": str(call.tmp / "triton-cache"), "specs": [asdict(s) for s in batch]}
+    ended = None
+    try:
+        server.proc.stdin.write(json.dumps(request) + "\n")
+        server.proc.stdin.flush()
+    except OSError:
+        ended = "compiler process stopped early"
     told = 0
-    while True:
-        try:
-            out, err = proc.communicate(sent, timeout=max(0.01, min(0.5, deadline - time.monotonic())))
-            break
-        except subprocess.TimeoutExpired:
-            sent = None  # the input went with the first call
-            if time.monotonic() >= deadline:
-                proc.kill()
-                out, err = proc.communicate()
-                ended = f"compile timed out (timeout {timeout:g} s)"
+    while ended is None:
+        ready, _, _ = select.select([server.proc.stdout], [], [], max(0.01, min(0.5, deadline - time.monotonic())))
+        if ready:
+            line = server.proc.stdout.readline()
+            if line.strip() == "done":
                 break
+            if not line:
+                ended = "compiler process stopped early"
+        elif time.monotonic() >= deadline:
+            ended = f"compile timed out (timeout {timeout:g} s)"
         done = _lines(results)
         finished(done - told)
         told = done
-    if proc.returncode < 0 and not ended.startswith("compile timed out"):
-        ended = f"compiler process killed by {signal.Signals(-proc.returncode).name}"
-    elif proc.returncode > 0:
-        ended = f"compiler process exited with status {proc.returncode}"
     records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
     finished(len(records) - told)
+    if ended is None:
+        _idle(server)
+        return records, None
+    output = server.stderr()
+    status = server.stop()
+    if status < 0 and not ended.startswith("compile timed out"):
+        ended = f"compiler process killed by {signal.Signals(-status).name}"
+    elif status > 0 and not ended.startswith("compile timed out"):
+        ended = f"compiler process exited with status {status}"
     if len(records) == len(batch):
         return records, None
     log = run_dir / f"{len(records)}.log"
     if log.exists():
         return records, _Stop(f"{ended}\n{_clip(log.read_text(errors='replace'))}".rstrip(), in_spec=True)
-    return records, _Stop(f"{ended}\n{_clip(_text(err) + _text(out))}".rstrip(), in_spec=False)
+    return records, _Stop(f"{ended}\n{_clip(output)}".rstrip(), in_spec=False)
 
 
 def _lines(path: Path) -> int:
@@ -392,13 +493,22 @@ def _clip(text: str) -> str:
 # ----------------------------------------------------------------------------------------------- child side
 
 
-def _worker(run_dir: Path) -> None:
-    """Compile the specs read from stdin, one JSON line per spec appended to run_dir/results.jsonl.
+def _serve() -> None:
+    """The child: compile each batch read from stdin (a JSON line: run directory, Triton cache directory, specs)
+    with _worker, then say "done" on stdout; end when stdin closes."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        os.environ["TRITON_CACHE_DIR"] = request["cache"]
+        _worker(Path(request["run_dir"]), request["specs"])
+        print("done", flush=True)
+
+
+def _worker(run_dir: Path, specs: list[dict[str, Any]]) -> None:
+    """Compile `specs`, one JSON line per spec appended to run_dir/results.jsonl.
 
     Each spec's console output (Python and native, stdout and stderr) goes to run_dir/<i>.log, so whoever
     reads the results after a crash knows which spec was running and what it printed.
     """
-    specs = json.load(sys.stdin)
     with open(run_dir / "results.jsonl", "w") as results:
         for i, spec in enumerate(specs):
             log = run_dir / f"{i}.log"
