@@ -9,7 +9,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped import GROUPED_GROUP_M, GROUPED_SMALL, SMALL_GROUP_ROWS, empty_k_result, grouped_config
+from tilepipe.api.grouped import empty_k_result
+from tilepipe.host.choose import GROUPED_GROUP_M, GROUPED_SMALL, SMALL_GROUP_ROWS, grouped_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32
 from tilepipe.kernels.grouped_matmul import grouped_spec
 from tilepipe.verify.checker import check
@@ -143,8 +144,8 @@ def valid_3d() -> dict:
 
 
 BAD_3D = [  # (argument changes, error, message naming the argument)
-    (lambda: dict(masked_m=empty(4, dtype=torch.int64)), TypeError, "^masked_m must be int32"),
-    (lambda: dict(masked_m=empty(3, dtype=torch.int32)), ValueError, "^masked_m must be a contiguous 1-D tensor of"),
+    (lambda: dict(masked_m=empty(4, dtype=torch.int64)), TypeError, r"^masked_m must have dtype torch.int32, got"),
+    (lambda: dict(masked_m=empty(3, dtype=torch.int32)), ValueError, r"^masked_m must be a contiguous \(4,\) tensor"),
     (lambda: dict(masked_m=empty(4, dtype=torch.int32, strides=(2, ))), ValueError, "^masked_m must be a contig"),
     (lambda: dict(masked_m=empty(4, dtype=torch.int32, device="cpu")), ValueError, "^masked_m must be on a's device"),
     (lambda: dict(a=empty(96, 64)), ValueError, r"^a must be 3-D \(G, rows, columns\)"),
@@ -178,6 +179,13 @@ def test_3d_forms_name_the_bad_argument(changes, error, message, batched):
                 getattr(torch.ops.tilepipe, op)(*tensors, **arguments)
             else:
                 getattr(torch.ops.tilepipe, f"{op}_out")(out, *tensors, **arguments)
+
+
+def test_masked_form_needs_its_counts():
+    """grouped_mm_masked without masked_m is refused (the batched form is grouped_mm's 3D x 3D), before any launch."""
+    a, b = torch.randn(2, 8, 16).bfloat16(), torch.randn(2, 16, 8).bfloat16()
+    with pytest.raises(TypeError, match="^masked_m must be a torch.Tensor, got NoneType"):
+        tilepipe.grouped_mm_masked(a, b, None)
 
 
 def test_3d_forms_return_g_by_capacity_by_n_and_route_by_rank():
@@ -270,9 +278,7 @@ def test_config_keeps_a_row_major_k_step_inside_its_expert():
     assert grouped_config(520, torch.bfloat16, True) == GROUPED_16BIT
     assert grouped_config(2048, torch.float32, False) == GROUPED_FP32
     assert grouped_config(160, torch.bfloat16, False).block_k == 32
-    assert grouped_config(528, torch.float16, False).block_k == 16
-    with pytest.raises(ValueError, match="^b: a row-major b needs K a multiple of 16, got K = 520"):
-        grouped_config(520, torch.bfloat16, False)
+    assert grouped_config(528, torch.float16, False).block_k == 16  # (K a multiple of 16: check_grouped's check)
 
 
 EPILOGUES = "tilepipe.kernels.epilogue_functions"

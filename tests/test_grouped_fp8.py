@@ -10,7 +10,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped_fp8 import grouped_fp8_config, shifted_scale_rows
+from tilepipe.api.grouped_fp8 import shifted_scale_rows
+from tilepipe.host.choose import grouped_fp8_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, fp8_configs
 from tilepipe.kernels.grouped_fp8 import grouped_fp8_spec
 from tilepipe.verify.checker import check

@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped_wgrad import wgrad_config
+from tilepipe.host.choose import wgrad_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32
 from tilepipe.kernels.grouped_wgrad import wgrad_spec
 from tilepipe.verify.checker import check

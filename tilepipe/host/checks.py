@@ -8,6 +8,8 @@ import torch
 
 from tilepipe.host.configs import NARROW_PIECED_16BIT, SCALE_BLOCK, MatmulConfig
 from tilepipe.host.device import device_index
+from tilepipe.host.launch import check_tma_starts
+from tilepipe.kernels.epilogue_functions import GATE_COLUMNS
 from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok, side_pieces
 from tilepipe.schedulers import CLUSTER_SCHEDULES, SCHEDULES, SM100_SCHEDULERS
 
@@ -418,16 +420,15 @@ def check_grouped_operands(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor 
 
 
 def check_grouped_3d(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, out: torch.Tensor | None,
-                     columns: int) -> None:
-    """The 3-D operands of the masked form (`counts`: masked_m, each group's valid rows) and the batched 3D x 3D form
-    (counts None): a (G, C, K) whose groups' rows follow each other (a (G * C, K) view: the kernel reads them as the
+                     columns: int, masked: bool) -> None:
+    """The 3-D operands of the masked form (`masked`; `counts`: masked_m, each group's valid rows) and the batched
+    3D x 3D form (no counts): a (G, C, K) whose groups' rows follow each other (a (G * C, K) view: the kernel reads them as the
     contiguous form's rows), b with G experts, masked_m G int32 on a's device, out (G, C, `columns`) alike. The
     rest is check_grouped_mm's, on those views."""
-    named = (("a", a), ("b", b)) + ((("masked_m", counts), ) if counts is not None else ())
-    for name, t in named + ((("out", out), ) if out is not None else ()):
+    for name, t in (("a", a), ("b", b)) + ((("out", out), ) if out is not None else ()):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    for name, t in named[:2]:
+    for name, t in (("a", a), ("b", b)):
         if t.dim() != 3:
             raise ValueError(f"{name} must be 3-D (G, rows, columns), got shape {tuple(t.shape)}")
     G, C, K = a.shape
@@ -435,20 +436,29 @@ def check_grouped_3d(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | No
         raise ValueError(f"a has {G} groups (a.shape[0]) but b has {b.shape[0]} (b.shape[0])")
     if b.shape[1] != K:
         raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: b.shape[1] must equal a.shape[2] (K)")
-    if counts is not None:
-        if counts.dim() != 1 or counts.shape[0] != G or counts.stride(0) != 1 and G > 1:
-            raise ValueError(f"masked_m must be a contiguous 1-D tensor of the {G} groups' valid rows, got shape "
-                             f"{tuple(counts.shape)} strides {counts.stride()}")
-        if counts.dtype != torch.int32:
-            raise TypeError(f"masked_m must be int32 (each group's valid rows), got {counts.dtype}")
-        if counts.device != a.device:
-            raise ValueError(f"masked_m must be on a's device {a.device}, got {counts.device}")
+    if masked:
+        check_per_group(counts, "masked_m", (G, ), "each group's valid rows", torch.int32, "dtype", a.device)
     if out is not None and out.shape != (G, C, columns):
         raise ValueError(f"out must have shape {(G, C, columns)}, got {tuple(out.shape)}")
     for name, t in (("a", a), ("out", out)):
         if t is not None and t.stride(0) != C * t.stride(1) and G > 1 and C > 0:
             raise ValueError(f"{name} must hold its groups' rows one after another ({name}.stride(0) == "
                              f"{name}.shape[1] * {name}.stride(1)), got strides {t.stride()}")
+
+
+def check_per_group(t: object, name: str, shape: tuple[int, ...], holds: str, dtype: torch.dtype, dtype_is: str,
+                    device: torch.device) -> None:
+    """A grouped GEMM's tensor of one entry per group (an expert's bias row, a group's row count): a contiguous
+    `shape` tensor (`holds`: what an entry is) of `dtype` (`dtype_is`: whose, in the message) on a's `device`."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != shape or not t.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous {shape} tensor ({holds}), got shape {tuple(t.shape)} strides "
+                         f"{t.stride()}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name} must have {dtype_is} {dtype}, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name} must be on a's device {device}, got {t.device}")
 
 
 def check_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, out: torch.Tensor | None,
@@ -493,3 +503,234 @@ def check_grouped_out(out: torch.Tensor | None, M: int, N: int, out_dtype: torch
     elif N * out_dtype.itemsize % 16:
         raise ValueError(f"N = {N}: D's rows must be a multiple of 16 bytes (TMA writes them), {N} {out_dtype} "
                          "elements are not")
+
+
+CONTIGUOUS, MASKED, BATCHED = "static", "masked", "batched"
+"""The layouts of a grouped GEMM's rows, each the SCHEDULE of its grouped scheduler (schedulers/grouped.py): rows between
+cumulative ends (offs), the first masked_m[g] rows of each group's capacity, every row of every capacity."""
+
+
+class GroupedProblem(NamedTuple):
+    """A checked grouped_mm call (grouped_gated_mm's where `columns_in` is 2: D has half the GEMM's N columns) in one
+    of the rows' `layout`s, the input of choosing and planning its launch: `a` and `out` (the caller's, or None) as
+    the kernel reads and writes them, (M, K) and (M, D's columns) (group_rows); `offs` the layout's ends or counts
+    (None: batched); `b_kmajor` b's layout as given; `device` a's index."""
+    a: torch.Tensor
+    b: torch.Tensor
+    offs: torch.Tensor | None
+    bias: torch.Tensor | None
+    out: torch.Tensor | None
+    G: int
+    M: int
+    N: int
+    K: int
+    out_dtype: torch.dtype
+    b_kmajor: bool
+    layout: str
+    columns_in: int
+    device: int
+
+
+def validate_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: torch.Tensor | None,
+                     out: torch.Tensor | None, out_dtype: torch.dtype | None, columns_in: int, layout: str
+                     ) -> GroupedProblem:
+    """Every check of grouped_mm's arguments (grouped_gated_mm's, the masked and batched forms': `layout`, offs their
+    counts) that needs no configuration, the overlap of `out` with the inputs and TMA's start addresses included."""
+    rows, out_rows = group_rows(a, b, offs, out, columns_in, layout)
+    G, M, N, K, out_dtype, b_kmajor = check_grouped(rows, b, offs, bias, out_rows, out_dtype, columns_in, layout)
+    if out is not None:
+        check_no_overlap(out, a, b, None)
+        if bias is not None and overlaps(out, bias):
+            raise ValueError("out must not share memory with bias")
+    check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
+    return GroupedProblem(rows, b, offs, bias, out_rows, G, M, N, K, out_dtype, b_kmajor, layout, columns_in,
+                          device_index(a))
+
+
+def group_rows(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, out: torch.Tensor | None,
+               columns_in: int, layout: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """a and out as the kernel reads and writes them, (rows, K) and (rows, D's columns): themselves in the contiguous
+    layout; the masked and batched layouts' (G, C, ...) tensors as their G * C rows, after check_grouped_3d."""
+    if layout == CONTIGUOUS:
+        return a, out
+    check_grouped_3d(a, b, counts, out, b.shape[-1] // columns_in if isinstance(b, torch.Tensor) else 0,
+                     layout == MASKED)
+    G, C, K = a.shape
+    return a.view(G * C, K), None if out is None else out.view(G * C, out.shape[2])
+
+
+def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: torch.Tensor | None,
+                  out: torch.Tensor | None, out_dtype: torch.dtype | None, columns_in: int, layout: str = CONTIGUOUS
+                  ) -> tuple[int, int, int, int, torch.dtype, bool]:
+    """grouped_mm's (columns_in = 2: grouped_gated_mm's, whose b is named b_gate_up and whose D has half b's
+    columns) checks that need no memory address, of a and out as group_rows gives them (offs: the contiguous
+    layout's; the others' counts are group_rows'): (G, M, N of the GEMM, K, out dtype, b K-major)."""
+    gated, requested, block = columns_in == 2, out_dtype, GATE_COLUMNS.value  # block: pack_gate_up's
+    ends = "row" if layout == CONTIGUOUS else None
+    G, M, N, K, out_dtype, b_kmajor = check_grouped_mm(a, b, offs, None if gated else out,
+                                                       None if gated and out is not None else out_dtype, ends)
+    if gated and N % (2 * block):
+        raise ValueError(f"b_gate_up must have a multiple of {2 * block} columns per expert (gate and up "
+                         f"interleaved in blocks of {block}: pack it with tilepipe.pack_gate_up), got {N}")
+    if gated and out is not None:  # D has H = N / 2 columns
+        out_dtype = check_out_dtype(requested, out, a.dtype)  # out's dtype where none was asked for
+        check_out(out, (M, N // 2), a.device)
+        if out.stride(1) != 1 or out.stride(0) * out.element_size() % 16 and M > 1:
+            raise ValueError(f"out must be row-major with rows on 16 bytes (TMA writes it), got strides "
+                             f"{out.stride()}")
+    if bias is not None:
+        check_per_group(bias, "bias", (G, N), "an expert's row of N", a.dtype, "a's dtype", a.device)
+    if not b_kmajor and K % 16:  # a k-step must not reach into the next expert's rows (choose.py grouped_config)
+        raise ValueError(f"b: a row-major b needs K a multiple of 16, got K = {K}; pass b as a transposed (G, N, K) "
+                         "tensor")
+    return G, M, N, K, out_dtype, b_kmajor
+
+
+def check_expected_m(expected_m: int | None) -> None:
+    """grouped_mm_masked's tile hint: None or a non-negative int (TypeError / ValueError naming it)."""
+    if expected_m is not None and (not isinstance(expected_m, int) or isinstance(expected_m, bool)):
+        raise TypeError(f"expected_m must be an int or None, got {type(expected_m).__name__}")
+    if expected_m is not None and expected_m < 0:
+        raise ValueError(f"expected_m must be >= 0, got {expected_m}")
+
+
+def validate_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                         offs: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None
+                         ) -> tuple[int, int, int, int, bool, torch.dtype]:
+    """Every check of grouped_mm_fp8's arguments (check_grouped_mm_fp8's), the overlap of `out` with the inputs and
+    TMA's start addresses included: (G, M, N, K, blockwise, out dtype)."""
+    problem = check_grouped_mm_fp8(a, b, scale_a, scale_b, offs, out, out_dtype)
+    if out is not None:
+        check_no_overlap(out, a, b, None)
+        for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+            if overlaps(out, s):
+                raise ValueError(f"out must not share memory with {name}")
+    check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
+    return problem
+
+
+def check_grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                         offs: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None
+                         ) -> tuple[int, int, int, int, bool, torch.dtype]:
+    """Every check of grouped_mm_fp8's arguments that needs no memory address (fake tensors pass through it too):
+    (G, M, N, K, blockwise, out dtype)."""
+    names = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("offs", offs))
+    for name, t in names:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t, dims in (("a", a, 2), ("b", b, 3), ("offs", offs, 1)):
+        if t.dim() != dims:
+            raise ValueError(f"{name} must be {dims}-D, got shape {tuple(t.shape)}")
+    for name, t, dtype in (("a", a, torch.float8_e4m3fn), ("b", b, torch.float8_e4m3fn), ("scale_a", scale_a,
+                           torch.float32), ("scale_b", scale_b, torch.float32), ("offs", offs, torch.int32)):
+        if t.dtype != dtype:
+            raise TypeError(f"{name} must be {str(dtype).removeprefix('torch.')}"
+                            f"{' (cumulative row ends)' if name == 'offs' else ''}, got {t.dtype}")
+    if a.device.type != "cuda":
+        raise ValueError(f"a must be on a CUDA device, got {a.device}")
+    for name, t in names[1:]:
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    out_dtype = check_out_dtype(out_dtype if out is None else None, out, out_dtype)  # as matmul_fp8: out's wins
+    (M, K), (G, KB, N) = a.shape, b.shape
+    if KB != K:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: b.shape[1] must equal a.shape[1] (K)")
+    if offs.shape[0] != G:
+        raise ValueError(f"offs has {offs.shape[0]} group ends but b has {G} groups (b.shape[0])")
+    if offs.stride(0) != 1 and G > 1:
+        raise ValueError(f"offs must be contiguous, got stride {offs.stride(0)}")
+    if a.stride(1) != 1 and K > 1 or a.stride(0) % 16 and M > 1:
+        raise ValueError(f"a must be row-major with rows on 16 bytes (K a multiple of 16; TMA reads it), got strides "
+                         f"{a.stride()} for K = {K}")
+    if b.stride(1) != 1 and K > 1 or b.stride(2) % 16 and N > 1 or G > 1 and b.stride(0) != N * b.stride(2):
+        raise ValueError(f"b must be a transposed (G, N, K) tensor (K-major: fp8 wgmma reads B K-major) with its "
+                         f"experts packed and rows on 16 bytes (K a multiple of 16), got strides {b.stride()} for "
+                         f"shape {tuple(b.shape)}; pass b.transpose(1, 2).contiguous().transpose(1, 2) to copy it")
+    blockwise = scale_b.dim() == 3
+    check_scales(scale_a, scale_b, G, M, N, K, blockwise)
+    check_grouped_out(out, M, N, out_dtype, a.device)
+    return G, M, N, K, blockwise, out_dtype
+
+
+def check_scales(scale_a: torch.Tensor, scale_b: torch.Tensor, G: int, M: int, N: int, K: int,
+                 blockwise: bool) -> None:
+    """The scales' shapes for the kind scale_b's rank names (the module's table), and blockwise's K and N multiples
+    of 128."""
+    if scale_b.shape[0] != G:
+        raise ValueError(f"scale_b has {scale_b.shape[0]} experts (scale_b.shape[0]) but b has {G} groups "
+                         "(b.shape[0])")
+    if not blockwise:
+        if tuple(scale_a.shape) not in ((M, ), (M, 1)) or tuple(scale_b.shape) != (G, N):
+            raise ValueError(f"scale_a {tuple(scale_a.shape)} and scale_b {tuple(scale_b.shape)} match no scaling for "
+                             f"G={G}, M={M}, N={N}, K={K}: per-row takes ({M},) or ({M}, 1) and ({G}, {N}), blockwise "
+                             f"({M}, K/128) and a 3-D ({G}, K/128, N/128)")
+        return
+    for name, size in (("K", K), ("N", N)):
+        if size % SCALE_BLOCK:
+            raise ValueError(f"b: blockwise scales need {name} a multiple of {SCALE_BLOCK}, got {name} = {size}")
+    kb, nb = K // SCALE_BLOCK, N // SCALE_BLOCK
+    if tuple(scale_a.shape) != (M, kb) or tuple(scale_b.shape) != (G, kb, nb):
+        raise ValueError(f"blockwise scale_a must be ({M}, {kb}) and scale_b ({G}, {kb}, {nb}) (1x128 and 128x128 "
+                         f"blocks per expert), got {tuple(scale_a.shape)} and {tuple(scale_b.shape)}")
+
+
+def validate_grouped_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
+                           out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool, bool]:
+    """Every check of the weight-gradient form's arguments (check_grouped_wgrad's) and, where D has elements, the
+    overlap of `out` with the inputs and TMA's start addresses: (G, M, N, K, out dtype, a K-major, b K-major)."""
+    problem = check_grouped_wgrad(a, b, offs, out, out_dtype)
+    G, M, N = problem[:3]
+    if G and M and N:
+        if out is not None:
+            check_no_overlap(out, a, b, None)
+        check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
+    return problem
+
+
+def check_grouped_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
+                        out_dtype: torch.dtype | None) -> tuple[int, int, int, int, torch.dtype, bool, bool]:
+    """The weight-gradient form's checks that need no memory address: (G, M, N, K, out dtype, a K-major, b
+    K-major)."""
+    check_grouped_operands(a, b, offs, 2, "K")
+    out_dtype = check_out_dtype(out_dtype, out, a.dtype)
+    (M, K), (KB, N), G = a.shape, b.shape, offs.shape[0]
+    if KB != K:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: b.shape[0] must equal a.shape[1] (K, "
+                         "which offs splits)")
+    if offs.stride(0) != 1 and G > 1:
+        raise ValueError(f"offs must be contiguous, got stride {offs.stride(0)}")
+    a_rowmajor, b_rowmajor = row_major(a), row_major(b)
+    step = 16 // a.element_size()
+    if a_rowmajor is None or a_rowmajor is False and M % step:
+        raise ValueError(f"a must be row-major (K-major) or a transposed (K, M) tensor (M-major, M a multiple of "
+                         f"{step}) with rows on 16 bytes (TMA reads it), got strides {a.stride()} for shape "
+                         f"{tuple(a.shape)}")
+    if b_rowmajor is None:
+        raise ValueError(f"b must be row-major (N-major) or a transposed (N, K) tensor (K-major) with rows on 16 bytes "
+                         f"(TMA reads it), got strides {b.stride()} for shape {tuple(b.shape)}")
+    if out is not None:
+        if tuple(out.shape) != (G, M, N):
+            raise ValueError(f"out must have shape {(G, M, N)}, got {tuple(out.shape)}")
+        if out.device != a.device:
+            raise ValueError(f"out must be on {a.device}, got {out.device}")
+        rows = out.stride(1)
+        if (out.stride(2) != 1 and N > 1 or rows < N or rows * out.element_size() % 16 and G * M > 1
+                or G > 1 and out.stride(0) != M * rows):
+            raise ValueError(f"out must be row-major with rows on 16 bytes and its groups packed (TMA writes it as "
+                             f"({G} * {M}, {N})), got strides {out.stride()}")
+    elif N * out_dtype.itemsize % 16:
+        raise ValueError(f"N = {N}: D's rows must be a multiple of 16 bytes (TMA writes them), {N} {out_dtype} "
+                         "elements are not")
+    return G, M, N, K, out_dtype, bool(a_rowmajor), not b_rowmajor
+
+
+def row_major(t: torch.Tensor) -> bool | None:
+    """Whether 2-D `t` is held row-major (True), column-major (False) or neither (None), its outer stride on 16 bytes
+    (TMA's rule for every stride but the innermost)."""
+    rows, cols = t.shape
+    size = t.element_size()
+    if t.stride(1) == 1 and t.stride(0) >= max(1, cols) and (t.stride(0) * size % 16 == 0 or rows == 1):
+        return True
+    if t.stride(0) == 1 and t.stride(1) >= max(1, rows) and (t.stride(1) * size % 16 == 0 or cols == 1):
+        return False
+    return None

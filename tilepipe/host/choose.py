@@ -1,14 +1,19 @@
 """The step between checking a call and staging its operands: which GEMM runs a checked problem (the device's target),
 in which configuration and schedule (host/configs.py's choice, or the caller's), checked against the problem."""
 
+from dataclasses import replace
 from typing import NamedTuple
 
-from tilepipe.host.checks import (MatmulProblem, check_cluster, check_pieced, check_pingpong, check_schedule,
-                                  check_subtiles, check_swap_ab)
-from tilepipe.host.configs import MatmulConfig, config_for, schedule_for, sm100_config
+import torch
+
+from tilepipe.host.checks import (GroupedProblem, MatmulProblem, check_cluster, check_pieced, check_pingpong,
+                                  check_schedule, check_subtiles, check_swap_ab)
+from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, MatmulConfig, config_for,
+                                   fp8_configs, schedule_for, sm100_config)
 from tilepipe.host.device import device_target, sm_count
 from tilepipe.host.gpus import device_model
 from tilepipe.host.staging import reads_b_kmajor
+from tilepipe.kernels.epilogue_functions import GATE_COLUMNS
 
 
 class GemmChoice(NamedTuple):
@@ -47,3 +52,79 @@ def choose_matmul(problem: MatmulProblem) -> GemmChoice:
     check_subtiles(cfg, arch)
     check_pingpong(cfg, schedule, arch, has_c)
     return GemmChoice(arch, cfg, schedule, b_kmajor)
+
+
+GROUPED_GROUP_M = 16
+"""Rows of tiles a grouped GEMM's raster walks together (a group's last band is shorter: each band reads its expert's B
+once). On the H200 16 ran 1.000-1.044x the dense GEMM's 8 on the 12 rows of bench_grouped (uniform, Zipf, quarter-empty;
+Zipf and quarter-empty +1-4%), 4 and 32 lost on some: docs/perf-log.md row 111."""
+GROUPED_SMALL = MatmulConfig(64, 128, 64, stages=8, c_stages=2, epilogue_n=64, num_warps=4, group_m=GROUPED_GROUP_M)
+"""The tile of groups of few rows (decode): one MMA warpgroup on 64 rows, so a k-step loads half the A rows that the
+128-row tile loads past its group, and twice the tiles share the experts' B stream. On 12 decode rows on the H200
+(512 tokens over 32 experts of 4096x7168 and 7168x2048, 256 over 8 of 28672x4096, 1024 over 64 of 2048x7168; uniform,
+Zipf, quarter-empty) it ran 1.024-1.175x the 128x256 tile (perf-log row 112)."""
+SMALL_GROUP_ROWS = 64
+"""Rows per group (mean, or grouped_mm_masked's expected_m) up to which the grouped GEMM takes GROUPED_SMALL: the
+measured decode rows had 16-32; above 64 a group fills a 128-row tile's rows on average."""
+
+
+def choose_grouped(problem: GroupedProblem, expected_m: int | None) -> GemmChoice:
+    """The grouped GEMM for a problem with work (grouped_matmul_kernel, sm_90a only): grouped_config's tile for the
+    rows a group holds (`expected_m`, the masked form's hint, else the mean M / G), the layout's schedule."""
+    arch = hopper_target(problem.device, "grouped_mm")
+    per_group = expected_m if expected_m is not None else problem.M / max(problem.G, 1)
+    cfg = grouped_config(problem.K, problem.out_dtype, problem.b_kmajor, problem.columns_in == 2, per_group)
+    return GemmChoice(arch, cfg, problem.layout, problem.b_kmajor)
+
+
+def hopper_target(device: int, op: str) -> str:
+    """sm_90a, the grouped GEMMs' only target; RuntimeError naming `op` and the device's target elsewhere."""
+    arch = device_target(device)
+    if arch != "sm_90a":
+        raise RuntimeError(f"{op} is built for sm_90a (Hopper); this GPU is {arch}")
+    return arch
+
+
+def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool = False,
+                   rows_per_group: float = float("inf")) -> MatmulConfig:
+    """GROUPED_SMALL where groups hold at most SMALL_GROUP_ROWS rows on average (`rows_per_group`), else the 128x256
+    tile with D in sub-tiles (matmul's LARGE_SUBTILED forms), both in bands of GROUPED_GROUP_M rows of tiles; its BK
+    halved where a row-major b's K is not a multiple of it (B's experts are stacked along K there, so a k-step must
+    not reach into the next one; K is a multiple of 16, checks.py check_grouped). A gated fp32 D takes 64-column
+    sub-tiles (a gate-up pair: 128 accumulator columns) beside three operand stages."""
+    if rows_per_group <= SMALL_GROUP_ROWS:
+        cfg = GROUPED_SMALL
+    else:
+        cfg = replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT,
+                      group_m=GROUPED_GROUP_M)
+    if gated and cfg.epilogue_n != GATE_COLUMNS.value:
+        cfg = replace(cfg, epilogue_n=GATE_COLUMNS.value, stages=3)
+    if b_kmajor or K % cfg.block_k == 0:
+        return cfg
+    return replace(cfg, block_k=32 if K % 32 == 0 else 16)
+
+
+def choose_grouped_fp8(blockwise: bool, out_dtype: torch.dtype, device: int) -> GemmChoice:
+    """The grouped FP8 GEMM (sm_90a only, static schedule, B K-major): grouped_fp8_config's tile."""
+    return GemmChoice(hopper_target(device, "grouped_mm_fp8"), grouped_fp8_config(blockwise, out_dtype), "static",
+                      True)
+
+
+def grouped_fp8_config(blockwise: bool, out_dtype: torch.dtype) -> MatmulConfig:
+    """Blockwise: matmul_fp8's blockwise 128x128 tile (BN = BK = 128: one B scale a K tile) with as many stages as
+    fit; per-row: grouped_mm's 128x256 tile with D in sub-tiles, BK = 128 (128 bytes of fp8)."""
+    if blockwise:
+        return fp8_configs(True, out_dtype)[0]
+    return replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT, block_k=SCALE_BLOCK)
+
+
+def choose_grouped_wgrad(out_dtype: torch.dtype, b_kmajor: bool, device: int) -> GemmChoice:
+    """The weight-gradient GEMM (sm_90a only; its k-grouped scheduler, schedulers/kgrouped.py): wgrad_config's tile."""
+    return GemmChoice(hopper_target(device, "grouped_mm's weight-gradient form"), wgrad_config(out_dtype), "kgrouped",
+                      b_kmajor)
+
+
+def wgrad_config(out_dtype: torch.dtype) -> MatmulConfig:
+    """The 128x256 tile with D in sub-tiles (matmul's LARGE_SUBTILED forms; fp32: 128x32 sub-tiles): each group's M x N
+    is a whole GEMM of K_g, and a MoE's (H x D per expert) fills the GPU many times over."""
+    return LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT

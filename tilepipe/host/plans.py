@@ -2,14 +2,19 @@
 geometry that passed every check keeps its launch, so a repeated call reads only its tensors' addresses (the ops'
 fast path)."""
 
+from importlib import import_module
+from typing import NamedTuple
+
 import torch
 
-from tilepipe.host.checks import check_no_overlap
+from tilepipe.host.checks import GroupedProblem, check_no_overlap
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import sm_count
-from tilepipe.host.launch import (FastLauncher, GemmLaunch, LaunchPlan, TmaOperand, launch_hooks_active,
-                                  partial_tiles, persistent_grid, scheduler_workspace, ticket_slots)
+from tilepipe.host.launch import (FastLauncher, GemmLaunch, LauncherCache, LaunchPlan, TmaOperand,
+                                  launch_hooks_active, partial_tiles, persistent_grid, scheduler_workspace,
+                                  tensor_descriptor, ticket_slots)
 from tilepipe.host.staging import StagedGemm
+from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
@@ -125,3 +130,118 @@ class PlanCache(dict):
         if len(self) >= self.LIMIT:
             self.clear()
         self[key] = plan
+
+
+class GroupedLaunch(NamedTuple):
+    """One launch of a grouped GEMM kernel (plan_grouped, plan_grouped_fp8, plan_grouped_wgrad): the kernel
+    ("module:name"), the binary's key, the grid, the stream and the fast launcher's arguments, and what Triton's JIT
+    takes instead on a binary's first launch: the TMA operands (tensor, block[, cga bases]), then the kernel's other
+    arguments in its order (pointers as tensors, scalars, constexprs), and its warps."""
+    kernel: str
+    key: tuple
+    grid: tuple[int, int, int]
+    stream: int
+    args: tuple
+    tma: tuple[tuple, ...]
+    rest: tuple
+    num_warps: int
+
+
+def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, epilogue: object) -> GroupedLaunch:
+    """The launch of grouped_matmul_kernel over `problem`'s rows, D's rows `out` (N: the GEMM's columns, D's times the
+    epilogue's COLUMNS_IN; the layout its SCHEDULE, offs its ends or counts, none batched) through `epilogue` (None:
+    D = A @ B): B's experts stacked as one TMA operand, the bias pointer D's where there is no bias (never read)."""
+    from tilepipe.kernels.grouped_matmul import grouped_blocks
+
+    a, offs, bias, G, N, K, b_kmajor = problem.a, problem.offs, problem.bias, problem.G, problem.N, problem.K, \
+        problem.b_kmajor
+    b_rows, device = stacked_experts(problem.b, b_kmajor), problem.device
+    M = out.shape[0]
+    scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, problem.layout,
+               (cfg.block_m, cfg.block_n))
+    fused = (bias is not None, epilogue)  # HAS_BIAS, EPILOGUE: after the bias pointer
+    rest = (out, offs, *scalars, out if bias is None else bias, *fused)
+    blocks = grouped_blocks(cfg, b_kmajor)
+    return _grouped_launch("tilepipe.kernels.grouped_matmul:grouped_matmul_kernel",
+                           (cfg, a.dtype, out.dtype, b_kmajor, device, problem.layout, *fused),
+                           grouped_grid(M, N, G, cfg, device), device,
+                           ((a, blocks["a"]), (b_rows, blocks["b"]), (out, blocks["d"])), rest, cfg.num_warps)
+
+
+def plan_grouped_fp8(a: torch.Tensor, b_rows: torch.Tensor, scales: tuple[torch.Tensor, torch.Tensor],
+                     out: torch.Tensor, offs: torch.Tensor, G: int, N: int, K: int, blockwise: bool, device: int,
+                     cfg: MatmulConfig) -> GroupedLaunch:
+    """The launch of grouped_blockwise_kernel (the scales as TMA operands, before D's) or grouped_scaled_kernel (by
+    pointer, after offs) over the stacked experts `b_rows`, static schedule."""
+    from tilepipe.kernels.grouped_fp8 import grouped_fp8_blocks
+
+    M = out.shape[0]
+    blocks = grouped_fp8_blocks(cfg, blockwise)
+    names = ("a", "b", "sa", "sb", "c") if blockwise else ("a", "b", "c")
+    tma = (a, b_rows, *scales, out) if blockwise else (a, b_rows, out)
+    pointers = (out, offs) if blockwise else (out, offs, *scales)
+    scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, "static")
+    kernel = "grouped_blockwise_kernel" if blockwise else "grouped_scaled_kernel"
+    return _grouped_launch(f"tilepipe.kernels.grouped_fp8:{kernel}", (cfg, blockwise, out.dtype, device),
+                           grouped_grid(M, N, G, cfg, device), device,
+                           tuple((t, *blocks[name]) for t, name in zip(tma, names)), (*pointers, *scalars),
+                           cfg.num_warps)
+
+
+def plan_grouped_wgrad(a_rows: torch.Tensor, b_rows: torch.Tensor, d_rows: torch.Tensor, offs: torch.Tensor, G: int,
+                       M: int, N: int, K: int, a_kmajor: bool, b_kmajor: bool, cfg: MatmulConfig, device: int
+                       ) -> GroupedLaunch:
+    """The launch of grouped_wgrad_kernel over A and B as their descriptors read them (a_rows (M, K) or (K, M), b_rows
+    (N, K) or (K, N)) and D's groups stacked (G * M, N), one program per SM or per tile."""
+    from tilepipe.kernels.grouped_wgrad import wgrad_blocks
+
+    tiles = G * -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    scalars = (G, M, N, K, d_rows.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, a_kmajor, b_kmajor,
+               (cfg.block_m, cfg.block_n))
+    blocks = wgrad_blocks(cfg, a_kmajor, b_kmajor)
+    return _grouped_launch("tilepipe.kernels.grouped_wgrad:grouped_wgrad_kernel",
+                           (cfg, a_rows.dtype, d_rows.dtype, a_kmajor, b_kmajor, device),
+                           (min(sm_count(device), tiles), 1, 1), device,
+                           ((a_rows, blocks["a"]), (b_rows, blocks["b"]), (d_rows, blocks["d"])),
+                           (d_rows, offs, *scalars), cfg.num_warps)
+
+
+def grouped_grid(M: int, N: int, G: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:
+    """A grouped GEMM's persistent grid over M rows in G groups: one program per SM, or per tile where the bound on the
+    tile count (each group adds at most one row of tiles) is smaller."""
+    most_tiles = (-(-M // cfg.block_m) + G) * -(-N // cfg.block_n)
+    return min(sm_count(device), most_tiles), 1, 1
+
+
+def stacked_experts(b: torch.Tensor, b_kmajor: bool) -> torch.Tensor:
+    """b's G experts as one 2-D tensor the kernel's B descriptor covers: (G * N, K) K-major, else (G * K, N)."""
+    G, K, N = b.shape
+    if b_kmajor:
+        return b.as_strided((G * N, K), (b.stride(2), 1))
+    return b.as_strided((G * K, N), (b.stride(1), 1))
+
+
+def _grouped_launch(kernel: str, key: tuple, grid: tuple[int, int, int], device: int, tma: tuple[tuple, ...],
+                    rest: tuple, num_warps: int) -> GroupedLaunch:
+    """A GroupedLaunch on the current stream; its fast launcher's arguments: the TMA operands, then `rest` with each
+    tensor as its address (None, an unread pointer's constexpr, as itself)."""
+    args = (*(TmaOperand.of(t) for t, *_ in tma),
+            *(r.data_ptr() if isinstance(r, torch.Tensor) else r for r in rest))
+    return GroupedLaunch(kernel, key, grid, torch._C._cuda_getCurrentRawStream(device), args, tma, rest, num_warps)
+
+
+def launch_grouped(plan: GroupedLaunch) -> None:
+    """Launch a grouped GEMM kernel: the first call per binary (`plan.key`) through Triton's JIT, later ones through
+    its FastLauncher."""
+    cache = _GROUPED.setdefault(plan.kernel, LauncherCache())
+    if cache.launch(plan.key, plan.grid, plan.stream, plan.args) is not None:
+        return
+    module, name = plan.kernel.split(":")
+    kernel = getattr(import_module(module), name)
+    cache.remember(plan.key, kernel[plan.grid](*(tensor_descriptor(*operand) for operand in plan.tma), *plan.rest,
+                                               num_warps=plan.num_warps, **BUILD_OPTIONS))
+
+
+_GROUPED: dict[str, LauncherCache] = {}
+"""The grouped kernels' launchers, a cache per kernel, by everything its binary is specialized on (config, dtypes,
+operand layouts, rows' layout, epilogue, device): not sizes, offs or scales."""

@@ -117,8 +117,8 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d,
                           EPILOGUE: gl.constexpr):
     """a_desc over A [M, K]; b_desc over the G experts stacked, [G * N, K] K-major or [G * K, N] row-major; d_desc
     over D [M, N / COLUMNS_IN] in BM x EPILOGUE_N blocks, d_ptr its address (row stride ld_d) for masked stores;
-    offs: G int32 row ends. TILE: (BM, BN). SCHEDULE: a grouped scheduler's name (schedulers/grouped.py). bias_ptr:
-    the experts' biases [G, N] (read only where HAS_BIAS); EPILOGUE: an epilogue function or its "module:name"
+    offs: G int32 row ends, or counts (SCHEDULE "masked"), or None ("batched": every row). TILE: (BM, BN).
+    SCHEDULE: a grouped scheduler's name (schedulers/grouped.py). bias_ptr: the experts' biases [G, N] (read only where HAS_BIAS); EPILOGUE: an epilogue function or its "module:name"
     (kernels/epilogue_functions.py; a gated one takes B's experts packed by pack_gate_up), None: D = A @ B (+ bias)."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
@@ -152,11 +152,13 @@ def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = 
     kernels/epilogue_functions.py)."""
     blocks = grouped_blocks(cfg, b_kmajor)
     signature = {"a_desc": tile_desc(dtype, blocks["a"]), "b_desc": tile_desc(dtype, blocks["b"]),
-                 "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}", "offs": "*i32", "G": "i32",
+                 "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}",
+                 "offs": "constexpr" if schedule == "batched" else "*i32", "G": "i32",
                  "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                  "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "SCHEDULE": "constexpr", "TILE": "constexpr",
                  "bias_ptr": f"*{dtype}", "HAS_BIAS": "constexpr", "EPILOGUE": "constexpr"}
     constexprs = {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
-                  "SCHEDULE": schedule, "TILE": [cfg.block_m, cfg.block_n], "HAS_BIAS": bias, "EPILOGUE": epilogue}
+                  "SCHEDULE": schedule, "TILE": [cfg.block_m, cfg.block_n], "HAS_BIAS": bias, "EPILOGUE": epilogue,
+                  **({"offs": None} if schedule == "batched" else {})}  # the batched layout reads no counts
     return KernelSpec(f"{__name__}:grouped_matmul_kernel", signature, constexprs, num_warps=cfg.num_warps,
                       divisible_by_16=("d_ptr", ))

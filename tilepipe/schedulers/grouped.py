@@ -1,11 +1,11 @@
 """`GroupedTileScheduler`: the tiles of a grouped GEMM (MoE experts), walked on the GPU from the groups' rows.
 
-Group g owns rows [start_g, end_g) of A and D. Three layouts of those rows, one scheduler class each (`rows`):
+Group g owns rows [start_g, end_g) of A and D. Three layouts of those rows, in two scheduler classes (`rows`):
 - contiguous (`GroupedTileScheduler`, SCHEDULE "static"): end_g is offs[g] clamped to [start_g, M] and start_g is the
   largest end before it (offs decreasing or past M never sends a tile outside D or two groups onto the same rows);
-- masked (`MaskedTileScheduler`, "masked": the decode form): each group has a fixed capacity of C = M / G rows,
-  start_g = g * C, and its first counts[g] (clamped to [0, C]) hold tokens;
-- batched (`BatchedTileScheduler`, "batched": 3D x 3D): every row of every capacity, no load.
+- capacity (`CapacityTileScheduler`): each group has a fixed capacity of C = M / G rows from start_g = g * C; in the
+  masked form ("masked": the decode form) its first counts[g] (clamped to [0, C]) hold tokens, in the batched form
+  ("batched": 3D x 3D, no counts pointer) every row does.
 Its tiles are its own TileGrid (GROUP_M raster over cdiv(rows, BM) x cdiv(N, BN)), numbered after the tiles of the
 groups before it; program p takes tiles p, p + P, ... as the static scheduler does. Each role walks the groups
 forward once per program (one load of offs per group), so no host sync and no table of tile counts are needed.
@@ -25,7 +25,7 @@ from tilepipe.schedulers.grid import TileGrid, TileWork
 class GroupedTileScheduler:
     """Persistent static schedule over every group's tiles: `offs` (int32, G row ends on the GPU), M rows of A and D,
     N columns of D, K (B's rows per expert when row-major), BM x BN tiles in GROUP_M raster within each group."""
-    offs: gl.tensor
+    offs: gl.tensor | gl.constexpr  # a constexpr None where a layout reads none (CapacityTileScheduler's batched)
     G: gl.tensor
     M: gl.tensor
     N: gl.tensor
@@ -36,7 +36,7 @@ class GroupedTileScheduler:
 
     @gluon.constexpr_function
     def __init__(self, offs, G, M, N, K, BM, BN, GROUP_M):
-        self.offs = offs
+        self.offs = gl.constexpr(None) if offs is None else offs
         self.G = G
         self.M = M
         self.N = N
@@ -63,34 +63,24 @@ class GroupedTileScheduler:
 
 
 @aggregate
-class MaskedTileScheduler(GroupedTileScheduler):
-    """The masked layout (grouped_mm_masked): `offs` holds each group's token count in its capacity of M / G rows."""
+class CapacityTileScheduler(GroupedTileScheduler):
+    """The capacity layouts: each group has a capacity of M / G rows; `offs` holds each one's token count in it (the
+    masked form, grouped_mm_masked), or is None (the batched 3D x 3D form: every row, no load)."""
 
     @gluon.jit
     def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-        return MaskedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
+        return CapacityTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
 
     @gluon.jit
     def rows(self, group, end):
-        """Group `group`'s rows: the first counts[group] of its capacity (`end` unused)."""
+        """Group `group`'s rows: the first counts[group] of its capacity, or all of it without counts (`end`
+        unused)."""
         capacity = self.M // self.G
         start = group * capacity
-        return start, start + gl.minimum(gl.maximum(gl.load(self.offs + group), 0), capacity)
-
-
-@aggregate
-class BatchedTileScheduler(GroupedTileScheduler):
-    """The batched layout (grouped_mm's 3D x 3D form): every group has M / G rows; `offs` is not read."""
-
-    @gluon.jit
-    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-        return BatchedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
-
-    @gluon.jit
-    def rows(self, group, end):
-        """Group `group`'s rows: its whole capacity (`end` unused)."""
-        capacity = self.M // self.G
-        return group * capacity, (group + 1) * capacity
+        count = capacity
+        if self.offs is not None:
+            count = gl.minimum(gl.maximum(gl.load(self.offs + group), 0), capacity)
+        return start, start + count
 
 
 @aggregate
@@ -104,7 +94,7 @@ class GroupedWork(TileWork):
     start: gl.tensor
     end: gl.tensor
     grid: TileGrid
-    sched: GroupedTileScheduler | MaskedTileScheduler | BatchedTileScheduler
+    sched: GroupedTileScheduler | CapacityTileScheduler
     finishes: gl.constexpr
 
     @gluon.constexpr_function
@@ -160,8 +150,8 @@ class GroupedWork(TileWork):
         return self.end - self.start < self.sched.BM
 
 
-GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler, "masked": MaskedTileScheduler,
-                             "batched": BatchedTileScheduler}
+GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler, "masked": CapacityTileScheduler,
+                             "batched": CapacityTileScheduler}
 """The grouped GEMM's SCHEDULE names, one per layout of the groups' rows (a dynamic form across groups, for skewed
 experts, is not built yet)."""
 
