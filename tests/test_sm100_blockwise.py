@@ -7,6 +7,7 @@ import torch
 
 from tests.test_sm100 import innermost_loop
 from tilepipe.api import fp8 as fp8_api
+from tilepipe.host.checks import scaling_of
 from tilepipe.host.configs import GL_DTYPES, SM100_BLOCKWISE_CONFIGS, sm100_blockwise_config
 from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
 from tilepipe.kernels.sm100_blockwise import sm100_blockwise_plan
@@ -89,19 +90,21 @@ def test_plan_declares_the_scale_ring_from_load_to_epilogue():
 def sm100_launch(monkeypatch):
     """matmul_fp8 as on an sm_100 GPU, on CPU tensors: the device checks and the launch stubbed, the launch recorded."""
     launched = []
-    monkeypatch.setattr(fp8_api, "check_matmul_fp8", lambda a, b, sa, sb, out_dtype, out: fp8_args(a, b, sa, sb,
-                                                                                                  out_dtype))
-    monkeypatch.setattr(fp8_api, "device_index", lambda t: 0)
-    monkeypatch.setattr(fp8_api, "device_target", lambda device: "sm_100a")
-    monkeypatch.setattr(fp8_api, "sm_count", lambda device: 148)
-    monkeypatch.setattr(fp8_api, "_launch", lambda kernel, tma, pointers, extra, variant, device, cfg, schedule,
-                        slots=None: launched.append((kernel, [t[1] for t in tma], cfg, schedule)))
+    monkeypatch.setattr("tilepipe.host.checks.check_matmul_fp8", lambda a, b, sa, sb, out_dtype, out: fp8_args(
+        a, b, sa, sb, out_dtype))
+    monkeypatch.setattr("tilepipe.host.checks.device_index", lambda t: 0)
+    monkeypatch.setattr("tilepipe.host.choose.device_target", lambda device: "sm_100a")
+    monkeypatch.setattr("tilepipe.host.choose.sm_count", lambda device: 148)
+    monkeypatch.setattr("tilepipe.host.launch.sm_count", lambda device: 148)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0, raising=False)
+    monkeypatch.setattr(fp8_api, "launch_fp8", lambda plan: launched.append((plan.kernel, [t[1] for t in plan.tma],
+                                                                             plan.cfg, plan.key[2])))
     return launched
 
 
 def fp8_args(a, b, sa, sb, out_dtype):
     """check_matmul_fp8's result without its CUDA device checks."""
-    return a.shape[0], b.shape[1], a.shape[1], fp8_api.scaling_of(sa, sb, a.shape[0], b.shape[1], a.shape[1]), out_dtype
+    return a.shape[0], b.shape[1], a.shape[1], scaling_of(sa, sb, a.shape[0], b.shape[1], a.shape[1]), out_dtype
 
 
 @pytest.mark.parametrize("out_dtype", (torch.bfloat16, torch.float32))

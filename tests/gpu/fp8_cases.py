@@ -58,26 +58,24 @@ def run(scaling: str, a_name: str, b_name: str, out_name: str, schedule: str | N
     """`schedule`: "static", "streamk", "splitk" forced; a cluster shape ("2x1", "1x2") forced through config= (the
     scaling's largest tile); or
     "swap-" and a schedule: swap-AB's 64x32 tile (host/configs.py swap_config) forced, under that schedule."""
-    config = None
+    config = scheduler = None
     if schedule in ("2x1", "1x2"):
         from tilepipe.host.configs import fp8_configs
 
         cm, cn = map(int, schedule.split("x"))
         config = replace(fp8_configs(scaling == "blockwise", OUT[out_name])[0], cluster_m=cm, cluster_n=cn)
-    elif schedule is not None:  # (a function-level `import tilepipe.api.fp8` would make `tilepipe` local here)
-        from tilepipe.api import fp8 as fp8_api
+    elif schedule is not None:
         from tilepipe.host.configs import swap_config
 
         if schedule.startswith("swap-"):
             config = swap_config(32, OUT[out_name], kernel="scaled")
-        forced = schedule.removeprefix("swap-")
-        fp8_api.fp8_schedule_for = lambda *args: forced
+        scheduler = schedule.removeprefix("swap-")
     torch.manual_seed(0)
     failures, worst = [], 0.0
     for M, N, K in SHAPES:
         a, b, sa, sb, ref = operands(M, N, K, FP8[a_name], FP8[b_name], scaling)
         out = torch.full((M, N), float("nan"), device="cuda", dtype=OUT[out_name])
-        got = tilepipe.matmul_fp8(a, b, sa, sb, out=out, config=config)
+        got = tilepipe.matmul_fp8(a, b, sa, sb, out=out, config=config, scheduler=scheduler)
         torch.cuda.synchronize()
         err = float((got.double() - ref).norm() / ref.norm())
         worst = max(worst, err)

@@ -394,6 +394,60 @@ def scaling_of(scale_a: torch.Tensor, scale_b: torch.Tensor, M: int, N: int, K: 
                      f"({k_blocks}, {-(-N // SCALE_BLOCK)})")
 
 
+FP8_SCHEDULES = ("static", "streamk", "splitk")
+"""The schedules matmul_fp8's `scheduler` takes on sm_90a (fp8_schedule_for's candidates)."""
+
+
+class Fp8Problem(NamedTuple):
+    """A checked matmul_fp8 call, D = (a * scale_a) @ (b * scale_b): b is (K, N) column-major, `mode` the scaling
+    ("tensor", "row" or "blockwise"), the input of choosing, staging and planning its launch."""
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: torch.Tensor
+    scale_b: torch.Tensor
+    M: int
+    N: int
+    K: int
+    mode: str
+    out_dtype: torch.dtype
+    device: int
+    config: MatmulConfig | None
+    scheduler: str | None
+
+
+def validate_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                        out_dtype: torch.dtype, out: torch.Tensor | None, config: MatmulConfig | None,
+                        scheduler: str | None) -> Fp8Problem:
+    """Every check of matmul_fp8's arguments that needs no configuration (overlap of `out` with a and b included)."""
+    if scheduler is not None and scheduler not in FP8_SCHEDULES:
+        raise ValueError(f"scheduler must be one of {FP8_SCHEDULES} or None, got {scheduler!r}")
+    M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    if out is not None:
+        check_no_overlap(out, a, b, None)
+    return Fp8Problem(a, b, scale_a, scale_b, M, N, K, mode, out_dtype, device_index(a), config, scheduler)
+
+
+def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                     out_dtype: torch.dtype, out: torch.Tensor | None) -> tuple[int, int, int, str, torch.dtype]:
+    """Every check of matmul_fp8's arguments that needs no memory address (fake tensors pass through it too):
+    (M, N, K, scaling mode, out dtype)."""
+    check_fp8_operands(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    mode = scaling_of(scale_a, scale_b, M, N, K)
+    out_dtype = check_out_dtype(out_dtype if out is None else None, out, out_dtype)
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if t.device != a.device:
+            raise ValueError(f"{name} must be on a's device {a.device}, got {t.device}")
+    if out is not None:
+        check_out(out, (M, N), a.device)
+    return M, N, K, mode, out_dtype
+
+
 def check_grouped_operands(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, b_dims: int,
                            ends: str | None) -> None:
     """A grouped GEMM's operand checks shared by its forms: tensors of the right ranks (a 2-D, b `b_dims`-D, offs

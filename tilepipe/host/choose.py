@@ -6,10 +6,11 @@ from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.checks import (GroupedProblem, MatmulProblem, check_cluster, check_pieced, check_pingpong,
-                                  check_schedule, check_subtiles, check_swap_ab)
-from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, MatmulConfig, config_for,
-                                   fp8_configs, schedule_for, sm100_config)
+from tilepipe.host.checks import (Fp8Problem, GroupedProblem, MatmulProblem, check_cluster, check_pieced,
+                                  check_pingpong, check_schedule, check_subtiles, check_swap_ab)
+from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, SM100_BLOCKWISE_CONFIGS,
+                                   MatmulConfig, config_for, fp8_config_for, fp8_configs, fp8_schedule_for,
+                                   schedule_for, sm100_blockwise_config, sm100_config, sm100_fp8_config)
 from tilepipe.host.device import device_target, sm_count
 from tilepipe.host.gpus import device_model
 from tilepipe.host.staging import reads_b_kmajor
@@ -52,6 +53,37 @@ def choose_matmul(problem: MatmulProblem) -> GemmChoice:
     check_subtiles(cfg, arch)
     check_pingpong(cfg, schedule, arch, has_c)
     return GemmChoice(arch, cfg, schedule, b_kmajor)
+
+
+def choose_matmul_fp8(problem: Fp8Problem) -> GemmChoice:
+    """The FP8 GEMM for a problem with work (M, N, K > 0): the caller's config and scheduler where given, else
+    fp8_config_for's and fp8_schedule_for's (a cluster: static, which the scaled kernel's stream-K takes; on sm_100a
+    sm100_fp8_config or the blockwise tile, static). B is always read K-major. ValueError names a config or scheduler
+    that is not built for this problem on this device."""
+    M, N, K, device, config = problem.M, problem.N, problem.K, problem.device, problem.config
+    blockwise = problem.mode == "blockwise"
+    arch = device_target(device)
+    if problem.scheduler is not None and arch == "sm_100a":
+        raise ValueError("scheduler: the sm_100a FP8 GEMMs run the static schedule only")
+    if config is not None and config.swap_ab and blockwise:
+        raise ValueError("config: the blockwise FP8 kernel has no swap-AB variant (swap_ab=False)")
+    if arch == "sm_100a" and blockwise:
+        cfg, schedule = config or sm100_blockwise_config(problem.out_dtype), "static"
+        tile = SM100_BLOCKWISE_CONFIGS[0]
+        if (cfg.block_m, cfg.block_n, cfg.block_k, cfg.c_stages) != (tile.block_m, tile.block_n, tile.block_k, 1):
+            raise ValueError(f"config: the sm_100a blockwise FP8 kernel takes {tile.block_m} x {tile.block_n} x "
+                             f"{tile.block_k} tiles and c_stages = 1 (one D buffer); got {cfg.block_m} x "
+                             f"{cfg.block_n} x {cfg.block_k}, c_stages = {cfg.c_stages}")
+    elif arch == "sm_100a":
+        cfg, schedule = config or sm100_fp8_config(M, N, problem.out_dtype, sm_count(device)), "static"
+    else:
+        gpu = device_model(device)
+        cfg = config or fp8_config_for(M, N, K, blockwise, problem.out_dtype, gpu)
+        schedule = problem.scheduler or ("static" if cfg.cluster.num_ctas > 1 else
+                                         fp8_schedule_for(M, N, K, cfg, blockwise, gpu))
+    check_cluster(cfg, schedule, arch, pair=False)  # the sm_100a FP8 GEMM has no two-CTA form
+    check_swap_ab(cfg, True, arch)  # FP8's B is always K-major
+    return GemmChoice(arch, cfg, schedule, True)
 
 
 GROUPED_GROUP_M = 16

@@ -239,6 +239,51 @@ def launch_gemm(plan: GemmLaunch, probe: str | os.PathLike | bool | None = None)
     return None
 
 
+class Fp8Launch(NamedTuple):
+    """One launch of an FP8 GEMM (host/plans.py: plan_fp8_kernel): the kernel's name, the binary's key, the grid, the
+    stream and the fast launcher's arguments (for `device`) with the slots of the call's tensors in them, and what
+    Triton's JIT takes instead on a binary's first launch: the TMA operands (tensor, block, cga bases[, layout
+    kind]), the pointer tensors, the scheduler workspace (or None), the scalars (the sm_90a kernels' last: stream-K's
+    partial tiles as a TMA operand, `partials` the tensor it covers, or None)."""
+    kernel: str
+    key: tuple
+    grid: tuple[int, int, int]
+    device: int
+    stream: int
+    args: tuple
+    slots: tuple[int, ...]
+    tma: tuple[tuple, ...]
+    pointers: tuple
+    workspace: torch.Tensor | None
+    scalars: tuple
+    partials: torch.Tensor | None
+    cfg: MatmulConfig
+
+
+def launch_fp8(plan: Fp8Launch) -> FastLauncher | None:
+    """Launch the FP8 kernel `plan.kernel` (kernels/matmul_fp8.py, matmul_fp8_blockwise.py, or the sm_100a
+    sm100_matmul.py, sm100_blockwise.py, sm100_block_scaled.py): the first call per binary through Triton's JIT,
+    later ones through its FastLauncher, which this returns (None when there is none yet)."""
+    launcher = _FP8_GEMMS.launch(plan.key, plan.grid, plan.stream, plan.args)
+    if launcher is not None:
+        return launcher
+    from tilepipe.kernels import matmul_fp8, matmul_fp8_blockwise, sm100_block_scaled, sm100_blockwise, sm100_matmul
+
+    jit = {"scaled_matmul_kernel": matmul_fp8.scaled_matmul_kernel, "sm100_scaled_matmul_kernel":
+           sm100_matmul.sm100_scaled_matmul_kernel, "blockwise_matmul_kernel":
+           matmul_fp8_blockwise.blockwise_matmul_kernel,
+           "sm100_blockwise_matmul_kernel": sm100_blockwise.sm100_blockwise_matmul_kernel,
+           "sm100_block_scaled_kernel": sm100_block_scaled.sm100_block_scaled_kernel}[plan.kernel]
+    cfg, out = plan.cfg, plan.tma[-1][0]
+    scalars = (plan.scalars if plan.kernel.startswith("sm100") else
+               plan.scalars[:-1] + (partial_descriptor(plan.partials, cfg, out.dtype), ))
+    launched = jit[plan.grid](*(tensor_descriptor(*operand) for operand in plan.tma), *plan.pointers,
+                              out if plan.workspace is None else plan.workspace,  # unread by static: any tensor
+                              *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
+    _FP8_GEMMS.remember(plan.key, launched)
+    return None
+
+
 def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"
                     ) -> tuple[int, int, int]:
     """One program per SM (a cluster's program per cluster of SMs), or per tile when there are fewer tiles than
@@ -259,6 +304,9 @@ _GEMMS = LauncherCache()
 """GEMM launchers by (config, dtypes, B layout, epilogue, kernel scheduler, device, target): everything the binary is
 specialized on, since the GEMMs do not specialize on M, N and K and the descriptors' types follow from the config and
 dtypes. Without one (Triton internals not as expected) every call goes through the JIT."""
+
+_FP8_GEMMS = LauncherCache()
+"""FP8 launchers by everything the binary is specialized on (kernel, config, dtypes, scaling, schedule, device)."""
 
 _WORKSPACES: dict[tuple[int, int, int], torch.Tensor] = {}
 

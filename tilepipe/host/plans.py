@@ -1,6 +1,6 @@
-"""Launch plans: a staged GEMM's grid, scheduler workspace and kernel arguments (`plan_gemm`), and call plans: a call
-geometry that passed every check keeps its launch, so a repeated call reads only its tensors' addresses (the ops'
-fast path)."""
+"""Launch plans: a staged GEMM's grid, scheduler workspace and kernel arguments (`plan_gemm`; the FP8 GEMMs':
+`plan_matmul_fp8`), and call plans: a call geometry that passed every check keeps its launch, so a repeated call
+reads only its tensors' addresses (the ops' fast path)."""
 
 from importlib import import_module
 from typing import NamedTuple
@@ -10,10 +10,10 @@ import torch
 from tilepipe.host.checks import GroupedProblem, check_no_overlap
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import sm_count
-from tilepipe.host.launch import (FastLauncher, GemmLaunch, LauncherCache, LaunchPlan, TmaOperand,
+from tilepipe.host.launch import (FastLauncher, Fp8Launch, GemmLaunch, LauncherCache, LaunchPlan, TmaOperand,
                                   launch_hooks_active, partial_tiles, persistent_grid, scheduler_workspace,
                                   tensor_descriptor, ticket_slots)
-from tilepipe.host.staging import StagedGemm
+from tilepipe.host.staging import StagedFp8, StagedGemm
 from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.schedulers import KERNEL_SCHEDULE
 
@@ -49,6 +49,66 @@ def plan_gemm(staged: StagedGemm, bias: torch.Tensor | None, alpha: float, beta:
            device, arch, epilogue)
     return GemmLaunch(key, grid, device, stream, args, (first, second, out, source), bias, workspace, scalars, area,
                       ticket_rows, tiling, cfg, arch, b_kmajor)
+
+
+def plan_matmul_fp8(staged: StagedFp8, mode: str, device: int, cfg: MatmulConfig, schedule: str, arch: str
+                    ) -> Fp8Launch:
+    """The launch of matmul_fp8's GEMM of `arch` over `staged` tensors. Per-tensor or per-row scales (`mode` "tensor",
+    "row") are read by pointer (stride 0 or 1 along M and N); swap-AB passes B, A and their scales in that order (the
+    plan's slots keep the call's a, b, D, scale_a, scale_b order). Blockwise scales are TMA operands, loaded with the
+    tiles they scale, split or shared over a cluster as those are. On sm_100a the Blackwell kernels, which take the
+    same arguments (the scaled one's D blocks are its epilogue's sub-tiles)."""
+    a, b, scale_a, scale_b, out = staged
+    if mode == "blockwise":
+        from tilepipe.kernels.matmul_fp8_blockwise import blockwise_blocks
+
+        blocks = blockwise_blocks(cfg)
+        tma = tuple((t, *blocks[name]) for t, name in ((a, "a"), (b, "b"), (scale_a, "sa"), (scale_b, "sb"),
+                                                       (out, "c")))
+        kernel = "sm100_blockwise_matmul_kernel" if arch == "sm_100a" else "blockwise_matmul_kernel"
+        return plan_fp8_kernel(kernel, tma, (), (), None, device, cfg, schedule)
+    from tilepipe.kernels.matmul import operand_blocks
+    from tilepipe.kernels.sm100_matmul import sm100_operand_blocks
+
+    per_row = mode == "row"
+    stride = 1 if per_row else 0
+    blocks = (sm100_operand_blocks if arch == "sm_100a" else operand_blocks)(cfg, True)  # a cluster's tiles, split
+    first, second, scales, slots = ((b, a, (scale_b, scale_a), (1, 0, 2, 4, 3)) if cfg.swap_ab else  # or shared
+                                    (a, b, (scale_a, scale_b), None))                                # over its CTAs
+    tma = ((first, *blocks["a"]), (second, *blocks["b"]), (out, *blocks["c"]))
+    kernel = "sm100_scaled_matmul_kernel" if arch == "sm_100a" else "scaled_matmul_kernel"
+    return plan_fp8_kernel(kernel, tma, scales, (stride, stride), per_row, device, cfg, schedule, slots)
+
+
+def plan_fp8_kernel(kernel: str, tma: tuple[tuple, ...], pointers: tuple, extra: tuple, variant: object, device: int,
+                    cfg: MatmulConfig, schedule: str, slots: tuple[int, ...] | None = None) -> Fp8Launch:
+    """The launch of the FP8 kernel named `kernel` under `schedule` (static, stream-K or split-K: host/configs.py
+    fp8_schedule_for) with its arguments in order: TMA operands (tensor, block, cga bases[, layout kind]), pointers,
+    the scheduler's workspace, then M, N, K, the config's stage counts and GROUP_M, `extra` scalars, the kernel's
+    schedule, (the sm_90a blockwise kernel) the cluster shape, (the scaled kernels) the cluster shape and swap-AB,
+    and (the sm_90a kernels) stream-K's partial tiles. The binary's key: kernel, config, dtypes, `variant`,
+    schedule, device. The plan's slots are the TMA operands and pointers, in order or as `slots` maps the call's
+    addresses to them."""
+    a, b, out = tma[0][0], tma[1][0], tma[-1][0]
+    rows, K = a.shape  # the kernel's M and N (under swap-AB the problem's N and M)
+    cols = b.shape[0]
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    workspace = scheduler_workspace(device, stream, cfg) if schedule != "static" else None
+    kernel_schedule = KERNEL_SCHEDULE.get(schedule, schedule)
+    scalars = (rows, cols, K, cfg.stages, cfg.c_stages, cfg.group_m, *extra, kernel_schedule)
+    if kernel == "blockwise_matmul_kernel":  # the sm_90a kernels take the cluster shape, the scaled ones swap-AB
+        scalars += (cfg.cluster_m, cfg.cluster_n)
+    elif kernel != "sm100_blockwise_matmul_kernel":
+        scalars += (cfg.cluster_m, cfg.cluster_n, cfg.swap_ab)
+    grid = persistent_grid(*out.shape, K, cfg, device, schedule)
+    key = (kernel, variant, kernel_schedule, cfg, a.dtype, b.dtype, out.dtype, device)
+    partials, area = partial_tiles(workspace if kernel_schedule == "streamk" else None, cfg)
+    if not kernel.startswith("sm100"):  # the sm_90a kernels take stream-K's partial tiles last
+        scalars += (partials, )
+    args = (*(TmaOperand.of(t) for t, *_ in tma), *(p.data_ptr() for p in pointers),
+            workspace.data_ptr() if workspace is not None else 0, *scalars)  # no stale tensors: an unread one is null
+    return Fp8Launch(kernel, key, grid, device, stream, args, slots or tuple(range(len(tma) + len(pointers))), tma,
+                     pointers, workspace, scalars, area, cfg)
 
 
 class CallPlan:
@@ -119,6 +179,25 @@ class MatmulPlan(CallPlan):
     def overlapping(self, inputs: tuple) -> tuple:
         a, b, c = inputs
         return a, b, c if self.separate_c or self.bias else None
+
+
+class Fp8Plan(CallPlan):
+    """matmul_fp8's plan: inputs (a, b, scale_a, scale_b). The scaled kernel takes D's descriptor before the scale
+    pointers; the blockwise kernel takes the scales' descriptors before D's."""
+
+    __slots__ = ("blockwise", )
+
+    def __init__(self, plan: Fp8Launch, launcher: FastLauncher, out: torch.Tensor, blockwise: bool) -> None:
+        super().__init__(LaunchPlan(launcher, plan.grid, plan.device, plan.args, plan.slots,
+                                    None if plan.workspace is None else plan.stream), out)
+        self.blockwise = blockwise
+
+    def addresses(self, inputs: tuple, out: torch.Tensor) -> tuple[int, ...]:
+        a, b, scale_a, scale_b = (t.data_ptr() for t in inputs)
+        return (a, b, scale_a, scale_b, out.data_ptr()) if self.blockwise else (a, b, out.data_ptr(), scale_a, scale_b)
+
+    def overlapping(self, inputs: tuple) -> tuple:
+        return inputs[0], inputs[1], None
 
 
 class PlanCache(dict):

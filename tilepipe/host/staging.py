@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.checks import MatmulProblem
+from tilepipe.host.checks import Fp8Problem, MatmulProblem
 from tilepipe.host.configs import LINE_BYTES, SECTOR_BYTES, MatmulConfig, tile_count, tile_us
 from tilepipe.host.gpus import device_model
 from tilepipe.host.launch import TMA_ALIGN_BYTES, LauncherCache
@@ -84,6 +84,29 @@ def stage_matmul(problem: MatmulProblem, cfg: MatmulConfig, b_kmajor: bool, out:
     a, b = sector_aligned(tma_ready(problem.a), tma_ready(problem.b.t() if b_kmajor else problem.b), problem.M,
                           problem.N, problem.K, cfg, problem.device)
     return StagedGemm(a, b, target, c)
+
+
+class StagedFp8(NamedTuple):
+    """An FP8 GEMM's tensors as its kernel reads and writes them: A, B^T (N x K), the scales (per-tensor and per-row:
+    flat vectors read by pointer; blockwise: scale_a^T and scale_b^T, TMA operands) and D (`out`, or an aligned
+    stand-in copied back after the launch)."""
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: torch.Tensor
+    scale_b: torch.Tensor
+    out: torch.Tensor
+
+
+def stage_matmul_fp8(problem: Fp8Problem, out: torch.Tensor) -> StagedFp8:
+    """A checked FP8 problem's tensors as its kernel reads them: aligned copies where TMA cannot address one (the
+    operands, D, blockwise scales), per-tensor and per-row scales as contiguous vectors."""
+    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    a, b = tma_ready(problem.a), tma_ready(problem.b.t())
+    if problem.mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N x K blocks) by TMA
+        scale_a, scale_b = tma_ready(problem.scale_a.t()), tma_ready(problem.scale_b.t())
+    else:
+        scale_a, scale_b = problem.scale_a.reshape(-1).contiguous(), problem.scale_b.reshape(-1).contiguous()
+    return StagedFp8(a, b, scale_a, scale_b, target)
 
 
 def reads_b_kmajor(b: torch.Tensor, cfg: MatmulConfig) -> bool:
