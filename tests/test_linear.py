@@ -4,6 +4,8 @@ needs; the default epilogue is matmul's own code; a user's epilogue outside tile
 arguments name themselves; the gate-up packing round-trips."""
 
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -11,6 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import tilepipe
 from tilepipe.host.gpus import H100
 from tilepipe.api.linear import GATE_COLUMNS, activation_config, gated_config, pack_gate_up, unpack_gate_up
+from tilepipe.host.checks import check_subtiles, check_swap_ab
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_SUBTILED_16BIT, MEDIUM, PIECED_WHOLE_16BIT, modelled_config,
                                    swap_config, variant_config)
 from tilepipe.kernels.catalogue import EPILOGUES, MATMUL_GATED, shipped_variants
@@ -31,6 +34,8 @@ EXTRA = {  # an activation in the other tiles linear may run it in, over C, and 
     "bias by name": matmul_spec(MEDIUM, "bf16", "bf16", True, bias_dtype="bf16", epilogue=f"{EPILOGUES}:bias"),
     "bias by default": matmul_spec(MEDIUM, "bf16", "bf16", True, bias_dtype="bf16"),
     "plain subtiled": matmul_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True),
+    "swiglu swap-AB": matmul_spec(gated_config(16, 28672, 4096, torch.bfloat16, 0), "bf16", "bf16", True,
+                                  epilogue=f"{EPILOGUES}:swiglu"),  # gated_linear's decode tile
 }
 
 
@@ -84,6 +89,14 @@ def test_a_gated_tile_stores_half_its_columns(reports):
         assert gated.count("cp.async.bulk.tensor.2d.global.shared") * 2 == plain.count(
             "cp.async.bulk.tensor.2d.global.shared") == 4
         assert gated.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+
+
+def test_a_gated_swap_ab_tile_stores_its_pair_once(reports):
+    """Swap-AB's 128-row tile holds one gate-up pair of N in its two warpgroups: the transposed accumulator writes
+    64 columns of D in one TMA store, exchanging its halves once through shared memory, with the swap-AB wgmmas."""
+    gated = reports["swiglu swap-AB"]  # a 16 x 64 tile of D over 256 MMA threads: 4 values each
+    assert gated.count("cp.async.bulk.tensor.2d.global.shared") == 1 and gated.count("wgmma.mma_async") == 128 // 16
+    assert gated.count("ex2.approx") == gated.count("rcp.approx.ftz.f32") == 16 * 64 // 256
 
 
 def test_the_default_epilogue_is_the_bias_function(reports):
@@ -194,13 +207,31 @@ def test_compile_fullgraph_traces_linear_and_gated_linear(fake):
     assert "tilepipe.gated_linear" in code and "tilepipe.linear" in code, code
 
 
-@pytest.mark.parametrize("M, N, K", [(16, 28672, 4096), (512, 28672, 4096), (8192, 28672, 4096), (300, 384, 328)])
+@pytest.mark.parametrize("M, N, K", [(64, 28672, 4096), (512, 28672, 4096), (8192, 28672, 4096), (300, 384, 328),
+                                     (16, 28672, 4096)])
 def test_gated_config_is_a_power_of_two_tile_in_64_column_sub_tiles(M, N, K, monkeypatch):
+    """Past M = 32 (or with B row-major) a power-of-two tile of 128 or 256 columns."""
     monkeypatch.setattr("tilepipe.api.linear.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
-    cfg = gated_config(M, N, K, torch.bfloat16, 0)
+    cfg = gated_config(M, N, K, torch.bfloat16, 0, b_kmajor=M > 32)
     assert cfg.epilogue_n == GATE_COLUMNS and cfg.tile_n in (128, 256) and not (cfg.swap_ab or cfg.pieced)
     assert cfg.cluster.num_ctas == 1
+
+
+@pytest.mark.parametrize("M", [1, 7, 16, 32])
+def test_gated_config_at_decode_m_is_swap_ab_on_a_gate_up_pair(M):
+    """M <= 32 with B K-major (the packed weight): swap-AB's 128-row tile, one gate-up pair a tile, into 64 columns
+    of D; the checks accept it (and refuse its other sub-tile widths under swap-AB)."""
+    cfg = gated_config(M, 28672, 4096, torch.bfloat16, 0)
+    assert cfg == replace(swap_config(M, torch.bfloat16, 2 * GATE_COLUMNS), epilogue_n=GATE_COLUMNS)
+    assert cfg.swap_ab and cfg.block_m == 2 * GATE_COLUMNS and cfg.num_warps == 8 and cfg.block_n >= M
+    check_swap_ab(cfg, True, "sm_90a")
+    check_subtiles(cfg, "sm_90a")
+    for bad in (replace(cfg, epilogue_n=32), replace(swap_config(M, torch.bfloat16), epilogue_n=GATE_COLUMNS // 2)):
+        with pytest.raises(ValueError, match="config.epilogue_n: under swap-AB"):
+            check_subtiles(bad, "sm_90a")
+    with pytest.raises(ValueError, match="config.epilogue_n must be .* divides block_m = 128"):
+        check_subtiles(replace(cfg, epilogue_n=256), "sm_90a")
 
 
 @pytest.mark.parametrize("scheduler", [None, "streamk"])

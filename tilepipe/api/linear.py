@@ -14,7 +14,7 @@ import torch
 
 from tilepipe.api.matmul import _PLANS, _matmul
 from tilepipe.host.checks import check_operands
-from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, MatmulConfig, config_for
+from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, MatmulConfig, config_for, swap_config
 from tilepipe.host.device import device_index
 from tilepipe.kernels import epilogue_functions as epilogues
 
@@ -130,7 +130,7 @@ def _fused(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: tor
     a = x.reshape(M, K)
     gated = rows_per_column == 2
     d = None if out is None or gated else out.view(M, N)  # matmul's out is the GEMM's M x N: a gated D is copied
-    config = (gated_config(M, N, K, x.dtype, device_index(x)) if gated else
+    config = (gated_config(M, N, K, x.dtype, device_index(x), w.stride(1) == 1) if gated else
               activation_config(M, N, K, x.dtype, device_index(x), epilogue))
     c = None if bias is None else bias.expand(M, N)
     result = _matmul(a, w.t(), d, None, c, 1.0, 1.0 if bias is not None else 0.0, config, "static" if gated else None,
@@ -153,10 +153,14 @@ def activation_config(M: int, N: int, K: int, dtype: torch.dtype, device: int,
     return LARGE_SUBTILED_16BIT if cfg.cluster.num_ctas > 1 else replace(cfg, epilogue_n=GATE_COLUMNS)
 
 
-def gated_config(M: int, N: int, K: int, dtype: torch.dtype, device: int) -> MatmulConfig:
-    """The configuration of a gated GEMM of N = 2H columns: matmul's choice where it is a power-of-two tile of 128 or
-    256 columns without swap-AB or a cluster (its own ping-pong form too), else the 64x128 (M <= 64) or 128x128 tile;
-    D always in 64-column sub-tiles (a 128-column part of the accumulator: one gate-up pair)."""
+def gated_config(M: int, N: int, K: int, dtype: torch.dtype, device: int, b_kmajor: bool = True) -> MatmulConfig:
+    """The configuration of a gated GEMM of N = 2H columns: for M <= 32 with B K-major (the packed weight), swap-AB's
+    128-row tile (two warpgroups: one gate-up pair of N, into 64 columns of D), which streams the weight as matmul's
+    swap-AB does; else matmul's choice where it is a power-of-two tile of 128 or 256 columns without swap-AB or a
+    cluster (its own ping-pong form too), else the 64x128 (M <= 64) or 128x128 tile. D always in 64-column
+    sub-tiles (a 128-column part of the accumulator: one gate-up pair)."""
+    if M <= 32 and b_kmajor:
+        return replace(swap_config(M, dtype, 2 * GATE_COLUMNS), epilogue_n=GATE_COLUMNS)
     cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
     if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.tile_n not in (128, 256):
         cfg = SMALL if M <= 64 else MEDIUM

@@ -254,20 +254,25 @@ def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, 
 
 def check_subtiles(cfg: MatmulConfig, arch: str) -> None:
     """D in sub-tiles (`epilogue_n`) is built for the sm_90a GEMM's tiles of power-of-two rows (columns in pieces
-    too: each piece a whole number of sub-tiles) without a cluster or swap-AB, in a power-of-two width of at least 16
-    columns that divides every column piece; anything else raises ValueError."""
+    too: each piece a whole number of sub-tiles) without a cluster, in a power-of-two width of at least 16 columns
+    that divides every column piece; under swap-AB (D's columns are block_m) only as the 128-row tile's halves, the
+    64 columns of D a gated epilogue writes of a gate-up pair (GATE_COLUMNS). Anything else raises ValueError."""
     if cfg.epilogue_n is None:
         return
-    width, piece = cfg.epilogue_n, min(side_pieces(cfg.block_n))  # block_n checked by check_pieced
+    side, name = (cfg.block_m, "block_m") if cfg.swap_ab else (cfg.block_n, "block_n")  # D's columns
+    width, piece = cfg.epilogue_n, min(side_pieces(side))  # the side checked by check_pieced
     if not isinstance(width, int) or width < 16 or not is_power_of_two(width) or piece % width:
-        raise ValueError(f"config.epilogue_n must be a power of two of at least 16 that divides block_n = "
-                         f"{cfg.block_n}" + (f" and its {piece}-column piece" if piece != cfg.block_n else "") +
-                         f", got {width!r}")
+        raise ValueError(f"config.epilogue_n must be a power of two of at least 16 that divides {name} = {side}" +
+                         (f" and its {piece}-column piece" if piece != side else "") + f", got {width!r}")
     if arch != "sm_90a":
         raise ValueError(f"config.epilogue_n: D in sub-tiles is built for sm_90a (Hopper) only; {arch}'s GEMM "
                          "takes configs with epilogue_n=None (its epilogue sub-tiles are its own)")
-    if cfg.block_m in PIECES or cfg.swap_ab or cfg.cluster.num_ctas > 1:
-        raise ValueError("config.epilogue_n: D in sub-tiles is built without rows in pieces, swap-AB or a cluster")
+    if cfg.block_m in PIECES or cfg.cluster.num_ctas > 1:
+        raise ValueError("config.epilogue_n: D in sub-tiles is built without rows in pieces or a cluster")
+    if cfg.swap_ab and (cfg.block_m, width) != (2 * GATE_COLUMNS.value, GATE_COLUMNS.value):
+        raise ValueError(f"config.epilogue_n: under swap-AB D in sub-tiles is built as a gated epilogue writes it, "
+                         f"block_m = {2 * GATE_COLUMNS.value} and epilogue_n = {GATE_COLUMNS.value}; got block_m = "
+                         f"{cfg.block_m}, epilogue_n = {width}")
 
 def check_pingpong(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool) -> None:
     """Two MMA warpgroups taking turns (`pingpong`, kernels/matmul_pingpong.py) are built for the sm_90a GEMM's

@@ -11,6 +11,8 @@ kernels/epilogues.py stores what they return."""
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.language.core import _unwrap_if_constexpr
 
 from tilepipe.kernels.activations import gelu_of, gelu_tanh_of, relu_of, silu_of
 from tilepipe.pipeline.output import column_join, column_parts
@@ -128,12 +130,36 @@ def silu(acc, c, args: EpilogueArgs, first_row, first_col):
     return silu_of(affine(acc, c, args, first_row, first_col))
 
 
+@builtin
+def paired_columns(layout, shape, width, _semantic=None):
+    """`layout` of a [rows, cols] tile with every column bit from `width` up in each thread's registers, so its
+    blocks of `width` columns split apart in registers (column_parts): `layout` itself where they are (warps splitting
+    rows), else each lane or warp bit of those columns exchanged with a register bit below them (swap-AB's transposed
+    accumulator, whose two warpgroups hold a gate block and its up block: one exchange through shared memory)."""
+    rows, cols = (_unwrap_if_constexpr(n) for n in _unwrap_if_constexpr(shape))
+    width, layout = _unwrap_if_constexpr(width), _unwrap_if_constexpr(layout)
+    linear = _unwrap_if_constexpr(_semantic.to_linear_layout(layout, [rows, cols]))
+    regs, lanes, warps = (list(map(list, bases)) for bases in (linear.reg_bases, linear.lane_bases, linear.warp_bases))
+    below = [i for i, (_, col) in enumerate(regs) if col < width]
+    moved = False
+    for bases in (lanes, warps):
+        for i, (row, col) in enumerate(bases):
+            if col >= width:
+                j = below.pop()
+                regs[j], bases[i], moved = bases[i], regs[j], True
+    if not moved:
+        return gl.constexpr(layout)
+    return gl.constexpr(gl.DistributedLinearLayout(regs, lanes, warps, list(map(list, linear.block_bases)),
+                                                   [rows, cols]))
+
+
 @gluon.jit
 def gated(d, ACTIVATION: gl.constexpr):
     """act(gate) * up for d's columns in GATE_COLUMNS pairs (gate block, then its up block): half d's columns."""
     PAIRS: gl.constexpr = d.shape[1] // (2 * GATE_COLUMNS)
     gl.static_assert(PAIRS >= 1 and d.shape[1] == PAIRS * 2 * GATE_COLUMNS,
                      "a gated epilogue takes whole gate-up pairs: 128 accumulator columns per 64 of D")
+    d = gl.convert_layout(d, paired_columns(d.type.layout, d.shape, GATE_COLUMNS))
     parts = column_parts(d, 2 * PAIRS)
     out = ACTIVATION(parts[0]) * parts[1]
     if PAIRS > 1:

@@ -55,12 +55,12 @@ def matmul_plan(block_m, block_n, block_k, stages, c_stages, dtype, c_dtype, b_k
     multicast (`split`: each CTA its half, pipeline/multicast.py), so its input ring counts both CTAs' releases (the
     dynamic scheduler's tile-id ring is multicast too). With `swap_ab` the output and source stages hold D's block_n
     x block_m tile. Under `streamk` the epilogue-load role also brings partial sums into the output stages
-    (pipeline/partials.py). With `epilogue_n` an output (and source) stage holds a block_m x epilogue_n sub-tile."""
+    (pipeline/partials.py). With `epilogue_n` a stage holds an epilogue_n-column sub-tile of D's tile."""
     cluster = Cluster(cluster_m, cluster_n)
     if swap_ab and cluster.num_ctas > 1:
         raise ValueError("swap-AB is built without clusters")
     b_tile = (block_n, block_k) if b_kmajor else (block_k, block_n)
-    d_tile = (block_n, block_m) if swap_ab else (block_m, epilogue_n or block_n)
+    d_tile = (block_n, epilogue_n or block_m) if swap_ab else (block_m, epilogue_n or block_n)
     sources = EpiLoadPipelineStorage(c_stages, consumer="store") if has_c or streamk else None
     clc = ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store") + (("epilogue_load", ) if has_c else ()),
                              multicast=cluster.num_ctas > 1)
@@ -131,11 +131,11 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     BM: gl.constexpr = d_desc.block_type.shape[1 if SWAP_AB else 0] if TILE is None else TILE[0]
     BN: gl.constexpr = TILE[1] if TILE is not None else d_desc.block_type.shape[0 if SWAP_AB else 1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else BN // RATIO  # the columns of D's tile
+    D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else (BM if SWAP_AB else BN) // RATIO  # D's cols
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     gl.static_assert(RATIO == 1 or EPILOGUE_N is not None, "a gated epilogue writes D in sub-tiles (EPILOGUE_N)")
-    gl.static_assert(TILE is None or not (SWAP_AB or CLUSTER_M * CLUSTER_N > 1),
-                     "a pieced tile or D in sub-tiles runs without swap-AB or a cluster")
+    gl.static_assert(TILE is None or not (CLUSTER_M * CLUSTER_N > 1 or SWAP_AB and pieced(BM, BN)),
+                     "a pieced tile or D in sub-tiles runs without a cluster; swap-AB takes D in sub-tiles, unpieced")
     gl.static_assert(EPILOGUE_N is None or TILE is not None, "D in sub-tiles takes TILE")
     gl.static_assert(EPILOGUE_N is None or not pieced(BM, 64), "D in sub-tiles is built for tiles pieced by columns")
     gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
@@ -176,7 +176,7 @@ def operand_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[tuple[int, int], tupl
     share it (pipeline/cluster.py). With swap_ab "a" and "b" are the kernel's operands (the problem's B^T and A,
     K-major) and D's block is the transposed tile. Split multicast halves the shared one's (kernels read it so)."""
     b_block = (cfg.tile_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.tile_n)
-    d_block = (cfg.tile_n, cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.epilogue_cols)
+    d_block = (cfg.tile_n, cfg.epilogue_n or cfg.tile_m) if cfg.swap_ab else (cfg.tile_m, cfg.epilogue_cols)
     blocks = {"a": ((cfg.tile_m, cfg.block_k), cfg.cluster.a), "b": (b_block, cfg.cluster.b(b_kmajor)),
               "c": (d_block, cfg.cluster.c)}
     return split_operand({name: (TilePieces(*block).box, cga) for name, (block, cga) in blocks.items()}, cfg, b_kmajor)
