@@ -363,3 +363,18 @@ def test_seeded_wrong_arrive_count_deadlocks_the_load_role(protocols):
     result = check(replace(with_pipeline(protocols[0], "input", consumer_arrivals=2), trace=None))
     assert not result.ok
     assert any(f.kind == "deadlock" and (f.role, f.pipeline) == ("load", "input") for f in result.findings)
+
+
+def test_capacity_layouts_launch_with_their_counts_or_none():
+    """On a fake H200 (tests/launch_record.py): the masked form passes masked_m's address as the kernel's offs, the
+    batched form None (a constexpr: no per-call tensor), each with its own SCHEDULE and binary key."""
+    from tests.launch_record import fake_h200
+
+    with fake_h200() as launches:
+        a, w = torch.empty(4, 96, 64, dtype=torch.bfloat16), torch.empty(4, 32, 64, dtype=torch.bfloat16)
+        masked_m = torch.tensor([0, 5, 96, 200], dtype=torch.int32)
+        tilepipe.grouped_mm_masked(a, w.transpose(1, 2), masked_m)
+        tilepipe.grouped_mm(a, w.transpose(1, 2))
+    (masked_key, _, masked_args), (batched_key, _, batched_args) = (launch[1:] for launch in launches)
+    assert masked_key[5] == masked_args[14] == "masked" and masked_args[4] == masked_m.data_ptr()
+    assert batched_key[5] == batched_args[14] == "batched" and batched_args[4] is None
