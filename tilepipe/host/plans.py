@@ -232,14 +232,13 @@ def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, 
     D = A @ B): B's experts stacked as one TMA operand, the bias pointer D's where there is no bias (never read)."""
     from tilepipe.kernels.grouped_matmul import grouped_blocks
 
-    a, offs, bias, G, N, K, b_kmajor = problem.a, problem.offs, problem.bias, problem.G, problem.N, problem.K, \
-        problem.b_kmajor
-    b_rows, device = stacked_experts(problem.b, b_kmajor), problem.device
-    M = out.shape[0]
-    scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, problem.layout,
+    a, bias, G, M, N, b_kmajor, device = (problem.a, problem.bias, problem.G, problem.M, problem.N, problem.b_kmajor,
+                                          problem.device)
+    b_rows = stacked_experts(problem.b, b_kmajor)
+    scalars = (G, M, N, problem.K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, problem.layout,
                (cfg.block_m, cfg.block_n))
     fused = (bias is not None, epilogue)  # HAS_BIAS, EPILOGUE: after the bias pointer
-    rest = (out, offs, *scalars, out if bias is None else bias, *fused)
+    rest = (out, problem.offs, *scalars, out if bias is None else bias, *fused)
     blocks = grouped_blocks(cfg, b_kmajor)
     return _grouped_launch("tilepipe.kernels.grouped_matmul:grouped_matmul_kernel",
                            (cfg, a.dtype, out.dtype, b_kmajor, device, problem.layout, *fused),
