@@ -21,6 +21,7 @@ from tilepipe.host.device import device_index
 from tilepipe.host.plans import launch_grouped, plan_grouped_fp8, stacked_experts
 from tilepipe.host.staging import tma_ready
 from tilepipe.kernels.blockwise_scales import SCALE_ALIGN as BLOCKWISE_SCALE_ALIGN
+from tilepipe.kernels.spec import KernelSpec
 
 SCALE_ALIGN = BLOCKWISE_SCALE_ALIGN.value  # fp32 scales in 16 bytes: where TMA may start a row's read
 
@@ -77,7 +78,7 @@ def shifted_scale_rows(scale_a: torch.Tensor) -> torch.Tensor:
     return copies.contiguous().view(SCALE_ALIGN * k_blocks, width)
 
 
-def fp8_variant_spec(options: dict) -> tuple[MatmulConfig, "KernelSpec"]:
+def fp8_variant_spec(options: dict) -> tuple[MatmulConfig, KernelSpec]:
     """A grouped FP8 catalogue variant (kernels/catalogue.py GROUPED_FP8: blockwise, c_dtype) as grouped_mm_fp8
     launches it: its configuration and its KernelSpec."""
     from tilepipe.kernels.grouped_fp8 import grouped_fp8_spec
