@@ -4,8 +4,8 @@
 chooses its tile, against a float64 reference on fresh random inputs, the output poisoned with NaN first.
 `... forced gelu bf16`: the activation in every sm_90a tile form and schedule (sub-tiles, whole stage, stream-K,
 dynamic, swap-AB, a pieced tile, ping-pong), forced through matmul's path. `... gated silu bf16`: gated_linear on
-ragged M, H and K, as chosen and in forced tiles. `... graphs bf16`: a gated MLP under torch.compile(fullgraph=True)
-and linear replayed from a CUDA graph, against eager torch.
+ragged M, H and K, as chosen and in forced tiles, and at decode M (swap-AB's gated tile). `... graphs bf16`: a
+gated MLP under torch.compile(fullgraph=True) and linear replayed from a CUDA graph, against eager torch.
 """
 
 import json
@@ -61,12 +61,17 @@ def run_linear(activation: str, dtype: str, bias: str) -> dict:
     return verdict(f"linear {activation} {dtype} {bias}", results, dt)
 
 
+SWAP_GATED = replace(configs.swap_config(32, torch.bfloat16, 2 * GATE_COLUMNS), epilogue_n=GATE_COLUMNS)
+"""gated_linear's decode tile (gated_config's for M <= 32): swap-AB's 128 rows of N (a gate-up pair) x 32 of M, D
+in 64-column sub-tiles."""
 FORCED = [(configs.LARGE_SUBTILED_16BIT, "static"), (configs.LARGE_SUBTILED_16BIT, "streamk"),
           (configs.LARGE_16BIT, "dynamic"), (configs.MEDIUM, "splitk"), (configs.SMALL, "static"),
           (configs.swap_config(32, torch.bfloat16), "static"), (configs.swap_config(32, torch.bfloat16), "streamk"),
           (configs.PIECED_WHOLE_16BIT, "dynamic"), (configs.PINGPONG_16BIT, "static"),
-          (replace(configs.PINGPONG_16BIT, stages=5, epilogue_n=None), "static")]
-"""(config, schedule) pairs an activation is forced through: every sm_90a tile form the fused epilogue passes."""
+          (replace(configs.PINGPONG_16BIT, stages=5, epilogue_n=None), "static"), (SWAP_GATED, "static"),
+          (SWAP_GATED, "dynamic")]
+"""(config, schedule) pairs an activation is forced through: every sm_90a tile form the fused epilogue passes (the
+swap-AB tile in sub-tiles: two 64-column parts of its transposed accumulator)."""
 FORCED_SHAPES = [(300, 513, 1000), (33, 264, 520), (129, 200, 64)]
 
 
@@ -92,7 +97,9 @@ GATED_SHAPES = [((1, ), 64, 64), ((16, ), 14336, 4096), ((129, ), 192, 63), ((2,
                 ((2048, ), 1024, 256), ((300, ), 128, 8), ((5, ), 64, 0)]
 """(x's leading dims, H, K): H a multiple of 64 (odd multiples leave half a 128x256 tile's pairs past D)."""
 GATED_FORCED = [replace(configs.MEDIUM, epilogue_n=GATE_COLUMNS), replace(configs.SMALL, epilogue_n=GATE_COLUMNS),
-                configs.LARGE_SUBTILED_16BIT, configs.PINGPONG_16BIT]
+                configs.LARGE_SUBTILED_16BIT, configs.PINGPONG_16BIT, SWAP_GATED]
+DECODE_M, DECODE_H, DECODE_K = (1, 7, 16, 32), (64, 192, 14336), (64, 1000, 4096)
+"""gated_linear's decode shapes (M <= 32: swap-AB's gated tile, as chosen): ragged M, one to 112 pairs, K ragged."""
 
 
 def run_gated(activation: str, dtype: str, forced: str = "forced") -> dict:
@@ -117,7 +124,27 @@ def run_gated(activation: str, dtype: str, forced: str = "forced") -> dict:
                     d = _matmul(x, w.t(), None, None, None, 1.0, 0.0, cfg, schedule, None, None, GATED[activation])
                     torch.cuda.synchronize()
                     results.append((f"{cfg} {schedule} {lead}x{H}x{K}", error(d, ref), bool(torch.isfinite(d).all())))
-    return verdict(f"gated {activation} {dtype}", results, dt)
+    return verdict(f"gated {activation} {dtype}", results + gated_decode(activation, dt), dt)
+
+
+def gated_decode(activation: str, dt: torch.dtype) -> list[tuple[str, float, bool]]:
+    """gated_linear at M <= 32 (DECODE_M x DECODE_H x DECODE_K, where it chooses swap-AB's gated tile:
+    tests/test_linear.py) into a new tensor and a NaN-poisoned out, against act(x @ Wg^T) * (x @ Wu^T) in float64."""
+    act, results = TORCH_ACTIVATIONS[activation], []
+    for H in DECODE_H:
+        for K in DECODE_K:
+            gate, up = torch.randn(H, K, device="cuda", dtype=dt), torch.randn(H, K, device="cuda", dtype=dt)
+            w, gate, up = pack_gate_up(gate, up), gate.double(), up.double()
+            for M in DECODE_M:
+                x = torch.randn(M, K, device="cuda", dtype=dt)
+                ref = act(x.double() @ gate.t()) * (x.double() @ up.t())
+                out = torch.full((M, H), float("nan"), device="cuda", dtype=dt)
+                for into, got in (("", tilepipe.gated_linear(x, w, activation)),
+                                  (" out=", tilepipe.gated_linear(x, w, activation, out=out))):
+                    torch.cuda.synchronize()
+                    results.append((f"decode {M}x{H}x{K}{into}", error(got, ref),
+                                    bool(torch.isfinite(got).all()) and got.shape == ref.shape))
+    return results
 
 
 def run_graphs(dtype: str) -> dict:

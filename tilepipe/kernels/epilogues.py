@@ -5,7 +5,7 @@ role (TMEM sub-tiles to TMA stores; it keeps its own bias and C, not the epilogu
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogue_functions import EpilogueArgs, column_bias, columns_in, epilogue_function
+from tilepipe.kernels.epilogue_functions import EpilogueArgs, column_bias, columns_in, epilogue_function, paired_columns
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
 from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count
@@ -19,11 +19,13 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
     function (epilogue_function; C waited for in `sources` where HAS_C, landed in the output stage or its own source
     stage) into the output stages, a stage per sub-tile where a stage is narrower than the tile (each split off in
     registers, COLUMNS_IN accumulator columns per column of the stage); under STREAMK each stage use takes its empty
-    fill. Returns (outputs, sources), advanced."""
+    fill; a swap-AB tile's parts are first brought into each thread's registers (paired_columns). Returns (outputs,
+    sources), advanced."""
     epilogue: gl.constexpr = epilogue_function(EPILOGUE, HAS_C)
     gl.static_assert(columns_in(EPILOGUE) == 1 or not (HAS_C or STREAMK), "a gated epilogue runs without C or stream-K")
     PART_N: gl.constexpr = outputs.tiles.shape[2] * columns_in(EPILOGUE)
     PARTS: gl.constexpr = d.shape[1] // PART_N
+    d = gl.convert_layout(d, paired_columns(d.type.layout, d.shape, PART_N))
     args = EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS)
     for j in gl.static_range(PARTS):
         part = column_part(d, j, PARTS)

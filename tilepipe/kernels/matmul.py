@@ -16,8 +16,7 @@ from, fp32 C (a 16-bit D) in its own source stages; C may be D. A bias (HAS_BIAS
 epilogue is a function (EPILOGUE, kernels/epilogue_functions.py; default alpha * acc + beta * (C or bias)).
 Swap-AB (SWAP_AB, small M): the kernel computes D^T = B^T A^T, the mma role transposing each tile into D's stage.
 A tile with a side of 96, 160 or 192 (TILE) is held as power-of-two pieces (pipeline/pieces.py): an array per piece
-of A, B and output stages, an accumulator per piece. With EPILOGUE_N a stage holds a BM x EPILOGUE_N sub-tile of D.
-"""
+of A, B and output stages, an accumulator per piece. With EPILOGUE_N a stage holds EPILOGUE_N columns of D's tile."""
 
 from dataclasses import replace
 
@@ -134,8 +133,9 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else (BM if SWAP_AB else BN) // RATIO  # D's cols
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
     gl.static_assert(RATIO == 1 or EPILOGUE_N is not None, "a gated epilogue writes D in sub-tiles (EPILOGUE_N)")
-    gl.static_assert(TILE is None or not (CLUSTER_M * CLUSTER_N > 1 or SWAP_AB and pieced(BM, BN)),
-                     "a pieced tile or D in sub-tiles runs without a cluster; swap-AB takes D in sub-tiles, unpieced")
+    gl.static_assert(TILE is None or not (CLUSTER_M * CLUSTER_N > 1 or SWAP_AB and (pieced(BM, BN) or SCHEDULE ==
+                     "streamk")), "a pieced tile or D in sub-tiles runs without a cluster; swap-AB takes D in "
+                     "sub-tiles, not a pieced tile, and not under stream-K (its partial sums fill whole stages)")
     gl.static_assert(EPILOGUE_N is None or TILE is not None, "D in sub-tiles takes TILE")
     gl.static_assert(EPILOGUE_N is None or not pieced(BM, 64), "D in sub-tiles is built for tiles pieced by columns")
     gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
