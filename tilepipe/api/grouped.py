@@ -9,7 +9,6 @@ import torch
 from tilepipe.api.grouped_wgrad import grouped_mm_wgrad
 from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS, check_activation
 from tilepipe.host.checks import BATCHED, CONTIGUOUS, MASKED, check_expected_m, validate_grouped
-from tilepipe.host.checks import check_grouped, group_rows  # noqa: F401 (api/library.py's fakes import them here)
 from tilepipe.host.choose import choose_grouped, grouped_config
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.plans import launch_grouped, plan_grouped

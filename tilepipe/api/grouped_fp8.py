@@ -14,7 +14,7 @@ scale_a, of any layout, is copied into four shifted copies (shifted_scale_rows: 
 import torch
 
 from tilepipe.api.grouped import empty_k_result
-from tilepipe.host.checks import check_grouped_mm_fp8, validate_grouped_fp8  # noqa: F401 (api/library.py's fake)
+from tilepipe.host.checks import validate_grouped_fp8
 from tilepipe.host.choose import choose_grouped_fp8, grouped_fp8_config
 from tilepipe.host.configs import SCALE_BLOCK, MatmulConfig
 from tilepipe.host.device import device_index

@@ -4,7 +4,7 @@ splits K into G groups and D[g] = a[:, k_{g-1}:k_g] @ b[k_{g-1}:k_g, :], on Hopp
 
 import torch
 
-from tilepipe.host.checks import check_grouped_wgrad, validate_grouped_wgrad  # noqa: F401 (api/library.py's fake)
+from tilepipe.host.checks import validate_grouped_wgrad
 from tilepipe.host.choose import choose_grouped_wgrad, wgrad_config
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index
