@@ -10,8 +10,9 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
-from tilepipe.api.linear_fp8 import LARGEST_TILE_ROWS, fp8_output_config, group_scales, padded_rows
+from tilepipe.api.linear_fp8 import LARGEST_TILE_ROWS, group_scales, padded_rows
 from tilepipe.host.checks import scaling_of
+from tilepipe.host.choose import fp8_output_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, modelled_config
 from tilepipe.host.gpus import H100
 from tilepipe.host.staging import tma_addressable
@@ -65,7 +66,7 @@ def test_per_tensor_converts_fp32_once_with_saturation(reports, name):
 
 def test_m16_quantizes_in_the_64_row_tile(monkeypatch):
     """matmul's choice at M = 16 is swap-AB (a transposed D); linear_fp8 runs the 64x128 tile instead."""
-    monkeypatch.setattr("tilepipe.api.linear_fp8.config_for", lambda M, N, K, dtype, *args: modelled_config(
+    monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
     assert modelled_config(16, 14336, 4096, torch.float16, torch.float16, True, H100, False, "static").swap_ab
     assert fp8_output_config.__wrapped__(16, 14336, 4096, torch.float16, 0) == SMALL
@@ -147,7 +148,7 @@ def test_compile_fullgraph_traces_both_forms():
 @pytest.mark.parametrize("M, N, K", [(16, 4096, 4096), (512, 14336, 4096), (8192, 28672, 4096), (300, 384, 328)])
 def test_fp8_output_config_parts_hold_whole_groups(M, N, K, monkeypatch):
     """Each epilogue part is a whole tile of 128 columns or a 128-column sub-tile of a 256-column one."""
-    monkeypatch.setattr("tilepipe.api.linear_fp8.config_for", lambda M, N, K, dtype, *args: modelled_config(
+    monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
     cfg = fp8_output_config.__wrapped__(M, N, K, torch.bfloat16, 0)
     assert cfg.epilogue_cols == 128 and not (cfg.swap_ab or cfg.pieced or cfg.pingpong or cfg.cluster.num_ctas > 1)

@@ -12,8 +12,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tilepipe.host.gpus import H100
-from tilepipe.api.linear import GATE_COLUMNS, activation_config, gated_config, pack_gate_up, unpack_gate_up
+from tilepipe.api.linear import GATE_COLUMNS, pack_gate_up, unpack_gate_up
 from tilepipe.host.checks import check_subtiles, check_swap_ab
+from tilepipe.host.choose import activation_config, gated_config
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_SUBTILED_16BIT, MEDIUM, PIECED_WHOLE_16BIT, modelled_config,
                                    swap_config, variant_config)
 from tilepipe.kernels.catalogue import EPILOGUES, MATMUL_GATED, shipped_variants
@@ -211,7 +212,7 @@ def test_compile_fullgraph_traces_linear_and_gated_linear(fake):
                                      (16, 28672, 4096)])
 def test_gated_config_is_a_power_of_two_tile_in_64_column_sub_tiles(M, N, K, monkeypatch):
     """Past M = 32 (or with B row-major) a power-of-two tile of 128 or 256 columns."""
-    monkeypatch.setattr("tilepipe.api.linear.config_for", lambda M, N, K, dtype, *args: modelled_config(
+    monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
     cfg = gated_config(M, N, K, torch.bfloat16, 0, b_kmajor=M > 32)
     assert cfg.epilogue_n == GATE_COLUMNS and cfg.tile_n in (128, 256) and not (cfg.swap_ab or cfg.pieced)
@@ -236,7 +237,7 @@ def test_gated_config_at_decode_m_is_swap_ab_on_a_gate_up_pair(M):
 
 @pytest.mark.parametrize("scheduler", [None, "streamk"])
 def test_activation_config_writes_at_most_96_values_a_thread(scheduler, monkeypatch):
-    monkeypatch.setattr("tilepipe.api.linear.config_for", lambda M, N, K, dtype, *args: modelled_config(
+    monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, scheduler))
     assert activation_config(4096, 4096, 4096, torch.bfloat16, 0, None) is None
     for M, N, K in ((16, 4096, 4096), (512, 14336, 4096), (4096, 4096, 4096), (3000, 5000, 3000)):

@@ -6,16 +6,10 @@ linear reads a gate-up weight packed by `pack_gate_up`: gate and up rows interle
 each tile's accumulator holds whole (gate, up) pairs and the epilogue writes H columns, not 2H.
 """
 
-from dataclasses import replace
-
-import math
-
 import torch
 
 from tilepipe.api.matmul import _PLANS, _matmul
-from tilepipe.host.checks import check_operands
-from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, MatmulConfig, config_for, swap_config
-from tilepipe.host.device import device_index
+from tilepipe.host.checks import check_activation, check_linear
 from tilepipe.kernels import epilogue_functions as epilogues
 
 ACTIVATIONS = {"relu": epilogues.relu, "gelu": epilogues.gelu, "gelu_tanh": epilogues.gelu_tanh,
@@ -27,53 +21,6 @@ TORCH_ACTIVATIONS = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "silu
                      "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
 """The same activations in torch: the K = 0 results (no launch) and the GPU tests' references."""
 GATE_COLUMNS = epilogues.GATE_COLUMNS.value
-
-
-def check_activation(activation: str | None, table: dict, optional: bool) -> None:
-    """`activation` must name one of `table`'s (or be None where `optional`): TypeError / ValueError naming it."""
-    if activation is None and optional:
-        return
-    names = sorted(table) + (["None"] if optional else [])
-    if not isinstance(activation, str):
-        raise TypeError(f"activation must be a str (one of {names}), got {type(activation).__name__}")
-    if activation not in table:
-        raise ValueError(f"activation must be one of {names}, got {activation!r}")
-
-
-def check_linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, activation: str | None,
-                 out: torch.Tensor | None, rows_per_column: int = 1) -> tuple[int, int, int, tuple[int, ...]]:
-    """Every check of linear's (rows_per_column = 2: gated_linear's) arguments that needs no memory address: (M, N of
-    the GEMM, K, the output's shape). x is [..., K], w [N, K] (F.linear's), bias [N] of x's dtype."""
-    w_name = "w_gate_up" if rows_per_column == 2 else "w"
-    for name, t in (("x", x), (w_name, w)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if x.dim() == 0:
-        raise ValueError("x must have at least one dimension (its last is K), got a 0-d tensor")
-    if w.dim() != 2 or w.shape[1] != x.shape[-1]:
-        raise ValueError(f"{w_name} must be [N, K] with K = x.shape[-1] = {x.shape[-1]}, got {tuple(w.shape)}")
-    check_operands(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), w.t(), ("x", w_name))
-    N, K = w.shape
-    if rows_per_column == 2 and N % (2 * GATE_COLUMNS):
-        raise ValueError(f"w_gate_up must have a multiple of {2 * GATE_COLUMNS} rows (gate and up rows interleaved in "
-                         f"blocks of {GATE_COLUMNS}: pack it with tilepipe.pack_gate_up), got {N}")
-    if bias is not None:
-        if not isinstance(bias, torch.Tensor):
-            raise TypeError(f"bias must be a torch.Tensor or None, got {type(bias).__name__}")
-        if bias.shape != (N, ):
-            raise ValueError(f"bias must have shape ({N},) (w's rows), got {tuple(bias.shape)}")
-        if bias.dtype != x.dtype:
-            raise TypeError(f"bias must have x's dtype {x.dtype}, got {bias.dtype}")
-        if bias.device != x.device:
-            raise ValueError(f"bias must be on x's device {x.device}, got {bias.device}")
-    shape = (*x.shape[:-1], N // rows_per_column)
-    if out is not None:
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
-        if out.shape != shape or out.dtype != x.dtype or out.device != x.device or not out.is_contiguous():
-            raise ValueError(f"out must be a contiguous {x.dtype} tensor of shape {shape} on {x.device}, got "
-                             f"{out.dtype} {tuple(out.shape)} on {out.device}")
-    return math.prod(x.shape[:-1]), N, K, shape
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None, *,
@@ -110,7 +57,8 @@ def gated_linear(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str = "si
 def _fused(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None,
            activation: str | None, epilogue: object, rows_per_column: int) -> torch.Tensor:
     """linear and gated_linear after their activation check: the call's plan where its geometry has one, else every
-    check, K = 0 without a launch, and matmul's full path with the epilogue (which remembers the plan)."""
+    check, K = 0 without a launch, and matmul's pass with the epilogue (host/choose.py: fused_config chooses its
+    configuration; the pass remembers the plan)."""
     try:
         key = ("linear", rows_per_column, activation, x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(),
                w.dtype, w.device, None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device))
@@ -130,43 +78,12 @@ def _fused(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: tor
     a = x.reshape(M, K)
     gated = rows_per_column == 2
     d = None if out is None or gated else out.view(M, N)  # matmul's out is the GEMM's M x N: a gated D is copied
-    config = (gated_config(M, N, K, x.dtype, device_index(x), w.stride(1) == 1) if gated else
-              activation_config(M, N, K, x.dtype, device_index(x), epilogue))
     c = None if bias is None else bias.expand(M, N)
-    result = _matmul(a, w.t(), d, None, c, 1.0, 1.0 if bias is not None else 0.0, config, "static" if gated else None,
+    result = _matmul(a, w.t(), d, None, c, 1.0, 1.0 if bias is not None else 0.0, None, None,
                      key if out is None and a.data_ptr() == x.data_ptr() else None, None, epilogue)
     if out is None:
         return result.view(shape)
     return out.copy_(result.view(shape)) if gated else out
-
-
-def activation_config(M: int, N: int, K: int, dtype: torch.dtype, device: int,
-                      epilogue: object) -> MatmulConfig | None:
-    """linear's configuration: matmul's choice (None: matmul makes it), but with an activation D in 64-column
-    sub-tiles where matmul would write more than 96 values a thread at once (the whole stage of the 128x256 tile or
-    the ping-pong's 128x128), which spills GELU's erf (a cluster's tile: LARGE_SUBTILED_16BIT, alone)."""
-    if epilogue is None:
-        return None
-    cfg = config_for(M, N, K, dtype, dtype, True, device, False, None, False)
-    if cfg.tile_m * cfg.epilogue_cols <= 96 * 32 * cfg.num_warps:
-        return cfg
-    return LARGE_SUBTILED_16BIT if cfg.cluster.num_ctas > 1 else replace(cfg, epilogue_n=GATE_COLUMNS)
-
-
-def gated_config(M: int, N: int, K: int, dtype: torch.dtype, device: int, b_kmajor: bool = True) -> MatmulConfig:
-    """The configuration of a gated GEMM of N = 2H columns: for M <= 32 with B K-major (the packed weight), swap-AB's
-    128-row tile (two warpgroups: one gate-up pair of N, into 64 columns of D), which streams the weight as matmul's
-    swap-AB does; else matmul's choice where it is a power-of-two tile of 128 or 256 columns without swap-AB or a
-    cluster (its own ping-pong form too), else the 64x128 (M <= 64) or 128x128 tile. D always in 64-column
-    sub-tiles (a 128-column part of the accumulator: one gate-up pair)."""
-    if M <= 32 and b_kmajor:
-        return replace(swap_config(M, dtype, 2 * GATE_COLUMNS), epilogue_n=GATE_COLUMNS)
-    cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
-    if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.tile_n not in (128, 256):
-        cfg = SMALL if M <= 64 else MEDIUM
-    if cfg.tile_n == 256 and cfg.epilogue_n is None:
-        return LARGE_SUBTILED_16BIT  # its fourth operand stage in the room the whole D stage took
-    return replace(cfg, epilogue_n=GATE_COLUMNS)
 
 
 def pack_gate_up(w_gate_up: torch.Tensor, w_up: torch.Tensor | None = None) -> torch.Tensor:

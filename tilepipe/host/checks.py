@@ -10,6 +10,7 @@ from tilepipe.host.configs import NARROW_PIECED_16BIT, SCALE_BLOCK, MatmulConfig
 from tilepipe.host.device import device_index
 from tilepipe.host.launch import check_tma_starts
 from tilepipe.kernels.epilogue_functions import GATE_COLUMNS
+from tilepipe.kernels.quantize_epilogues import SCALE_GROUP
 from tilepipe.pipeline.pieces import PIECES, is_power_of_two, row_side_ok, side_pieces
 from tilepipe.schedulers import CLUSTER_SCHEDULES, SCHEDULES, SM100_SCHEDULERS
 
@@ -451,6 +452,77 @@ def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
     if out is not None:
         check_out(out, (M, N), a.device)
     return M, N, K, mode, out_dtype
+
+
+def check_activation(activation: str | None, table: dict, optional: bool) -> None:
+    """`activation` must name one of `table`'s (or be None where `optional`): TypeError / ValueError naming it."""
+    if activation is None and optional:
+        return
+    names = sorted(table) + (["None"] if optional else [])
+    if not isinstance(activation, str):
+        raise TypeError(f"activation must be a str (one of {names}), got {type(activation).__name__}")
+    if activation not in table:
+        raise ValueError(f"activation must be one of {names}, got {activation!r}")
+
+
+def check_linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, activation: str | None,
+                 out: torch.Tensor | None, rows_per_column: int = 1) -> tuple[int, int, int, tuple[int, ...]]:
+    """Every check of linear's (rows_per_column = 2: gated_linear's) arguments that needs no memory address: (M, N of
+    the GEMM, K, the output's shape). x is [..., K], w [N, K] (F.linear's), bias [N] of x's dtype."""
+    w_name = "w_gate_up" if rows_per_column == 2 else "w"
+    for name, t in (("x", x), (w_name, w)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if x.dim() == 0:
+        raise ValueError("x must have at least one dimension (its last is K), got a 0-d tensor")
+    if w.dim() != 2 or w.shape[1] != x.shape[-1]:
+        raise ValueError(f"{w_name} must be [N, K] with K = x.shape[-1] = {x.shape[-1]}, got {tuple(w.shape)}")
+    check_operands(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), w.t(), ("x", w_name))
+    N, K = w.shape
+    pair = GATE_COLUMNS.value
+    if rows_per_column == 2 and N % (2 * pair):
+        raise ValueError(f"w_gate_up must have a multiple of {2 * pair} rows (gate and up rows interleaved in "
+                         f"blocks of {pair}: pack it with tilepipe.pack_gate_up), got {N}")
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor):
+            raise TypeError(f"bias must be a torch.Tensor or None, got {type(bias).__name__}")
+        if bias.shape != (N, ):
+            raise ValueError(f"bias must have shape ({N},) (w's rows), got {tuple(bias.shape)}")
+        if bias.dtype != x.dtype:
+            raise TypeError(f"bias must have x's dtype {x.dtype}, got {bias.dtype}")
+        if bias.device != x.device:
+            raise ValueError(f"bias must be on x's device {x.device}, got {bias.device}")
+    shape = (*x.shape[:-1], N // rows_per_column)
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out.shape != shape or out.dtype != x.dtype or out.device != x.device or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous {x.dtype} tensor of shape {shape} on {x.device}, got "
+                             f"{out.dtype} {tuple(out.shape)} on {out.device}")
+    return math.prod(x.shape[:-1]), N, K, shape
+
+
+def check_linear_fp8(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None
+                     ) -> tuple[int, int, int, tuple[int, ...]]:
+    """Every check of linear_fp8's arguments that needs no memory address: linear's on x and w, N a multiple of 128
+    (1x128 scales) or 16 (`scale`: D's rows on 16 bytes), and `scale` one fp32 element on x's device. (M, N, K, D's
+    shape)."""
+    M, N, K, shape = check_linear(x, w, None, None, None)
+    group = SCALE_GROUP.value
+    if scale is None and N % group:
+        raise ValueError(f"w must have a multiple of {group} rows for 1x128 scales (N = {N}: D's columns, one "
+                         f"scale per {group}); pass scale= for a per-tensor scale")
+    if scale is not None:
+        if not isinstance(scale, torch.Tensor):
+            raise TypeError(f"scale must be a torch.Tensor or None, got {type(scale).__name__}")
+        if scale.numel() != 1 or scale.dtype != torch.float32:
+            raise ValueError(f"scale must be a one-element float32 tensor (a per-tensor scale), got {scale.dtype} "
+                             f"of shape {tuple(scale.shape)}")
+        if scale.device != x.device:
+            raise ValueError(f"scale must be on x's device {x.device}, got {scale.device}")
+        if N % 16:
+            raise ValueError(f"w must have a multiple of 16 rows (N = {N}: D's rows of e4m3 bytes, which TMA writes)")
+    return M, N, K, shape
 
 
 def check_grouped_operands(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, b_dims: int,

@@ -2,19 +2,22 @@
 in which configuration and schedule (host/configs.py's choice, or the caller's), checked against the problem."""
 
 from dataclasses import replace
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 import torch
 
 from tilepipe.host.checks import (Fp8Problem, GroupedProblem, MatmulProblem, check_cluster, check_pieced,
                                   check_pingpong, check_schedule, check_subtiles, check_swap_ab)
-from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, SCALE_BLOCK, SM100_BLOCKWISE_CONFIGS,
-                                   MatmulConfig, config_for, fp8_config_for, fp8_configs, fp8_schedule_for,
-                                   schedule_for, sm100_blockwise_config, sm100_config, sm100_fp8_config)
+from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MEDIUM, SCALE_BLOCK,
+                                   SM100_BLOCKWISE_CONFIGS, SMALL, MatmulConfig, config_for, fp8_config_for,
+                                   fp8_configs, fp8_schedule_for, schedule_for, sm100_blockwise_config, sm100_config,
+                                   sm100_fp8_config, swap_config)
 from tilepipe.host.device import device_target, sm_count
 from tilepipe.host.gpus import device_model
 from tilepipe.host.staging import reads_b_kmajor
-from tilepipe.kernels.epilogue_functions import GATE_COLUMNS
+from tilepipe.kernels.epilogue_functions import GATE_COLUMNS, columns_in
+from tilepipe.kernels.quantize_epilogues import SCALE_GROUP
 
 
 class GemmChoice(NamedTuple):
@@ -43,9 +46,10 @@ def choose_matmul(problem: MatmulProblem) -> GemmChoice:
         cfg = problem.config or sm100_config(M, N, problem.a.dtype, problem.out_dtype, sm_count(device), c_dtype,
                                              schedule)
     else:
-        cfg = problem.config or config_for(M, N, K, problem.a.dtype, problem.out_dtype, problem.b_kmajor, device,
-                                           own_c, problem.scheduler, has_c)
-        schedule = problem.scheduler or schedule_for(M, N, K, cfg, device_model(device))
+        gated = epilogue is not None and halves_columns(epilogue)  # a gated GEMM runs the static schedule
+        cfg = problem.config or fused_config(problem, gated) or config_for(
+            M, N, K, problem.a.dtype, problem.out_dtype, problem.b_kmajor, device, own_c, problem.scheduler, has_c)
+        schedule = problem.scheduler or ("static" if gated else schedule_for(M, N, K, cfg, device_model(device)))
     check_cluster(cfg, schedule, arch, has_c)
     b_kmajor = problem.b_kmajor or reads_b_kmajor(problem.b, cfg)
     check_swap_ab(cfg, b_kmajor, arch)
@@ -53,6 +57,68 @@ def choose_matmul(problem: MatmulProblem) -> GemmChoice:
     check_subtiles(cfg, arch)
     check_pingpong(cfg, schedule, arch, has_c)
     return GemmChoice(arch, cfg, schedule, b_kmajor)
+
+
+def fused_config(problem: MatmulProblem, gated: bool) -> MatmulConfig | None:
+    """The configuration of a GEMM with a fused epilogue (api/linear.py's ops): gated_config's for a gated one (B
+    K-major: the weight's rows unit-strided), else activation_config's (None without an epilogue: matmul's choice)."""
+    M, N, K, dtype, device = problem.M, problem.N, problem.K, problem.a.dtype, problem.device
+    if gated:
+        return gated_config(M, N, K, dtype, device, problem.b.stride(0) == 1)
+    return activation_config(M, N, K, dtype, device, problem.epilogue)
+
+
+@cache
+def halves_columns(epilogue: object) -> bool:
+    """Whether a fused epilogue function writes half the GEMM's columns (a gated one), kept per function: columns_in,
+    a constexpr function, costs several microseconds a call."""
+    return columns_in(epilogue) == 2
+
+
+def activation_config(M: int, N: int, K: int, dtype: torch.dtype, device: int,
+                      epilogue: object) -> MatmulConfig | None:
+    """linear's configuration: matmul's choice (None: matmul makes it), but with an activation D in 64-column
+    sub-tiles where matmul would write more than 96 values a thread at once (the whole stage of the 128x256 tile or
+    the ping-pong's 128x128), which spills GELU's erf (a cluster's tile: LARGE_SUBTILED_16BIT, alone)."""
+    if epilogue is None:
+        return None
+    cfg = config_for(M, N, K, dtype, dtype, True, device, False, None, False)
+    if cfg.tile_m * cfg.epilogue_cols <= 96 * 32 * cfg.num_warps:
+        return cfg
+    return LARGE_SUBTILED_16BIT if cfg.cluster.num_ctas > 1 else replace(cfg, epilogue_n=GATE_COLUMNS.value)
+
+
+def gated_config(M: int, N: int, K: int, dtype: torch.dtype, device: int, b_kmajor: bool = True) -> MatmulConfig:
+    """The configuration of a gated GEMM of N = 2H columns: for M <= 32 with B K-major (the packed weight), swap-AB's
+    128-row tile (two warpgroups: one gate-up pair of N, into 64 columns of D), which streams the weight as matmul's
+    swap-AB does; else matmul's choice where it is a power-of-two tile of 128 or 256 columns without swap-AB or a
+    cluster (its own ping-pong form too), else the 64x128 (M <= 64) or 128x128 tile. D always in 64-column
+    sub-tiles (a 128-column part of the accumulator: one gate-up pair)."""
+    if M <= 32 and b_kmajor:
+        return replace(swap_config(M, dtype, 2 * GATE_COLUMNS.value), epilogue_n=GATE_COLUMNS.value)
+    cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
+    if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.tile_n not in (128, 256):
+        cfg = SMALL if M <= 64 else MEDIUM
+    if cfg.tile_n == 256 and cfg.epilogue_n is None:
+        return LARGE_SUBTILED_16BIT  # its fourth operand stage in the room the whole D stage took
+    return replace(cfg, epilogue_n=GATE_COLUMNS.value)
+
+
+def choose_linear_fp8(M: int, N: int, K: int, dtype: torch.dtype, device: int) -> GemmChoice:
+    """linear_fp8's GEMM (sm_90a only, static schedule, B K-major: the weight's rows): fp8_output_config's tile."""
+    return GemmChoice(hopper_target(device, "linear_fp8"), fp8_output_config(M, N, K, dtype, device), "static", True)
+
+
+@lru_cache(maxsize=256)
+def fp8_output_config(M: int, N: int, K: int, dtype: torch.dtype, device: int) -> MatmulConfig:
+    """matmul's tile where it is a 128- or 256-column one without swap-AB, pieces, a cluster or ping-pong (whose D
+    is 16-bit), else 64x128 (M <= 64) or 128x128; D in 128-column sub-tiles where the tile has 256, so each epilogue
+    part holds whole 1x128 groups. Kept per shape (a decode call would otherwise pay the cost model each time; a
+    later tilepipe.autotune is not seen by shapes already called)."""
+    cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
+    if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.pingpong or cfg.tile_n not in (128, 256):
+        cfg = SMALL if M <= 64 else MEDIUM
+    return replace(cfg, epilogue_n=SCALE_GROUP.value if cfg.tile_n == 256 else None)
 
 
 def choose_matmul_fp8(problem: Fp8Problem) -> GemmChoice:
