@@ -143,7 +143,7 @@ def paired_columns(layout, shape, width, _semantic=None):
     below = [i for i, (_, col) in enumerate(regs) if col < width]
     moved = False
     for bases in (lanes, warps):
-        for i, (row, col) in enumerate(bases):
+        for i, (_, col) in enumerate(bases):
             if col >= width:
                 j = below.pop()
                 regs[j], bases[i], moved = bases[i], regs[j], True
