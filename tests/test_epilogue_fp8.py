@@ -69,7 +69,7 @@ def test_m16_quantizes_in_the_64_row_tile(monkeypatch):
     monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
     assert modelled_config(16, 14336, 4096, torch.float16, torch.float16, True, H100, False, "static").swap_ab
-    assert fp8_output_config.__wrapped__(16, 14336, 4096, torch.float16, 0) == SMALL
+    assert fp8_output_config(16, 14336, 4096, torch.float16, 0) == SMALL
 
 
 def fake_cuda():
@@ -150,6 +150,6 @@ def test_fp8_output_config_parts_hold_whole_groups(M, N, K, monkeypatch):
     """Each epilogue part is a whole tile of 128 columns or a 128-column sub-tile of a 256-column one."""
     monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
-    cfg = fp8_output_config.__wrapped__(M, N, K, torch.bfloat16, 0)
+    cfg = fp8_output_config(M, N, K, torch.bfloat16, 0)
     assert cfg.epilogue_cols == 128 and not (cfg.swap_ab or cfg.pieced or cfg.pingpong or cfg.cluster.num_ctas > 1)
     assert cfg.tile_m <= LARGEST_TILE_ROWS

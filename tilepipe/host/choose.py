@@ -104,17 +104,18 @@ def gated_config(M: int, N: int, K: int, dtype: torch.dtype, device: int, b_kmaj
     return replace(cfg, epilogue_n=GATE_COLUMNS.value)
 
 
+@lru_cache(maxsize=256)
 def choose_linear_fp8(M: int, N: int, K: int, dtype: torch.dtype, device: int) -> GemmChoice:
-    """linear_fp8's GEMM (sm_90a only, static schedule, B K-major: the weight's rows): fp8_output_config's tile."""
+    """linear_fp8's GEMM (sm_90a only, static schedule, B K-major: the weight's rows): fp8_output_config's tile. Kept
+    per shape (a decode call would otherwise pay the cost model each time; a later tilepipe.autotune is not seen by
+    shapes already called)."""
     return GemmChoice(hopper_target(device, "linear_fp8"), fp8_output_config(M, N, K, dtype, device), "static", True)
 
 
-@lru_cache(maxsize=256)
 def fp8_output_config(M: int, N: int, K: int, dtype: torch.dtype, device: int) -> MatmulConfig:
     """matmul's tile where it is a 128- or 256-column one without swap-AB, pieces, a cluster or ping-pong (whose D
     is 16-bit), else 64x128 (M <= 64) or 128x128; D in 128-column sub-tiles where the tile has 256, so each epilogue
-    part holds whole 1x128 groups. Kept per shape (a decode call would otherwise pay the cost model each time; a
-    later tilepipe.autotune is not seen by shapes already called)."""
+    part holds whole 1x128 groups."""
     cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
     if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.pingpong or cfg.tile_n not in (128, 256):
         cfg = SMALL if M <= 64 else MEDIUM
