@@ -77,6 +77,8 @@ ACTIVATION_SCHEDULES = ("static", "streamk")
 MATMUL_GATED = {
     "matmul swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu", epilogue_n=64),
     "matmul geglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:geglu", epilogue_n=64),
+    "matmul swiglu swap-AB": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu", swap_ab=True,
+                                  tile=(128, 32), epilogue_n=64),  # gated_linear at M <= 32: a gate-up pair a tile
 }
 """matmul_kernel with a gated epilogue (tilepipe.gated_linear: act(gate) * up of 128-column gate-up pairs into 64
 columns of D, in sub-tiles: host/configs.py LARGE_SUBTILED_16BIT), as matmul_spec arguments, under GATED_SCHEDULES."""

@@ -178,7 +178,8 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args or "epilogue" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
-    subtiles = cfg.tile_n // cfg.epilogue_cols // columns_in(args.get("epilogue"))
+    d_cols = cfg.tile_m if cfg.swap_ab else cfg.tile_n  # D's tile's columns (swap-AB: the transposed tile's)
+    subtiles = d_cols // (cfg.epilogue_n or d_cols) // columns_in(args.get("epilogue"))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk",
