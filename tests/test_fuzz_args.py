@@ -62,7 +62,7 @@ def test_each_case_starts_from_a_valid_call():
     """The calls the fuzz breaks pass every address-free check, so each case's error is its one broken argument."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from tilepipe.api.fp8 import check_matmul_fp8
+    from tilepipe.host.checks import check_matmul_fp8
     from tilepipe.host.checks import check_block_scaled
     from tilepipe.api.matmul import addmm_residual
     from tilepipe.host.checks import check_matmul

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import torch
 
 from tilepipe.api.grouped import grouped_gated_mm, grouped_mm
-from tilepipe.api.linear import ACTIVATIONS, GATE_COLUMNS, GATED, check_activation, gated_linear, linear, pack_gate_up
-from tilepipe.host.checks import INPUT_DTYPES
+from tilepipe.api.linear import ACTIVATIONS, GATE_COLUMNS, GATED, gated_linear, linear, pack_gate_up
+from tilepipe.host.checks import INPUT_DTYPES, check_activation
 
 
 class Linear(torch.nn.Module):

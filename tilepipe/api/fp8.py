@@ -17,7 +17,6 @@ than fp32); blockwise promotes each 128-wide K block's partial sum into an fp32 
 
 import torch
 
-from tilepipe.host.checks import check_matmul_fp8  # noqa: F401  (tilepipe.api.library's)
 from tilepipe.host.checks import (check_block_scaled, check_no_overlap, check_out, check_out_dtype, elements_per_byte,
                                   validate_matmul_fp8)
 from tilepipe.host.choose import choose_matmul_fp8

@@ -7,8 +7,8 @@ them: a per-expert bias and an activation (grouped_mm), or a gated activation ov
 import torch
 
 from tilepipe.api.grouped_wgrad import grouped_mm_wgrad
-from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS, check_activation
-from tilepipe.host.checks import BATCHED, CONTIGUOUS, MASKED, check_expected_m, validate_grouped
+from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS
+from tilepipe.host.checks import BATCHED, CONTIGUOUS, MASKED, check_activation, check_expected_m, validate_grouped
 from tilepipe.host.choose import choose_grouped, grouped_config
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.plans import launch_grouped, plan_grouped

@@ -1,11 +1,12 @@
-from tilepipe.api.fp8 import check_matmul_fp8, matmul_fp8
-from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, check_linear_fp8, linear_fp8, padded_rows
-from tilepipe.api.linear import ACTIVATIONS, GATED, check_activation, check_linear, gated_linear, linear
+from tilepipe.api.fp8 import matmul_fp8
+from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, linear_fp8, padded_rows
+from tilepipe.api.linear import ACTIVATIONS, GATED, gated_linear, linear
 from tilepipe.api.grouped import BATCHED, MASKED, check_expected_m, grouped_gated_mm, grouped_mm, grouped_mm_masked
 from tilepipe.api.grouped_fp8 import grouped_mm_fp8
 from tilepipe.api.grouped_wgrad import grouped_mm_wgrad
 from tilepipe.api.matmul import addmm, addmm_residual, matmul
-from tilepipe.host.checks import check_grouped, check_grouped_mm_fp8, check_grouped_wgrad, check_matmul, group_rows
+from tilepipe.host.checks import (check_activation, check_grouped, check_grouped_mm_fp8, check_grouped_wgrad,
+                                  check_linear, check_linear_fp8, check_matmul, check_matmul_fp8, group_rows)
 
 """tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
 

@@ -37,8 +37,7 @@ MATMUL_SPLIT = {
 matmul_spec arguments, under SPLIT_SCHEDULES (few variants: the split changes only the input ring)."""
 SPLIT_SCHEDULES = {"matmul split 1x2": CLUSTER_KERNEL_SCHEDULES, "matmul +C split 2x1": ("static", )}
 FP8_SPLIT = (("matmul_fp8 scaled", (2, 1)), ("matmul_fp8 blockwise", (1, 2)))
-"""The FP8 kernels' split multicast variants: per-tensor/per-row in a 2x1 cluster (B shared), blockwise in a 1x2 one
-(A shared with its row scales)."""
+"""The FP8 kernels' split multicast: per-tensor/per-row in a 2x1 cluster (B shared), blockwise 1x2 (A, its scales)."""
 MATMUL_SWAP = {
     "matmul swap-AB": dict(dtype="bf16", c_dtype="bf16", swap_ab=True),
     "matmul +C swap-AB": dict(dtype="bf16", c_dtype="bf16", has_c=True, swap_ab=True),  # C tiles of D, transposed
@@ -70,20 +69,19 @@ MATMUL_ACTIVATIONS = {
     f"matmul {bias}{name}": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:{name}", epilogue_n=64,
                                  **({"bias_dtype": "bf16"} if bias else {}))
     for bias, name in (("", "relu"), ("+bias ", "gelu"), ("+bias ", "gelu_tanh"), ("+bias ", "silu"))}
-"""matmul_kernel with an activation epilogue (tilepipe.linear), as matmul_spec arguments, under ACTIVATION_SCHEDULES,
-with D in sub-tiles as linear writes the 128x256 tile (its whole stage spills GELU's erf: api/linear.py)."""
+"""matmul_kernel with an activation epilogue (tilepipe.linear) under ACTIVATION_SCHEDULES, D in sub-tiles as linear
+writes the 128x256 tile (its whole stage spills GELU's erf: host/choose.py activation_config)."""
 ACTIVATION_SCHEDULES = ("static", "streamk")
 """The schedules the activation variants are compiled and checked under (stream-K: its finisher's epilogue)."""
 MATMUL_GATED = {
     "matmul swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu", epilogue_n=64),
     "matmul geglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:geglu", epilogue_n=64),
     "matmul swiglu swap-AB": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu", swap_ab=True,
-                                  tile=(128, 32), epilogue_n=64),  # gated_linear at M <= 32: a gate-up pair a tile
+                                  tile=(128, 32), epilogue_n=64),
 }
 """matmul_kernel with a gated epilogue (tilepipe.gated_linear: act(gate) * up of 128-column gate-up pairs into 64
-columns of D, in sub-tiles: host/configs.py LARGE_SUBTILED_16BIT), as matmul_spec arguments, under GATED_SCHEDULES."""
-GATED_SCHEDULES = ("static", "dynamic")
-"""The schedules a gated epilogue runs under (gated_linear runs static; stream-K's partials are not built for it)."""
+columns of D, in sub-tiles; at M <= 32 swap-AB's 128-row tile), as matmul_spec arguments, under GATED_SCHEDULES."""
+GATED_SCHEDULES = ("static", "dynamic")  # gated_linear runs static; stream-K's partials are not built for it
 QUANTIZERS = "tilepipe.kernels.quantize_epilogues"
 """The module of the FP8-output epilogue functions."""
 MATMUL_QUANTIZING = {
@@ -93,7 +91,7 @@ MATMUL_QUANTIZING = {
                                   epilogue=f"{QUANTIZERS}:quantize_tensor", epilogue_n=128),
 }
 """matmul_kernel writing e4m3 through a quantizing epilogue (tilepipe.linear_fp8: 1x128 scales written through the
-bias pointer, or a per-tensor scale read there), D in 128-column sub-tiles (api/linear_fp8.py fp8_output_config), as
+bias pointer, or a per-tensor scale read there), D in 128-column sub-tiles (host/choose.py fp8_output_config), as
 matmul_spec arguments; static only (stream-K's partial sums travel in D's dtype)."""
 MATMUL_PINGPONG = {
     "matmul pingpong": dict(dtype="bf16", c_dtype="bf16", pingpong=True),

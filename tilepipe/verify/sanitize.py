@@ -196,15 +196,7 @@ def run_fp8(scaling: str, cluster: tuple[int, int] | None = None, schedule: str 
         from tilepipe.host.configs import swap_config
 
         config = swap_config(32, torch.bfloat16, kernel="scaled")
-    from tilepipe.api import fp8 as fp8_api
-
-    chosen = fp8_api.fp8_schedule_for
-    if schedule is not None:
-        fp8_api.fp8_schedule_for = lambda *args: schedule
-    try:
-        got = tilepipe.matmul_fp8(a, w.t(), sa, sb, config=config)
-    finally:
-        fp8_api.fp8_schedule_for = chosen
+    got = tilepipe.matmul_fp8(a, w.t(), sa, sb, config=config, scheduler=schedule)
     return close(got, reference)
 
 
