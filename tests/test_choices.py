@@ -4,12 +4,15 @@ snapshot (`python -m tilepipe.tools.choices --gpu MODEL --write`) and commits it
 (`--ab`, on that GPU)."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from tilepipe.host.configs import Candidate, MatmulConfig, Round, fastest
-from tilepipe.host.gpus import gpu_models
-from tilepipe.tools.choices import SNAPSHOTS, grid, main, moves
+from tilepipe.host import configs
+from tilepipe.host.configs import (LARGE_16BIT, STREAMK_MIN_GAIN, Candidate, MatmulConfig, Round, fastest, schedule_for,
+                                   schedule_round, tile_us)
+from tilepipe.host.gpus import H100, gpu_models
+from tilepipe.tools.choices import SNAPSHOTS, explain, grid, main, moves
 
 
 @pytest.mark.parametrize("model", sorted(SNAPSHOTS))
@@ -48,3 +51,25 @@ def test_fastest_takes_the_least_handicapped_time_and_the_first_on_a_tie():
     tied = Candidate(b, "static", 100.0)
     assert fastest([tied, plain]) is tied and fastest([plain, tied]) is plain
     assert Round("tile", (handicapped, plain)).winner is plain
+
+
+
+def test_the_schedule_round_weighs_static_waves_against_stream_k_and_stream_k_takes_a_tie(monkeypatch):
+    """schedule_for as a round (host/configs.py: schedule_round): stream-K first, handicapped STREAMK_MIN_GAIN, against
+    the tile's whole waves, static; whole waves (132 tiles on 132 SMs) offer static alone; --explain shows the round.
+    Where stream-K's even split plus fixup costs just what whole waves do (its handicap set to 1), stream-K wins the
+    tie, as schedule_for's >= did."""
+    streamk, static = schedule_round(384, 14336, 4096, LARGE_16BIT, H100).candidates
+    assert (streamk.schedule, streamk.handicap, static.schedule, static.handicap) == ("streamk", STREAMK_MIN_GAIN,
+                                                                                      "static", 1.0)
+    assert streamk.config == static.config == LARGE_16BIT and "fixup" in streamk.why and "waves" in static.why
+    assert [c.schedule for c in schedule_round(1536, 2816, 4096, LARGE_16BIT, H100).candidates] == ["static"]
+    gpu = replace(H100, sms=4, unit_fill_us=0.0)  # 640x256: 5 tiles of 128x256 on 4 SMs, two waves or 5/4 of a tile
+    whole = 2 * tile_us(LARGE_16BIT, 4096, gpu)
+    gpu = replace(gpu, streamk_fixup_us=whole - 5 / 4 * tile_us(LARGE_16BIT, 4096, gpu))
+    monkeypatch.setattr(configs, "STREAMK_MIN_GAIN", 1.0)
+    tied = schedule_round(640, 256, 4096, LARGE_16BIT, gpu).candidates
+    assert tied[0].cost_us == tied[1].cost_us == whole and schedule_for(640, 256, 4096, LARGE_16BIT, gpu) == "streamk"
+    monkeypatch.undo()
+    out = "\n".join(explain(384, 14336, 4096))
+    assert "schedule round:\n  * 128x256x64 s3 streamk:" in out and "(whole tiles in waves)" in out

@@ -151,7 +151,8 @@ small-m-survey-h100.json). It moves 9 of 128 shapes of an LLM-like grid, which m
 (median 1.04; 512x11008x4096 1.24, 1536x4096x11008 1.22; pieced-vs-streamk-h100.json; docs/perf-log.md row 66)."""
 MIN_WAVE_EFFICIENCY = 0.75
 STREAMK_MIN_GAIN = 1.05
-"""schedule_for picks stream-K where the static schedule is predicted at least this much slower."""
+"""schedule_round's handicap on stream-K: it is picked where the static schedule is predicted at least this much
+slower."""
 
 STREAMK_FEW_ROWS = 4
 # gpu.streamk_few_rows_cost: Where a large-M grid has at most STREAMK_FEW_ROWS rows of tiles, predict_us counts a
@@ -309,31 +310,36 @@ def cooperative_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu
 
 
 def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel) -> str:
-    """The tile scheduler matmul uses when not told (tilepipe/schedulers/): stream-K with `cfg`'s tiles where an even
-    split of the k-steps plus its fixup (gpu.streamk_fixup_us) and two more pipeline fills (gpu.unit_fill_us) is
-    predicted STREAMK_MIN_GAIN faster than `cfg`'s whole tiles in waves, else static. Predictions count full-rate
-    tile times (gpu.sm_flops). Tiles of another size are config_for's choice, not this one's: weighing 128x128
-    tiles' waves here as well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096,
-    where stream-K then measured 1.155x and 1.018x the static 128x256 tiles that ran
-    (bench/results/archive/whole-wave-tiles-h100.json; perf-log row 55).
+    """The tile scheduler matmul uses when not told (tilepipe/schedulers/): schedule_round's winner."""
+    return schedule_round(M, N, K, cfg, gpu).winner.schedule
 
-    A partial wave of fewer tiles than SMs stays static (smaller tiles fill it without a fixup). The dynamic scheduler
-    is never picked: with equal tiles it cannot beat the static order (docs/scheduler.md). Small M (M <= DECODE_M)
-    takes the schedule of least predicted time instead (schedule_by_time), split-K included. A cluster config's
-    programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs. A pieced tile
-    (PIECED_16BIT) runs static: stream-K is not built for it; so does D in sub-tiles (LARGE_SUBTILED_16BIT): under
-    stream-K it gains nothing over the whole output stage (docs/perf-log.md rows 62, 67)."""
-    if cfg.pieced or cfg.epilogue_n is not None or cfg.pingpong:
-        return "static"
-    if M <= DECODE_M:
-        return schedule_by_time(M, N, K, cfg, gpu)
+
+def schedule_round(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel) -> Round:
+    """`cfg`'s schedule as a round: stream-K with `cfg`'s tiles, at an even split of the k-steps plus its fixup
+    (gpu.streamk_fixup_us) and two more pipeline fills (gpu.unit_fill_us), handicapped STREAMK_MIN_GAIN and listed
+    first (it takes a tie), against `cfg`'s whole tiles in waves, static. Both count full-rate tile times
+    (gpu.sm_flops). Tiles of another size are config_for's choice, not this one's: weighing 128x128 tiles' waves here
+    as well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096, where stream-K then
+    measured 1.155x and 1.018x the static 128x256 tiles that ran (bench/results/archive/whole-wave-tiles-h100.json;
+    perf-log row 55).
+
+    Stream-K is not a candidate for a partial wave of fewer tiles than SMs (smaller tiles fill it without a fixup) or
+    whole waves, nor for a pieced tile (PIECED_16BIT: stream-K is not built for it), D in sub-tiles
+    (LARGE_SUBTILED_16BIT: under stream-K it gains nothing over the whole output stage; docs/perf-log.md rows 62, 67)
+    or the ping-pong tile. The dynamic scheduler never is: with equal tiles it cannot beat the static order
+    (docs/scheduler.md). Small M (M <= DECODE_M) weighs timed_schedules instead (schedule_by_time), split-K included.
+    A cluster config's programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs."""
+    static_only = cfg.pieced or cfg.epilogue_n is not None or cfg.pingpong
+    if M <= DECODE_M and not static_only:
+        return Round("schedule", timed_schedules(M, N, K, cfg, gpu))
     sms = gpu.sms // cfg.cluster.num_ctas
     tiles = tile_count(M, N, cfg)
-    if tiles <= sms or tiles % sms == 0:
-        return "static"
-    whole = -(-tiles // sms) * tile_us(cfg, K, gpu)
+    whole = Candidate(cfg, "static", -(-tiles // sms) * tile_us(cfg, K, gpu), why="whole tiles in waves")
+    if static_only or tiles <= sms or tiles % sms == 0:
+        return Round("schedule", (whole, ))
     split = tiles / sms * tile_us(cfg, K, gpu) + gpu.streamk_fixup_us + 2 * gpu.unit_fill_us
-    return "streamk" if whole >= STREAMK_MIN_GAIN * split else "static"
+    streamk = Candidate(cfg, "streamk", split, STREAMK_MIN_GAIN, "an even split + fixup + two fills")
+    return Round("schedule", (streamk, whole))
 
 
 def streamk_step_cost(M: int, N: int, cfg: MatmulConfig, gpu: GpuModel) -> float:
@@ -374,7 +380,8 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
                     gpu: GpuModel, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
                     ) -> list[Round]:
     """matmul's choice as rounds of candidates, each round's winner the next one's incumbent: small M's (small_m_rounds)
-    for M <= DECODE_M without an fp32 C, else the tile round (the incumbent, wave_tile, against the pieced tiles,
+    for M <= DECODE_M without an fp32 C, else the schedule round (schedule_round: wave_tile's tile static or under
+    stream-K), the tile round (that tile under the winning schedule, the incumbent, against the pieced tiles,
     pieced_candidates) and the ping-pong round (pingpong_round). Filters: the pieced and ping-pong tiles need a 16-bit
     D and C (`own_source`: an fp32 C needs its own smaller tiles) and rows on 32-byte sectors; a `scheduler` the caller
     asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them),
@@ -384,11 +391,12 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     base = wave_tile(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu)
-    incumbent = predicted(M, N, K, base, schedule_for(M, N, K, base, gpu), gpu, why="incumbent: wave_tile")
+    schedule = schedule_round(M, N, K, base, gpu)
+    incumbent = predicted(M, N, K, base, schedule.winner.schedule, gpu, why="incumbent: wave_tile")
     others = aligned and LARGE_16BIT in tiles
     pieced = pieced_candidates(M, N, K, gpu, incumbent, b_kmajor, has_c) if others and scheduler in (
         None, "static", "dynamic") else ()
-    rounds = [Round("tile", (*pieced, incumbent))]
+    rounds = [schedule, Round("tile", (*pieced, incumbent))]
     if others and not has_c and scheduler in (None, "static"):
         rounds.append(pingpong_round(M, N, K, gpu, rounds[-1].winner))
     return rounds
@@ -737,11 +745,17 @@ def small_m_rounds(M: int, N: int, K: int, out_dtype: torch.dtype, gpu: GpuModel
 
 
 def schedule_by_time(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2) -> str:
-    """The schedule of least predicted time for `cfg` (operands of `in_bytes`): the fastest of its
-    schedule_candidates, each split schedule handicapped STREAMK_MIN_GAIN against static."""
-    split, static = [s for s in schedule_candidates(M, N, K, cfg, gpu.sms) if s != "static"], "static"
-    return fastest([*(predicted(M, N, K, cfg, s, gpu, STREAMK_MIN_GAIN, in_bytes=in_bytes) for s in split),
-                    predicted(M, N, K, cfg, static, gpu, in_bytes=in_bytes)]).schedule
+    """The schedule of least predicted time for `cfg` (operands of `in_bytes`): the fastest of its timed_schedules."""
+    return fastest(timed_schedules(M, N, K, cfg, gpu, in_bytes)).schedule
+
+
+def timed_schedules(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2
+                    ) -> tuple[Candidate, ...]:
+    """`cfg` under each of its schedule_candidates at its predict_us time, each split schedule handicapped
+    STREAMK_MIN_GAIN against static, static last."""
+    split = [s for s in schedule_candidates(M, N, K, cfg, gpu.sms) if s != "static"]
+    return (*(predicted(M, N, K, cfg, s, gpu, STREAMK_MIN_GAIN, in_bytes=in_bytes) for s in split),
+            predicted(M, N, K, cfg, "static", gpu, in_bytes=in_bytes))
 
 
 def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, gpu: GpuModel) -> str:
