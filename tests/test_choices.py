@@ -7,10 +7,12 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from tilepipe.host import configs
-from tilepipe.host.configs import (LARGE_16BIT, STREAMK_MIN_GAIN, Candidate, MatmulConfig, Round, fastest, schedule_for,
-                                   schedule_round, tile_us)
+from tilepipe.host.configs import (BLOCKWISE, LARGE_16BIT, STREAMK_MIN_GAIN, Candidate, MatmulConfig, Round, fastest,
+                                   fp8_configs, fp8_schedule_for, fp8_schedule_round, schedule_for, schedule_round,
+                                   tile_us)
 from tilepipe.host.gpus import H100, gpu_models
 from tilepipe.tools.choices import SNAPSHOTS, explain, grid, main, moves
 
@@ -73,3 +75,22 @@ def test_the_schedule_round_weighs_static_waves_against_stream_k_and_stream_k_ta
     monkeypatch.undo()
     out = "\n".join(explain(384, 14336, 4096))
     assert "schedule round:\n  * 128x256x64 s3 streamk:" in out and "(whole tiles in waves)" in out
+
+
+def test_the_fp8_schedule_round_names_its_candidates():
+    """fp8_schedule_for as a round (host/configs.py: fp8_schedule_round): the 64-row tile's timed_schedules (split-K
+    then stream-K, handicapped STREAMK_MIN_GAIN, static last); the blockwise 128-row tile's stream-K first, handicapped
+    gpu.blockwise_streamk_min_gain, against its static waves; the blockwise 64-row tile past
+    gpu.blockwise_streamk_max_m static alone; --explain shows the round for a single FP8 tile."""
+    rows64, blockwise64 = fp8_configs(False, torch.bfloat16)[-1], fp8_configs(True, torch.bfloat16)[-1]
+    split = fp8_schedule_round(64, 2048, 14336, rows64, False, H100)
+    assert [(c.schedule, c.handicap) for c in split.candidates] == [("splitk", STREAMK_MIN_GAIN),
+                                                                     ("streamk", STREAMK_MIN_GAIN), ("static", 1.0)]
+    assert split.winner.schedule == fp8_schedule_for(64, 2048, 14336, rows64, False, H100) == "splitk"
+    streamk, static = fp8_schedule_round(1024, 4608, 7168, BLOCKWISE, True, H100).candidates
+    assert (streamk.schedule, streamk.handicap, static.schedule) == ("streamk", H100.blockwise_streamk_min_gain,
+                                                                     "static")
+    past = fp8_schedule_round(512, 4096, 4096, blockwise64, True, H100).candidates
+    assert [c.schedule for c in past] == ["static"] and "blockwise_streamk_max_m" in past[0].why
+    out = "\n".join(explain(64, 4096, 4096)).split("matmul_fp8 blockwise 64x4096x4096\n")[1]
+    assert out.startswith("  schedule round:\n    64x128x128 s8 splitk:")

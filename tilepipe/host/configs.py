@@ -759,14 +759,21 @@ def timed_schedules(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel, in
 
 
 def fp8_schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, gpu: GpuModel) -> str:
-    """matmul_fp8's schedule: by predicted time at the fp8 rate (schedule_by_time); for the blockwise kernel that
-    only up to one row of 64-row tiles (gpu.blockwise_streamk_max_m), past it static, or for its 128-row tile the
-    fastest of its static waves and its stream-K (blockwise_candidates)."""
+    """matmul_fp8's schedule: fp8_schedule_round's winner."""
+    return fp8_schedule_round(M, N, K, cfg, blockwise, gpu).winner.schedule
+
+
+def fp8_schedule_round(M: int, N: int, K: int, cfg: MatmulConfig, blockwise: bool, gpu: GpuModel) -> Round:
+    """`cfg`'s matmul_fp8 schedule as a round at the fp8 rate: its timed_schedules (split schedules handicapped
+    STREAMK_MIN_GAIN, static last); for the blockwise kernel's 128-row tile its static waves and, first, its stream-K
+    (blockwise_candidates). The blockwise 64-row tile splits K only up to one row of tiles
+    (gpu.blockwise_streamk_max_m): past it static is its one candidate."""
     if blockwise and cfg.block_m == 128:
-        return fastest(blockwise_candidates(M, N, K, (cfg, ), gpu)).schedule
+        return Round("schedule", blockwise_candidates(M, N, K, (cfg, ), gpu))
     if blockwise and M > gpu.blockwise_streamk_max_m:
-        return "static"
-    return schedule_by_time(M, N, K, cfg, gpu, in_bytes=1)
+        return Round("schedule", (predicted(M, N, K, cfg, "static", gpu, why="64 rows past blockwise_streamk_max_m",
+                                            in_bytes=1), ))
+    return Round("schedule", timed_schedules(M, N, K, cfg, gpu, in_bytes=1))
 
 
 # ---- sm_100a (Blackwell): compiled for sm_100a on the CPU, never run ----
@@ -934,7 +941,8 @@ def fp8_round(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, g
     """matmul_fp8's tile round: for M up to 64 per-tensor and per-row scales swap-AB's tile and the 64-row tile, each
     under its schedule_by_time schedule, blockwise scales the 64-row tile alone (no padded wgmma rows; split-K makes up
     its tile count); past that blockwise scales blockwise_candidates, per-tensor and per-row the wave heuristic's tile
-    over fp8_configs alone."""
+    over fp8_configs alone. A single tile's round is its fp8_schedule_round (at a 16-bit D's bytes, as fp8_schedule_for
+    weighs it)."""
     tiles = fp8_configs(blockwise, out_dtype)
     fp8 = dict(in_bytes=1, out_bytes=out_dtype.itemsize)
     if M <= tiles[-1].block_m and not blockwise:
@@ -943,8 +951,7 @@ def fp8_round(M: int, N: int, K: int, blockwise: bool, out_dtype: torch.dtype, g
     if blockwise and M > tiles[-1].block_m:
         return Round("tile", blockwise_candidates(M, N, K, tiles, gpu, out_dtype.itemsize))
     cfg = tiles[-1] if blockwise else choose_config(M, N, out_dtype, gpu.sms, tiles)
-    return Round("tile", (predicted(M, N, K, cfg, fp8_schedule_for(M, N, K, cfg, blockwise, gpu), gpu,
-                                    why="the only candidate", **fp8), ))
+    return fp8_schedule_round(M, N, K, cfg, blockwise, gpu)
 
 
 # ---- the autotune cache (tilepipe.tools.autotune fills it) ---------------------------------------------
