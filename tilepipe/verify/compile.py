@@ -100,12 +100,11 @@ def compile_kernels(specs: Sequence[KernelSpec], timeout: float = 600,
     taking every jobs-th spec; specs already in the report cache are not compiled again.
 
     If a child dies (abort, segfault, timeout), the spec it was compiling gets a CompileError with that spec's own
-    output, and the specs after it go on in a new child (children otherwise serve later calls: _Server). `timeout` (seconds) bounds the whole call. `progress` is
-    called with (done, total) as each spec finishes.
+    output, and the specs after it go on in a new child (children otherwise serve later calls: _Server). `timeout`
+    (seconds) bounds the whole call. `progress` is called with (done, total) as each spec finishes.
     """
-    digests = {module: _source_digest(module) for module in {spec.fn.partition(":")[0] for spec in specs}}
-    keys = [_spec_key(spec, digests[spec.fn.partition(":")[0]]) for spec in specs]
-    sources = {**digests, "tilepipe": _source_digest(None)}
+    sources = _source_digests({spec.fn.partition(":")[0] for spec in specs})
+    keys = [_spec_key(spec, sources[spec.fn.partition(":")[0]]) for spec in specs]
     found = {key: _cached(key) for key in dict.fromkeys(keys)}
     todo = [key for key in found if found[key] is None]
     counted = _Progress(len(found) - len(todo), len(found), progress)
@@ -206,16 +205,26 @@ def _spec_key(spec: KernelSpec, source_digest: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _source_digest(module: str | None) -> str:
-    """A digest of every tilepipe source file and of `module`'s (a test kernel's module lives outside tilepipe; None:
-    tilepipe's alone), read at each call, so an edit between two calls compiles again."""
-    digest = hashlib.sha256()
+def _source_digest(module: str) -> str:
+    """A digest of every tilepipe source file and of `module`'s (a test kernel's module lives outside tilepipe), read
+    at each call, so an edit between two calls compiles again."""
+    return _source_digests({module})[module]
+
+
+def _source_digests(modules: set[str]) -> dict[str, str]:
+    """_source_digest of each of `modules`, and tilepipe's own under "tilepipe", reading tilepipe's files once."""
     package = Path(__file__).resolve().parents[1]
-    spec = importlib.util.find_spec(module) if module else None
-    files = sorted(package.rglob("*.py")) + ([Path(spec.origin)] if spec and spec.origin else [])
-    for path in files:
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
         digest.update(str(path).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    digests = {"tilepipe": digest.hexdigest()}
+    for module in modules:
+        spec = importlib.util.find_spec(module)
+        own = digest.copy()
+        if spec and spec.origin:
+            own.update(spec.origin.encode() + b"\0" + Path(spec.origin).read_bytes())
+        digests[module] = own.hexdigest()
+    return digests
 
 
 def _cached(key: str) -> KernelReport | None:
@@ -385,7 +394,7 @@ _IDLE_LOCK = threading.Lock()
 
 def _server(sources: dict[str, str]) -> _Server:
     """An idle child fresh for `sources` (a stale one is stopped), else a new one."""
-    key, stale = _env_key(), []
+    key = _env_key()
     with _IDLE_LOCK:
         server = next((s for s in _IDLE if s.key == key and s.fresh_for(sources)), None)
         if server is not None:
@@ -473,12 +482,6 @@ def _lines(path: Path) -> int:
         return path.read_text().count("\n")
     except FileNotFoundError:
         return 0
-
-
-def _text(stream: str | bytes | None) -> str:
-    if isinstance(stream, bytes):
-        return stream.decode(errors="replace")
-    return stream or ""
 
 
 def _clip(text: str) -> str:
