@@ -11,7 +11,8 @@ from tilepipe.api.linear import ACTIVATIONS, GATED, TORCH_ACTIVATIONS
 from tilepipe.host.checks import BATCHED, CONTIGUOUS, MASKED, check_activation, check_expected_m, validate_grouped
 from tilepipe.host.choose import choose_grouped, grouped_config
 from tilepipe.host.configs import MatmulConfig
-from tilepipe.host.plans import launch_grouped, plan_grouped
+from tilepipe.host.launch import launch_grouped
+from tilepipe.host.plans import plan_grouped
 from tilepipe.kernels.spec import KernelSpec
 
 

@@ -18,7 +18,8 @@ from tilepipe.host.checks import validate_grouped_fp8
 from tilepipe.host.choose import choose_grouped_fp8, grouped_fp8_config
 from tilepipe.host.configs import SCALE_BLOCK, MatmulConfig
 from tilepipe.host.device import device_index
-from tilepipe.host.plans import launch_grouped, plan_grouped_fp8, stacked_experts
+from tilepipe.host.launch import launch_grouped
+from tilepipe.host.plans import plan_grouped_fp8, stacked_experts
 from tilepipe.host.staging import tma_ready
 from tilepipe.kernels.blockwise_scales import SCALE_ALIGN as BLOCKWISE_SCALE_ALIGN
 from tilepipe.kernels.spec import KernelSpec

@@ -8,7 +8,8 @@ from tilepipe.host.checks import validate_grouped_wgrad
 from tilepipe.host.choose import choose_grouped_wgrad, wgrad_config
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index
-from tilepipe.host.plans import launch_grouped, plan_grouped_wgrad
+from tilepipe.host.launch import launch_grouped
+from tilepipe.host.plans import plan_grouped_wgrad
 from tilepipe.kernels.spec import KernelSpec
 
 

@@ -14,6 +14,7 @@ use `kernel.run`.
 """
 
 import os
+from importlib import import_module
 from collections import OrderedDict
 from functools import cache
 from typing import NamedTuple
@@ -282,6 +283,38 @@ def launch_fp8(plan: Fp8Launch) -> FastLauncher | None:
                               *scalars, num_warps=cfg.num_warps, num_ctas=cfg.cluster.num_ctas, **BUILD_OPTIONS)
     _FP8_GEMMS.remember(plan.key, launched)
     return None
+
+
+class GroupedLaunch(NamedTuple):
+    """One launch of a grouped GEMM kernel (plan_grouped, plan_grouped_fp8, plan_grouped_wgrad): the kernel
+    ("module:name"), the binary's key, the grid, the stream and the fast launcher's arguments, and what Triton's JIT
+    takes instead on a binary's first launch: the TMA operands (tensor, block[, cga bases]), then the kernel's other
+    arguments in its order (pointers as tensors, scalars, constexprs), and its warps."""
+    kernel: str
+    key: tuple
+    grid: tuple[int, int, int]
+    stream: int
+    args: tuple
+    tma: tuple[tuple, ...]
+    rest: tuple
+    num_warps: int
+
+
+def launch_grouped(plan: GroupedLaunch) -> None:
+    """Launch a grouped GEMM kernel: the first call per binary (`plan.key`) through Triton's JIT, later ones through
+    its FastLauncher."""
+    cache = _GROUPED.setdefault(plan.kernel, LauncherCache())
+    if cache.launch(plan.key, plan.grid, plan.stream, plan.args) is not None:
+        return
+    module, name = plan.kernel.split(":")
+    kernel = getattr(import_module(module), name)
+    cache.remember(plan.key, kernel[plan.grid](*(tensor_descriptor(*operand) for operand in plan.tma), *plan.rest,
+                                               num_warps=plan.num_warps, **BUILD_OPTIONS))
+
+
+_GROUPED: dict[str, LauncherCache] = {}
+"""The grouped kernels' launchers, a cache per kernel, by everything its binary is specialized on (config, dtypes,
+operand layouts, rows' layout, epilogue, device): not sizes, offs or scales."""
 
 
 def persistent_grid(M: int, N: int, K: int, cfg: MatmulConfig, device: int, schedule: str = "static"

@@ -2,19 +2,16 @@
 `plan_matmul_fp8`), and call plans: a call geometry that passed every check keeps its launch, so a repeated call
 reads only its tensors' addresses (the ops' fast path)."""
 
-from importlib import import_module
-from typing import NamedTuple
 
 import torch
 
 from tilepipe.host.checks import GroupedProblem, check_no_overlap
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import sm_count
-from tilepipe.host.launch import (FastLauncher, Fp8Launch, GemmLaunch, LauncherCache, LaunchPlan, TmaOperand,
+from tilepipe.host.launch import (FastLauncher, Fp8Launch, GemmLaunch, GroupedLaunch, LaunchPlan, TmaOperand,
                                   launch_hooks_active, partial_tiles, persistent_grid, scheduler_workspace,
-                                  tensor_descriptor, ticket_slots)
+                                  ticket_slots)
 from tilepipe.host.staging import StagedFp8, StagedGemm
-from tilepipe.kernels.spec import BUILD_OPTIONS
 from tilepipe.schedulers import KERNEL_SCHEDULE
 
 
@@ -211,21 +208,6 @@ class PlanCache(dict):
         self[key] = plan
 
 
-class GroupedLaunch(NamedTuple):
-    """One launch of a grouped GEMM kernel (plan_grouped, plan_grouped_fp8, plan_grouped_wgrad): the kernel
-    ("module:name"), the binary's key, the grid, the stream and the fast launcher's arguments, and what Triton's JIT
-    takes instead on a binary's first launch: the TMA operands (tensor, block[, cga bases]), then the kernel's other
-    arguments in its order (pointers as tensors, scalars, constexprs), and its warps."""
-    kernel: str
-    key: tuple
-    grid: tuple[int, int, int]
-    stream: int
-    args: tuple
-    tma: tuple[tuple, ...]
-    rest: tuple
-    num_warps: int
-
-
 def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, epilogue: object) -> GroupedLaunch:
     """The launch of grouped_matmul_kernel over `problem`'s rows, D's rows `out` (N: the GEMM's columns, D's times the
     epilogue's COLUMNS_IN; the layout its SCHEDULE, offs its ends or counts, none batched) through `epilogue` (None:
@@ -306,20 +288,3 @@ def _grouped_launch(kernel: str, key: tuple, grid: tuple[int, int, int], device:
     args = (*(TmaOperand.of(t) for t, *_ in tma),
             *(r.data_ptr() if isinstance(r, torch.Tensor) else r for r in rest))
     return GroupedLaunch(kernel, key, grid, torch._C._cuda_getCurrentRawStream(device), args, tma, rest, num_warps)
-
-
-def launch_grouped(plan: GroupedLaunch) -> None:
-    """Launch a grouped GEMM kernel: the first call per binary (`plan.key`) through Triton's JIT, later ones through
-    its FastLauncher."""
-    cache = _GROUPED.setdefault(plan.kernel, LauncherCache())
-    if cache.launch(plan.key, plan.grid, plan.stream, plan.args) is not None:
-        return
-    module, name = plan.kernel.split(":")
-    kernel = getattr(import_module(module), name)
-    cache.remember(plan.key, kernel[plan.grid](*(tensor_descriptor(*operand) for operand in plan.tma), *plan.rest,
-                                               num_warps=plan.num_warps, **BUILD_OPTIONS))
-
-
-_GROUPED: dict[str, LauncherCache] = {}
-"""The grouped kernels' launchers, a cache per kernel, by everything its binary is specialized on (config, dtypes,
-operand layouts, rows' layout, epilogue, device): not sizes, offs or scales."""
