@@ -705,10 +705,7 @@ def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, b
                          f"interleaved in blocks of {block}: pack it with tilepipe.pack_gate_up), got {N}")
     if gated and out is not None:  # D has H = N / 2 columns
         out_dtype = check_out_dtype(requested, out, a.dtype)  # out's dtype where none was asked for
-        check_out(out, (M, N // 2), a.device)
-        if out.stride(1) != 1 or out.stride(0) * out.element_size() % 16 and M > 1:
-            raise ValueError(f"out must be row-major with rows on 16 bytes (TMA writes it), got strides "
-                             f"{out.stride()}")
+        check_grouped_out(out, M, N // 2, out_dtype, a.device)
     if bias is not None:
         check_per_group(bias, "bias", (G, N), "an expert's row of N", a.dtype, "a's dtype", a.device)
     if not b_kmajor and K % 16:  # a k-step must not reach into the next expert's rows (choose.py grouped_config)
@@ -849,9 +846,8 @@ def check_grouped_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ou
                 or G > 1 and out.stride(0) != M * rows):
             raise ValueError(f"out must be row-major with rows on 16 bytes and its groups packed (TMA writes it as "
                              f"({G} * {M}, {N})), got strides {out.stride()}")
-    elif N * out_dtype.itemsize % 16:
-        raise ValueError(f"N = {N}: D's rows must be a multiple of 16 bytes (TMA writes them), {N} {out_dtype} "
-                         "elements are not")
+    else:
+        check_grouped_out(None, M, N, out_dtype, a.device)
     return G, M, N, K, out_dtype, bool(a_rowmajor), not b_rowmajor
 
 

@@ -194,8 +194,7 @@ def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool =
     if rows_per_group <= SMALL_GROUP_ROWS:
         cfg = GROUPED_SMALL
     else:
-        cfg = replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT,
-                      group_m=GROUPED_GROUP_M)
+        cfg = replace(wgrad_config(out_dtype), group_m=GROUPED_GROUP_M)
     if gated and cfg.epilogue_n != GATE_COLUMNS.value:
         cfg = replace(cfg, epilogue_n=GATE_COLUMNS.value, stages=3)
     if b_kmajor or K % cfg.block_k == 0:
@@ -214,7 +213,7 @@ def grouped_fp8_config(blockwise: bool, out_dtype: torch.dtype) -> MatmulConfig:
     fit; per-row: grouped_mm's 128x256 tile with D in sub-tiles, BK = 128 (128 bytes of fp8)."""
     if blockwise:
         return fp8_configs(True, out_dtype)[0]
-    return replace(LARGE_SUBTILED_FP32 if out_dtype == torch.float32 else LARGE_SUBTILED_16BIT, block_k=SCALE_BLOCK)
+    return replace(wgrad_config(out_dtype), block_k=SCALE_BLOCK)
 
 
 def choose_grouped_wgrad(out_dtype: torch.dtype, b_kmajor: bool, device: int) -> GemmChoice:

@@ -303,7 +303,9 @@ class GroupedLaunch(NamedTuple):
 def launch_grouped(plan: GroupedLaunch) -> None:
     """Launch a grouped GEMM kernel: the first call per binary (`plan.key`) through Triton's JIT, later ones through
     its FastLauncher."""
-    cache = _GROUPED.setdefault(plan.kernel, LauncherCache())
+    cache = _GROUPED.get(plan.kernel)
+    if cache is None:
+        cache = _GROUPED[plan.kernel] = LauncherCache()
     if cache.launch(plan.key, plan.grid, plan.stream, plan.args) is not None:
         return
     module, name = plan.kernel.split(":")
