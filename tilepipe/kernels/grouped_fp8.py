@@ -15,6 +15,8 @@ Roles: load (1 warp), mma (8 warps: main loop, D's tile through the output stage
 store (1 warp, grouped_store_role).
 """
 
+from functools import cache
+
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -82,9 +84,11 @@ def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, of
                      (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS)])
 
 
+@cache
 def grouped_fp8_blocks(cfg, blockwise: bool) -> dict[str, tuple]:
     """The TMA blocks, each with its (empty) cluster bases, of A, the stacked B, D ("c": sub-tiles per-row, whole tiles
-    blockwise) and, blockwise, the scales ("sa": BM entries of scale_a^T, "sb": a stacked scale_b^T box)."""
+    blockwise) and, blockwise, the scales ("sa": BM entries of scale_a^T, "sb": a stacked scale_b^T box). Kept per
+    configuration (a frozen MatmulConfig), read only: grouped_mm_fp8 asks every call, and building them costs 9-22 us."""
     from tilepipe.kernels.matmul import operand_blocks
 
     return blockwise_blocks(cfg) if blockwise else operand_blocks(cfg, True)
