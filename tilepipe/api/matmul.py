@@ -6,12 +6,11 @@ import os
 import torch
 
 from tilepipe.host.checks import MatmulProblem, check_operands, validate_matmul
-from tilepipe.host.choose import choose_matmul
+from tilepipe.host.choose import choose_matmul, halves_columns
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.launch import launch_gemm
 from tilepipe.host.plans import MatmulPlan, PlanCache, plan_gemm
 from tilepipe.host.staging import stage_matmul
-from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.probes.debug import DEBUG_VARIABLE, debug_requested
 
 
@@ -74,7 +73,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
     only, K > 0)."""
     problem = validate_matmul(a, b, out, out_dtype, c, alpha, beta, config, scheduler, epilogue)
     if out is None:
-        out = torch.empty((problem.M, problem.N // columns_in(epilogue)), device=a.device, dtype=problem.out_dtype)
+        columns = problem.N // 2 if halves_columns(epilogue) else problem.N
+        out = torch.empty((problem.M, columns), device=a.device, dtype=problem.out_dtype)
     if problem.M == 0 or problem.N == 0 or problem.K == 0:
         return _without_gemm(problem, out)
     choice = choose_matmul(problem)
