@@ -191,15 +191,22 @@ def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool =
     halved where a row-major b's K is not a multiple of it (B's experts are stacked along K there, so a k-step must
     not reach into the next one; K is a multiple of 16, checks.py check_grouped). A gated fp32 D takes 64-column
     sub-tiles (a gate-up pair: 128 accumulator columns) beside three operand stages."""
-    if rows_per_group <= SMALL_GROUP_ROWS:
+    return grouped_tile(rows_per_group <= SMALL_GROUP_ROWS, out_dtype, gated, None if b_kmajor else K)
+
+
+@lru_cache(maxsize=256)
+def grouped_tile(small: bool, out_dtype: torch.dtype, gated: bool, row_major_k: int | None) -> MatmulConfig:
+    """grouped_config's choice, kept per what decides it (a new choice costs ~5 us, paid on every grouped call): the
+    small tile or not, D's dtype, a gated epilogue, and K where b is row-major (None: K-major)."""
+    if small:
         cfg = GROUPED_SMALL
     else:
         cfg = replace(wgrad_config(out_dtype), group_m=GROUPED_GROUP_M)
     if gated and cfg.epilogue_n != GATE_COLUMNS.value:
         cfg = replace(cfg, epilogue_n=GATE_COLUMNS.value, stages=3)
-    if b_kmajor or K % cfg.block_k == 0:
+    if row_major_k is None or row_major_k % cfg.block_k == 0:
         return cfg
-    return replace(cfg, block_k=32 if K % 32 == 0 else 16)
+    return replace(cfg, block_k=32 if row_major_k % 32 == 0 else 16)
 
 
 def choose_grouped_fp8(blockwise: bool, out_dtype: torch.dtype, device: int) -> GemmChoice:
@@ -208,9 +215,11 @@ def choose_grouped_fp8(blockwise: bool, out_dtype: torch.dtype, device: int) -> 
                       True)
 
 
+@cache
 def grouped_fp8_config(blockwise: bool, out_dtype: torch.dtype) -> MatmulConfig:
     """Blockwise: matmul_fp8's blockwise 128x128 tile (BN = BK = 128: one B scale a K tile) with as many stages as
-    fit; per-row: grouped_mm's 128x256 tile with D in sub-tiles, BK = 128 (128 bytes of fp8)."""
+    fit; per-row: grouped_mm's 128x256 tile with D in sub-tiles, BK = 128 (128 bytes of fp8). Kept per argument pair
+    (a new choice costs ~5 us, paid on every grouped_mm_fp8 call)."""
     if blockwise:
         return fp8_configs(True, out_dtype)[0]
     return replace(wgrad_config(out_dtype), block_k=SCALE_BLOCK)
