@@ -1,6 +1,7 @@
 """CPU tests of the GEMM: compile every configuration for sm_90a, check the config choice and input validation."""
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -18,9 +19,13 @@ from tilepipe.verify.compile import CompileError, compile_kernels
 
 # (config, input dtype, D dtype, B K-major, with C, C's dtype when not D's, per-column bias dtype, schedule)
 CONFIGS = ((LARGE_16BIT, ("bf16", "fp16")), (LARGE_FP32, ("fp32", )), (SMALL, ("bf16", "fp32")))
+# fp16 and bf16 operands (and a 16-bit D of either) compile to the same PTX up to the type's name
+# (test_16bit_types_change_only_the_type_names): bf16 takes every B layout and C, fp16 its own D's and one layout of
+# each fp32 D
 CASES = [(cfg, dtype, c_dtype, kmajor, has_c, None, None, "static")
          for cfg, c_dtypes in CONFIGS
-         for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False) for has_c in (False, True)]
+         for dtype in ("bf16", "fp16") for c_dtype in c_dtypes for kmajor in (True, False) for has_c in (False, True)
+         if dtype == "bf16" and c_dtype != "fp16" or dtype == c_dtype or c_dtype == "fp32" and has_c and not kmajor]
 CASES += [(cfg, "bf16", "bf16", kmajor, True, "fp32", None, "static") for cfg in (MEDIUM_FP32_SOURCE, SMALL)
           for kmajor in (True, False)]  # fp32 C, 16-bit D: C in source stages of its own
 CASES += [(LARGE_16BIT, "bf16", "bf16", True, False, None, bias, "static") for bias in ("bf16", "fp32")]
@@ -109,6 +114,20 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     assert (report.count("ld.acquire.gpu.global") > 0) == streamk
     assert_partials_by_tma(report, partial_boxes, reads=bias_dtype is not None)
     assert report.num_warps == cfg.num_warps + 4  # up to 4 one-warp roles: one warpgroup of workers either way
+
+
+def test_16bit_types_change_only_the_type_names(reports):
+    """Each fp16 case's PTX is its bf16 twin's (a 16-bit D's dtype following the operands') line for line once the
+    types and the kernel's name are spelled alike: what the cases assert holds for the other 16-bit type, which
+    CASES therefore compiles for fewer layouts."""
+    def spelled_alike(ptx: str) -> str:
+        return re.sub(r"matmul_kernel\w*", "matmul_kernel", ptx).replace("bf16", "f16")
+
+    twins = [(index, CASES.index(twin)) for index, (cfg, dtype, c_dtype, *rest) in enumerate(CASES)
+             if dtype == "fp16" and (twin := (cfg, "bf16", "bf16" if c_dtype == "fp16" else c_dtype, *rest)) in CASES]
+    assert len(twins) == 6  # the 128x256 tile's four layouts with fp16 D, an fp32 D's for 128x128 and 64x128
+    for index, twin in twins:
+        assert spelled_alike(reports[index].ptx) == spelled_alike(reports[twin].ptx), CASES[index]
 
 
 def test_config_fills_the_machine():
