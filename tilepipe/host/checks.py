@@ -669,11 +669,7 @@ def validate_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None
     counts) that needs no configuration, the overlap of `out` with the inputs and TMA's start addresses included."""
     rows, out_rows = group_rows(a, b, offs, out, columns_in, layout)
     G, M, N, K, out_dtype, b_kmajor = check_grouped(rows, b, offs, bias, out_rows, out_dtype, columns_in, layout)
-    if out is not None:
-        check_no_overlap(out, a, b, None)
-        if bias is not None and overlaps(out, bias):
-            raise ValueError("out must not share memory with bias")
-    check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
+    check_grouped_addresses(a, b, out, bias=bias)
     return GroupedProblem(rows, b, offs, bias, out_rows, G, M, N, K, out_dtype, b_kmajor, layout, columns_in,
                           device_index(a))
 
@@ -728,12 +724,7 @@ def validate_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor
     """Every check of grouped_mm_fp8's arguments (check_grouped_mm_fp8's), the overlap of `out` with the inputs and
     TMA's start addresses included: (G, M, N, K, blockwise, out dtype)."""
     problem = check_grouped_mm_fp8(a, b, scale_a, scale_b, offs, out, out_dtype)
-    if out is not None:
-        check_no_overlap(out, a, b, None)
-        for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-            if overlaps(out, s):
-                raise ValueError(f"out must not share memory with {name}")
-    check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
+    check_grouped_addresses(a, b, out, scale_a=scale_a, scale_b=scale_b)
     return problem
 
 
@@ -809,10 +800,20 @@ def validate_grouped_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
     problem = check_grouped_wgrad(a, b, offs, out, out_dtype)
     G, M, N = problem[:3]
     if G and M and N:
-        if out is not None:
-            check_no_overlap(out, a, b, None)
-        check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
+        check_grouped_addresses(a, b, out)
     return problem
+
+
+def check_grouped_addresses(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None,
+                            **others: torch.Tensor | None) -> None:
+    """The grouped GEMMs' checks of memory addresses: `out` (None: a new D) shares none with a, b or the named
+    `others` (bias, the scales; None: not given), and TMA may start reading a, b and out (check_tma_starts)."""
+    if out is not None:
+        check_no_overlap(out, a, b, None)
+        for name, t in others.items():
+            if t is not None and overlaps(out, t):
+                raise ValueError(f"out must not share memory with {name}")
+    check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
 
 
 def check_grouped_wgrad(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor | None,
