@@ -96,9 +96,7 @@ def gated_config(M: int, N: int, K: int, dtype: torch.dtype, device: int, b_kmaj
     sub-tiles (a 128-column part of the accumulator: one gate-up pair)."""
     if M <= 32 and b_kmajor:
         return replace(swap_config(M, dtype, 2 * GATE_COLUMNS.value), epilogue_n=GATE_COLUMNS.value)
-    cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
-    if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.tile_n not in (128, 256):
-        cfg = SMALL if M <= 64 else MEDIUM
+    cfg = plain_tile(M, N, K, dtype, device, pingpong=True)
     if cfg.tile_n == 256 and cfg.epilogue_n is None:
         return LARGE_SUBTILED_16BIT  # its fourth operand stage in the room the whole D stage took
     return replace(cfg, epilogue_n=GATE_COLUMNS.value)
@@ -116,10 +114,19 @@ def fp8_output_config(M: int, N: int, K: int, dtype: torch.dtype, device: int) -
     """matmul's tile where it is a 128- or 256-column one without swap-AB, pieces, a cluster or ping-pong (whose D
     is 16-bit), else 64x128 (M <= 64) or 128x128; D in 128-column sub-tiles where the tile has 256, so each epilogue
     part holds whole 1x128 groups."""
-    cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
-    if cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.pingpong or cfg.tile_n not in (128, 256):
-        cfg = SMALL if M <= 64 else MEDIUM
+    cfg = plain_tile(M, N, K, dtype, device, pingpong=False)
     return replace(cfg, epilogue_n=SCALE_GROUP.value if cfg.tile_n == 256 else None)
+
+
+def plain_tile(M: int, N: int, K: int, dtype: torch.dtype, device: int, pingpong: bool) -> MatmulConfig:
+    """The fused epilogues' tile (gated_config's, fp8_output_config's): matmul's static choice (B K-major) where it is
+    one CTA's tile of 128 or 256 columns without swap-AB or pieces (nor ping-pong unless `pingpong`), else 64x128
+    (M <= 64) or 128x128."""
+    cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
+    if (cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.pingpong and not pingpong
+            or cfg.tile_n not in (128, 256)):
+        return SMALL if M <= 64 else MEDIUM
+    return cfg
 
 
 def choose_matmul_fp8(problem: Fp8Problem) -> GemmChoice:
