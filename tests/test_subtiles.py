@@ -96,7 +96,7 @@ def test_matmul_writes_the_largest_tile_in_sub_tiles_where_it_runs_static(monkey
     assert chosen(5120, 5120, 2560) == LARGE_16BIT and configs.schedule_for(5120, 5120, 2560, LARGE_16BIT, H100) == \
         "streamk"
     assert chosen(4000, 6000, 3500).cluster_m == 2
-    with_c = configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)
+    with_c = configs.config_for(2304, 2816, 8192, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)
     assert with_c == PIECED_WHOLE_16BIT
     assert chosen(2560, 2560, 2560).epilogue_n is not None
     # an fp32 D: its own 128x256 tile in 128x32 sub-tiles (perf-log row 93)

@@ -224,12 +224,19 @@ PINGPONG_MIN_GAIN = 1.02
 # (pingpong-moves-h100.json).
 
 
-def mma_step_cost(cfg: MatmulConfig, gpu: GpuModel) -> float:
+def mma_step_cost(cfg: MatmulConfig, gpu: GpuModel, in_bytes: int = 2) -> float:
     """What predict_us counts a k-step of `cfg` at against its full-rate flops: gpu.pingpong_step_cost for the ping-pong
-    tile, else the reciprocal of its MMA warps' gpu.mma_efficiency, times gpu.pieced_step_cost for a pieced width."""
+    tile, else the reciprocal of its MMA warps' gpu.mma_efficiency, times gpu.pieced_step_cost for a pieced width and,
+    for the cooperative 128x128 tile of 16-bit operands, gpu.pingpong_step_cost (fitted for both 128x128 tiles)."""
     if cfg.pingpong:
         return gpu.pingpong_step_cost
-    return gpu.pieced_step_cost.get(cfg.block_n, 1.0) / gpu.mma_efficiency[cfg.num_warps]
+    cost = gpu.pieced_step_cost.get(cfg.block_n, 1.0) / gpu.mma_efficiency[cfg.num_warps]
+    return cost * gpu.pingpong_step_cost if _cooperative_128(cfg) and in_bytes == 2 else cost
+
+
+def _cooperative_128(cfg: MatmulConfig) -> bool:
+    """Whether `cfg` is the cooperative 128x128 tile (two warpgroups of 64 rows, one CTA)."""
+    return (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.cluster.num_ctas) == (128, 128, 8, 1)
 
 
 # ---- the one rule: candidates, their predicted times, the fastest ----------------------------------------
@@ -295,16 +302,13 @@ def pingpong_round(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidate) 
 
 
 def cooperative_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu: GpuModel) -> float:
-    """A cooperative tile's time against the ping-pong tile: predict_us plus its exposed epilogues (gpu.epilogue_steps
-    of its k-steps a tile) and, for the cooperative 128x128 (under stream-K), gpu.pingpong_step_cost on its k-steps; on
-    few rows of 128x256 tiles, times their measured rate there (gpu.large_few_rows_rate)."""
+    """A cooperative tile's time as the wave and ping-pong rounds weigh it: predict_us plus its exposed epilogues
+    (gpu.epilogue_steps of its k-steps a tile); on few rows of 128x256 tiles, times their measured rate there (gpu.large_few_rows_rate)."""
     parts = predicted_parts(M, N, K, cfg, schedule, gpu)
     tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, gpu.sms, schedule))
     cooperative = (sum(parts.values())
                    + tiles * gpu.epilogue_steps * tile_us(cfg, cfg.block_k, gpu) * mma_step_cost(cfg, gpu))
-    if (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8):
-        cooperative += parts.get("mma", 0.0) * (gpu.pingpong_step_cost - 1)
-    elif -(-M // cfg.block_m) <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
+    if -(-M // cfg.block_m) <= STREAMK_FEW_ROWS and (cfg.block_m, cfg.block_n) == (128, 256):
         cooperative *= gpu.large_few_rows_rate
     return cooperative
 
@@ -390,31 +394,43 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
         return small_m_rounds(M, N, K, out_dtype, gpu, b_kmajor, has_c)
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
-    base = wave_tile(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu)
-    schedule = schedule_round(M, N, K, base, gpu)
-    incumbent = predicted(M, N, K, base, schedule.winner.schedule, gpu, why="incumbent: wave_tile")
+    wave = wave_round(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu)
+    schedule = schedule_round(M, N, K, wave.winner.config, gpu)
+    incumbent = predicted(M, N, K, wave.winner.config, schedule.winner.schedule, gpu, why="incumbent: the wave round")
     others = aligned and LARGE_16BIT in tiles
     pieced = pieced_candidates(M, N, K, gpu, incumbent, b_kmajor, has_c) if others and scheduler in (
         None, "static", "dynamic") else ()
-    rounds = [schedule, Round("tile", (*pieced, incumbent))]
+    rounds = [wave, schedule, Round("tile", (*pieced, incumbent))]
     if others and not has_c and scheduler in (None, "static"):
         rounds.append(pingpong_round(M, N, K, gpu, rounds[-1].winner))
     return rounds
 
 
-def wave_tile(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[MatmulConfig, ...], aligned: bool,
-              b_kmajor: bool, has_c: bool, gpu: GpuModel) -> MatmulConfig:
-    """The tile round's incumbent: of `tiles` (largest first), the largest where schedule_for runs it under stream-K,
-    else the wave heuristic's (choose_config), in the form it runs static. The 128x256 tile: in a 2x1 cluster (B
-    multicast) where A's rows are off 32-byte sectors and the clusters fill two waves (the one class where the cluster
-    measured faster in every run: perf-log rows 33, 47, 49, 50), else with D in sub-tiles (LARGE_SUBTILED_16BIT). An
-    fp32 D's 128x128 tile: LARGE_SUBTILED_FP32 where its waves are as full (half the tiles, each a k-step ~7% less time
-    a flop) and, with C, K reaches gpu.wide_fp32_min_k_with_c: 1.06x the 128x128 tile on the 97 grid cases it moves
-    (0.99-1.34x), 0.88-1.2x where its waves are emptier (fp32-d-large-tile-moves-h100.json; perf-log row 93)."""
-    schedule = schedule_for(M, N, K, tiles[0], gpu)
-    cfg = tiles[0] if schedule == "streamk" else choose_config(M, N, out_dtype, gpu.sms, tiles)
-    if schedule != "static":
-        return cfg
+def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[MatmulConfig, ...], aligned: bool,
+               b_kmajor: bool, has_c: bool, gpu: GpuModel) -> Round:
+    """The tile round's incumbent as a round: `tiles[0]` under stream-K where its schedule round runs it so, else each
+    of `tiles` in the form it runs static (static_form) at cooperative_us: its waves, its k-steps' rate
+    (gpu.mma_efficiency of its MMA warps; the cooperative 128x128's gpu.pingpong_step_cost), its loads and its exposed
+    epilogues. A tie goes to the tile that keeps more SMs busy (more programs stream the operands at the DRAM floor),
+    then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy): 92 grid
+    calls moved, measured in choices-wave-round-h200.json (docs/perf-log.md row 117)."""
+    if schedule_for(M, N, K, tiles[0], gpu) == "streamk":
+        return Round("wave", (predicted(M, N, K, tiles[0], "streamk", gpu, why="the largest tile, stream-K"), ))
+    forms = sorted((static_form(tile, M, N, K, out_dtype, aligned, b_kmajor, has_c, gpu) for tile in tiles),
+                   key=lambda form: -min(tile_count(M, N, form), gpu.sms // form.cluster.num_ctas))
+    return Round("wave", tuple(Candidate(form, "static", cooperative_us(M, N, K, form, "static", gpu),
+                                         why="static waves + exposed epilogues") for form in forms))
+
+
+def static_form(cfg: MatmulConfig, M: int, N: int, K: int, out_dtype: torch.dtype, aligned: bool, b_kmajor: bool,
+                has_c: bool, gpu: GpuModel) -> MatmulConfig:
+    """The form a table tile runs in static waves. The 128x256 tile: in a 2x1 cluster (B multicast) where A's rows are
+    off 32-byte sectors and the clusters fill two waves (the one class where the cluster measured faster in every run:
+    perf-log rows 33, 47, 49, 50), else with D in sub-tiles (LARGE_SUBTILED_16BIT). An fp32 D's 128x128 tile:
+    LARGE_SUBTILED_FP32 where its waves are as full (half the tiles, each a k-step ~7% less time a flop) and, with C,
+    K reaches gpu.wide_fp32_min_k_with_c: 1.06x the 128x128 tile on the 97 H100 grid cases it moves (0.99-1.34x),
+    0.88-1.2x where its waves are emptier (fp32-d-large-tile-moves-h100.json; perf-log row 93). Offered as a candidate
+    of its own instead, the wave round took it on fuller grids of 128x128 tiles, 0.96-1.0x on the H200 (row 117)."""
     if cfg == LARGE_16BIT:
         pair = replace(cfg, cluster_m=2, split_multicast=SPLIT_MULTICAST and b_kmajor)
         return pair if not aligned and tile_count(M, N, pair) >= 2 * (gpu.sms // 2) else LARGE_SUBTILED_16BIT
@@ -537,7 +553,7 @@ def predicted_parts(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gp
     stage_bytes = (bm + bn) * bk * in_bytes
     sm_bytes = gpu.sm_dram_bytes_per_us if M <= 2 * (cfg.tile_n if cfg.swap_ab else cfg.tile_m) else gpu.sm_bytes_per_us
     stream = min(sm_bytes, cfg.stages * stage_bytes / gpu.load_latency_us)
-    loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg, gpu) / gpu.flops_per_sm(in_bytes) * 1e6,
+    loops = {"mma": steps * 2.0 * bm * bn * bk * mma_step_cost(cfg, gpu, in_bytes) / gpu.flops_per_sm(in_bytes) * 1e6,
              "stream": steps * stage_bytes / stream,
              "dram": dram_us(M, N, K, gpu, in_bytes, out_bytes)}
     bound = max(loops, key=loops.__getitem__)

@@ -6,6 +6,9 @@ the code with the snapshots).
     python -m tilepipe.tools.choices --gpu h200 --write    # accept them: rewrite the snapshot (commit it with its A/B)
     python -m tilepipe.tools.choices --gpu h200 --ab h100  # on the GPU: time each call the h200 model moves from the
                                                            # h100 model's choice, both choices interleaved
+    python -m tilepipe.tools.choices --gpu h200 --dump old.json   # the code's choices, whole configs (on the CPU,
+    python -m tilepipe.tools.choices --gpu h200 --ab-file old.json  # at the commit before a change), then on the GPU
+                                                           # with the change: time each call it moves from old.json
     python -m tilepipe.tools.choices --explain 384 14336 4096  # why: each call's rounds of candidates at that shape
 
 A choice is the configuration and schedule matmul (bf16 or fp32 D; with or without C, an fp32 C too; B K-major or
@@ -19,7 +22,8 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -119,15 +123,33 @@ def moves(before: dict[str, str], after: dict[str, str]) -> list[str]:
             for call in sorted(before.keys() | after.keys()) if before.get(call) != after.get(call)]
 
 
-def ab_moves(before: GpuModel, after: GpuModel, pairs: int = 3, rep_ms: int = 25) -> list[dict]:
-    """On this GPU: each call whose choice moves from `before`'s model to `after`'s, both choices run through the public
-    op (config= and scheduler=) on the same random inputs, timed in interleaved pairs (tools.bench.compare); one
-    record per move with both choices, their predicted times under `after` and the measured ones (medians)."""
+def dump(gpu: GpuModel) -> dict[str, dict]:
+    """{call: {"config": its MatmulConfig's fields, "schedule": ...}} of the model of `gpu` over calls(): the choices of
+    one commit, which ab_moves can time against another's."""
+    return {call.name: {"config": asdict(cfg), "schedule": schedule}
+            for call in calls() for cfg, schedule in [call.choose(gpu)]}
+
+
+def from_dump(choices: dict[str, dict]) -> Callable[[Call], tuple[MatmulConfig, str]]:
+    """The chooser of a dump's choices (a call it lacks keeps `after`'s: no move)."""
+    def choose(call: Call) -> tuple[MatmulConfig, str] | None:
+        found = choices.get(call.name)
+        return None if found is None else (MatmulConfig(**found["config"]), found["schedule"])
+    return choose
+
+
+def ab_moves(before: Callable[[Call], tuple[MatmulConfig, str] | None], after: GpuModel, pairs: int = 3,
+             rep_ms: int = 25) -> list[dict]:
+    """On this GPU: each call whose choice moves from `before`'s (a chooser: another model's, or a dump's) to the
+    model of `after`'s, both choices run through the public op (config= and scheduler=) on the same random inputs,
+    timed in interleaved pairs (tools.bench.compare); one record per move with both choices, their predicted times
+    under `after` and the measured ones (medians)."""
     from tilepipe.tools.bench import compare
 
     records = []
     for call in calls():
-        (cfg_a, sched_a), (cfg_b, sched_b) = call.choose(before), call.choose(after)
+        (cfg_b, sched_b) = call.choose(after)
+        (cfg_a, sched_a) = before(call) or (cfg_b, sched_b)
         if (cfg_a, sched_a) == (cfg_b, sched_b):
             continue
         run_a, run_b = _runs(call, (cfg_a, sched_a), (cfg_b, sched_b))
@@ -173,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the snapshot with the code's choices")
     parser.add_argument("--ab", metavar="MODEL", choices=sorted(gpu_models()),
                         help="time each move from MODEL's choices to --gpu's on this GPU, into bench/results/")
+    parser.add_argument("--dump", metavar="FILE", help="write the code's choices, whole configs, to FILE, then exit")
+    parser.add_argument("--ab-file", metavar="FILE",
+                        help="time each move from FILE's choices (--dump at another commit) to the code's on this GPU")
+    parser.add_argument("--name", help="the results file's name with --ab/--ab-file (default choices-A-to-B)")
     parser.add_argument("--explain", nargs=3, type=int, metavar=("M", "N", "K"),
                         help="print each call's candidates at M x N x K and the winner, then exit")
     args = parser.parse_args(argv)
@@ -182,11 +208,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--explain: M, N and K must be positive, got {args.explain}")
         print("\n".join(explain(*args.explain, gpu)))
         return 0
-    if args.ab:
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(dump(gpu), indent=0, sort_keys=True) + "\n")
+        print(f"wrote {args.dump}")
+        return 0
+    if args.ab or args.ab_file:
         from tilepipe.tools.bench import RESULTS_DIR, run_environment
 
-        start, name = time.time(), f"choices-{args.ab}-to-{args.gpu}"
-        records = ab_moves(replace(gpu_models()[args.ab], sms=gpu.sms), gpu)
+        if args.ab:
+            model, name = replace(gpu_models()[args.ab], sms=gpu.sms), f"choices-{args.ab}-to-{args.gpu}"
+            before = lambda call: call.choose(model)  # noqa: E731
+        else:
+            before, name = from_dump(json.loads(Path(args.ab_file).read_text())), f"choices-{Path(args.ab_file).stem}"
+        start, name = time.time(), args.name or name
+        records = ab_moves(before, gpu)
         path = RESULTS_DIR / f"{name}.json"
         path.write_text(json.dumps({**run_environment(name), "seconds": round(time.time() - start, 1),
                                     "method": ab_moves.__doc__, "moves": records}, indent=1) + "\n")
