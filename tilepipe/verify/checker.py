@@ -531,6 +531,7 @@ class _Explorer:
         self.programs, self.unreleased, passed = zip(*(_concrete_steps(role, self.barriers, params, cta)
                                                        for cta in ctas for role in protocol.roles))
         self.consumed = [_consumed(steps, self.barriers, p) for steps, p in zip(self.programs, passed)]
+        self._roles = len(self.programs)  # the programs of roles; an _AsyncExplorer adds companions after them
         self.counts = self.barriers.counts()
         self.case = ", ".join(f"{k}={v}" for k, v in params.items())
         self.parent: dict[int, tuple[int, int] | None] = {}
@@ -553,6 +554,16 @@ class _Explorer:
         self.shifts = [sum(widths[:i]) for i in range(len(widths))]
         self.masks = [(1 << w) - 1 for w in widths]
         self.divisors = [count or total + 1 for count, total in zip(self.counts, totals)]
+
+    def form(self) -> str:
+        """What decides this search's states and whether it finds anything, without the names its findings carry:
+        each program's steps as run() reads them, the barriers' counts, what each role ends holding or has seen, and
+        which programs are companions. Protocols of other kernels (a cluster's 1x2 and 2x1, a variant's epilogue)
+        often compile to the same form for a trip-count case."""
+        self._layout()
+        return repr((tuple(self._compiled(r) for r in range(len(self.programs))), self.divisors, self.counts,
+                     [[(s, lap) for _, s, lap in held] for held in self.unreleased],
+                     [sorted(consumed.items()) for consumed in self.consumed], len(self.programs) - self._roles))
 
     def _unpack(self, state: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """(program counters, completed phases, arrivals in the current phase) of a packed state."""
@@ -929,14 +940,21 @@ def _built(protocols: Callable[[], Sequence[Protocol]]) -> Sequence[Protocol]:
 
 
 def _explored(protocol: Protocol, case: tuple[tuple[str, int], ...]) -> tuple[int, tuple[Finding, ...]]:
-    """(states, findings) of one trip-count case. Protocols of the same storages and roles explore alike (a kernel
-    and its variants often do), so each is explored once per process, and once per test session where
-    TILEPIPE_CHECK_CACHE names a directory (keyed by the model, the case and this checker's source)."""
-    def explore() -> tuple[int, tuple[Finding, ...]]:
-        explorer = _AsyncExplorer(protocol, dict(case))
-        return explorer.run(), tuple(explorer.findings.values())
+    """(states, findings) of one trip-count case. Cases of the same form (_Explorer.form: half of the shipped
+    kernels' cases share one with another's) explore alike, so each form is explored once per process, and once per
+    test session where TILEPIPE_CHECK_CACHE names a directory (keyed by the form and this checker's source); a form
+    with findings is explored again under this protocol's model, for findings that name its roles."""
+    explorer = _AsyncExplorer(protocol, dict(case))
 
-    return _kept("explored", repr((protocol.storages, protocol.roles, protocol.ctas, case)), explore)
+    def findings() -> tuple[Finding, ...]:
+        if not explorer.parent:
+            explorer.run()
+        return tuple(explorer.findings.values())
+
+    states, found = _kept("explored", explorer.form(), lambda: (explorer.run(), bool(explorer.findings)))
+    if not found:
+        return states, ()
+    return states, _kept("findings", repr((protocol.storages, protocol.roles, protocol.ctas, case)), findings)
 
 
 def _kept(kind: str, model: str, compute: Callable[[], T]) -> T:
