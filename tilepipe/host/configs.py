@@ -303,7 +303,8 @@ def pingpong_round(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidate) 
 
 def cooperative_us(M: int, N: int, K: int, cfg: MatmulConfig, schedule: str, gpu: GpuModel) -> float:
     """A cooperative tile's time as the wave and ping-pong rounds weigh it: predict_us plus its exposed epilogues
-    (gpu.epilogue_steps of its k-steps a tile); on few rows of 128x256 tiles, times their measured rate there (gpu.large_few_rows_rate)."""
+    (gpu.epilogue_steps of its k-steps a tile); on few rows of 128x256 tiles, times their measured rate there
+    (gpu.large_few_rows_rate)."""
     parts = predicted_parts(M, N, K, cfg, schedule, gpu)
     tiles = -(-tile_count(M, N, cfg) // schedule_programs(M, N, K, cfg, gpu.sms, schedule))
     cooperative = (sum(parts.values())
@@ -412,7 +413,7 @@ def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[Matm
     of `tiles` in the form it runs static (static_form) at cooperative_us: its waves, its k-steps' rate
     (gpu.mma_efficiency of its MMA warps; the cooperative 128x128's gpu.pingpong_step_cost), its loads and its exposed
     epilogues. A tie goes to the tile that keeps more SMs busy (more programs stream the operands at the DRAM floor),
-    then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy): 92 grid
+    then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy): 96 grid
     calls moved, measured in choices-wave-round-h200.json (docs/perf-log.md row 117)."""
     if schedule_for(M, N, K, tiles[0], gpu) == "streamk":
         return Round("wave", (predicted(M, N, K, tiles[0], "streamk", gpu, why="the largest tile, stream-K"), ))
