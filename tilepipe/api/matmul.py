@@ -86,7 +86,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtyp
         out.copy_(staged.out)
     elif launcher is not None and key is not None and staged.a is a and staged.b.data_ptr() == b.data_ptr() and (
             staged.c is None or staged.c is problem.c):
-        _PLANS.remember(key, MatmulPlan(plan, launcher, out, problem.c is not None and problem.c is not out))
+        _PLANS.remember(key, MatmulPlan(plan, launcher, out))
     return out
 
 
