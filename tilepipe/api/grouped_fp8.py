@@ -19,7 +19,7 @@ from tilepipe.host.choose import choose_grouped_fp8, grouped_fp8_config
 from tilepipe.host.configs import SCALE_BLOCK, MatmulConfig
 from tilepipe.host.device import device_index
 from tilepipe.host.launch import launch_grouped
-from tilepipe.host.plans import plan_grouped_fp8, stacked_experts
+from tilepipe.host.plans import plan_grouped_fp8
 from tilepipe.host.staging import tma_ready
 from tilepipe.kernels.blockwise_scales import SCALE_ALIGN as BLOCKWISE_SCALE_ALIGN
 from tilepipe.kernels.spec import KernelSpec
@@ -61,8 +61,7 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
         scales = (shifted_scale_rows(scale_a), tma_ready(scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)))
     else:
         scales = (scale_a.reshape(M).contiguous(), scale_b.contiguous())
-    launch_grouped(plan_grouped_fp8(a, stacked_experts(b, True), scales, out, offs, G, N, K, blockwise, device,
-                                    choice.cfg))
+    launch_grouped(plan_grouped_fp8(a, b, scales, out, offs, G, N, K, blockwise, device, choice.cfg, choice.schedule))
     return out
 
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import torch
 
-from tilepipe.host.checks import (Fp8Problem, GroupedProblem, MatmulProblem, check_cluster, check_pieced,
+from tilepipe.host.checks import (CONTIGUOUS, Fp8Problem, GroupedProblem, MatmulProblem, check_cluster, check_pieced,
                                   check_pingpong, check_schedule, check_subtiles, check_swap_ab)
 from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MEDIUM, SCALE_BLOCK,
                                    SM100_BLOCKWISE_CONFIGS, SMALL, MatmulConfig, config_for, fp8_config_for,
@@ -217,8 +217,9 @@ def grouped_tile(small: bool, out_dtype: torch.dtype, gated: bool, row_major_k: 
 
 
 def choose_grouped_fp8(blockwise: bool, out_dtype: torch.dtype, device: int) -> GemmChoice:
-    """The grouped FP8 GEMM (sm_90a only, static schedule, B K-major): grouped_fp8_config's tile."""
-    return GemmChoice(hopper_target(device, "grouped_mm_fp8"), grouped_fp8_config(blockwise, out_dtype), "static",
+    """The grouped FP8 GEMM (sm_90a only, B K-major): grouped_fp8_config's tile, the contiguous rows' schedule (offs'
+    row ends, as grouped_mm's)."""
+    return GemmChoice(hopper_target(device, "grouped_mm_fp8"), grouped_fp8_config(blockwise, out_dtype), CONTIGUOUS,
                       True)
 
 

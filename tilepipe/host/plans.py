@@ -232,21 +232,23 @@ def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, 
                            ((a, blocks["a"]), (b_rows, blocks["b"]), (out, blocks["d"])), rest, cfg.num_warps)
 
 
-def plan_grouped_fp8(a: torch.Tensor, b_rows: torch.Tensor, scales: tuple[torch.Tensor, torch.Tensor],
-                     out: torch.Tensor, offs: torch.Tensor, G: int, N: int, K: int, blockwise: bool, device: int,
-                     cfg: MatmulConfig) -> GroupedLaunch:
+def plan_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scales: tuple[torch.Tensor, torch.Tensor], out: torch.Tensor,
+                     offs: torch.Tensor, G: int, N: int, K: int, blockwise: bool, device: int, cfg: MatmulConfig,
+                     schedule: str) -> GroupedLaunch:
     """The launch of grouped_blockwise_kernel (the scales as TMA operands, before D's) or grouped_scaled_kernel (by
-    pointer, after offs) over the stacked experts `b_rows`, static schedule."""
+    pointer, after offs) under the grouped scheduler `schedule` (the choice's: the rows' layout), b's (G, K, N)
+    K-major experts stacked as one TMA operand."""
     from tilepipe.kernels.grouped_fp8 import grouped_fp8_blocks
 
     M = out.shape[0]
+    b_rows = stacked_experts(b, True)
     blocks = grouped_fp8_blocks(cfg, blockwise)
     names = ("a", "b", "sa", "sb", "c") if blockwise else ("a", "b", "c")
     tma = (a, b_rows, *scales, out) if blockwise else (a, b_rows, out)
     pointers = (out, offs) if blockwise else (out, offs, *scales)
-    scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, "static")
+    scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, schedule)
     kernel = "grouped_blockwise_kernel" if blockwise else "grouped_scaled_kernel"
-    return _grouped_launch(f"tilepipe.kernels.grouped_fp8:{kernel}", (cfg, blockwise, out.dtype, device),
+    return _grouped_launch(f"tilepipe.kernels.grouped_fp8:{kernel}", (cfg, blockwise, out.dtype, device, schedule),
                            grouped_grid(M, N, G, cfg, device), device,
                            tuple((t, *blocks[name]) for t, name in zip(tma, names)), (*pointers, *scalars),
                            cfg.num_warps)
