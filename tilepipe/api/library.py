@@ -1,13 +1,3 @@
-from tilepipe.api.fp8 import matmul_fp8
-from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, linear_fp8, padded_rows
-from tilepipe.api.linear import ACTIVATIONS, GATED, gated_linear, linear
-from tilepipe.api.grouped import BATCHED, MASKED, check_expected_m, grouped_gated_mm, grouped_mm, grouped_mm_masked
-from tilepipe.api.grouped_fp8 import grouped_mm_fp8
-from tilepipe.api.grouped_wgrad import grouped_mm_wgrad
-from tilepipe.api.matmul import addmm, addmm_residual, matmul
-from tilepipe.host.checks import (check_activation, check_grouped, check_grouped_mm_fp8, check_grouped_wgrad,
-                                  check_linear, check_linear_fp8, check_matmul, check_matmul_fp8, group_rows)
-
 """tilepipe's public kernels as torch.library custom ops (namespace `tilepipe`), each with a fake implementation.
 
 torch.compile traces a custom op as one opaque node whose output shape and dtype come from the fake
@@ -22,6 +12,17 @@ from typing import NamedTuple
 
 import torch
 from torch._library.custom_ops import CustomOpDef
+
+from tilepipe.api.fp8 import matmul_fp8
+from tilepipe.api.grouped import grouped_gated_mm, grouped_mm, grouped_mm_masked
+from tilepipe.api.grouped_fp8 import grouped_mm_fp8
+from tilepipe.api.grouped_wgrad import grouped_mm_wgrad
+from tilepipe.api.linear import ACTIVATIONS, GATED, gated_linear, linear
+from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, linear_fp8, padded_rows
+from tilepipe.api.matmul import addmm, addmm_residual, matmul
+from tilepipe.host.checks import (BATCHED, MASKED, check_activation, check_expected_m, check_grouped,
+                                  check_grouped_mm_fp8, check_grouped_wgrad, check_linear, check_linear_fp8,
+                                  check_matmul, check_matmul_fp8, group_rows)
 
 
 class PublicOp(NamedTuple):
