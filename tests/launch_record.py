@@ -93,6 +93,11 @@ def _named(value, names: dict[int, str]):
     return getattr(value, "__name__", None) or repr(value)
 
 
+def rand(*shape, dtype=torch.bfloat16) -> torch.Tensor:
+    """A tensor of `shape` for a recorded call: its values are never read."""
+    return torch.empty(*shape, dtype=dtype)
+
+
 def calls():
     """(name, thunk) for every recorded call."""
     import tilepipe
@@ -100,9 +105,6 @@ def calls():
     from tilepipe.api.linear import gated_linear, linear, pack_gate_up
     from tilepipe.api.linear_fp8 import linear_fp8
     from tilepipe.host.configs import MEDIUM, SMALL, MatmulConfig
-
-    def rand(*shape, dtype=torch.bfloat16):
-        return torch.empty(*shape, dtype=dtype)  # the values are never read
 
     shapes = [(1, 4096, 4096), (16, 2048, 1024), (100, 300, 200), (127, 4096, 14336), (512, 512, 512),
               (1000, 3000, 2048), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 1024), (300, 2888, 7000),
@@ -181,9 +183,6 @@ def grouped_calls():
     from tilepipe.api.grouped import grouped_gated_mm, grouped_mm, grouped_mm_masked
     from tilepipe.api.grouped_fp8 import grouped_mm_fp8
     from tilepipe.api.linear import pack_gate_up
-
-    def rand(*shape, dtype=torch.bfloat16):
-        return torch.empty(*shape, dtype=dtype)  # the values are never read
 
     def ends(sizes):
         return torch.tensor(sizes, dtype=torch.int32).cumsum(0).to(torch.int32)
@@ -275,7 +274,7 @@ def record(which=calls) -> list:
                 except (TypeError, ValueError, RuntimeError) as error:
                     out, outcome = None, [type(error).__name__, str(error)]
                 names = {0: 0}
-                for slot, (label, value) in enumerate(_closure(call)):
+                for label, value in _closure(call):
                     names.setdefault(value.data_ptr(), label)
                 if out is not None:
                     names.setdefault(out.data_ptr(), "out")
