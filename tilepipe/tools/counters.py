@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -48,8 +49,6 @@ _SCALES = {"second": 1e6, "msecond": 1e3, "usecond": 1.0, "nsecond": 1e-3, "s": 
 
 def tile_options() -> dict[str, object]:
     """The tiles `--shapes` may force beside matmul's choice, by name: bf16 tiles, and FORMS of the chosen tile."""
-    from dataclasses import replace
-
     from tilepipe.host.configs import LARGE_16BIT, LARGE_SUBTILED_16BIT, MEDIUM, PIECED_16BIT, PINGPONG_16BIT
 
     return {"pingpong": PINGPONG_16BIT, "128x128": MEDIUM, "128x256": LARGE_16BIT, "128x256-d64": LARGE_SUBTILED_16BIT,
@@ -67,35 +66,41 @@ def shape_cases(shapes: list[tuple], tiles: list[str]) -> list[tuple[str, Callab
     """(label, ours, theirs) for `shapes`: bf16 (M, N, K) with B K-major, matmul's choice and each of `tiles`
     (tile_options, static) against torch.matmul on the same inputs; FP8 (M, N, K, scaling) as fp8_case."""
     import tilepipe
-    from tilepipe.tools.bench import _operands
-
-    from dataclasses import replace
-
     from tilepipe.host.configs import config_for, fp8_config_for
     from tilepipe.host.gpus import device_model
-    from tilepipe.tools.bench_clusters import cluster_tile
+    from tilepipe.tools.bench import _operands
 
     options = tile_options()
     found = []
     for shape in shapes:
         if len(shape) == 4:
             found.append(fp8_case(*shape))
-            chosen = fp8_config_for(*shape[:3], shape[3] == "blockwise", torch.bfloat16,
-                                    device_model(torch.cuda.current_device()))
-            found += [fp8_case(*shape, replace(cluster_tile(chosen), **FORMS[name]), name) for name in tiles
-                      if name in FORMS]
+            recast = recast_tiles(tiles, lambda: fp8_config_for(*shape[:3], shape[3] == "blockwise", torch.bfloat16,
+                                                                device_model(torch.cuda.current_device())))
+            found += [fp8_case(*shape, recast[name], name) for name in tiles if name in FORMS]
             continue
         M, N, K = shape
         a, b = _operands(M, N, K, "kmajor")
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         theirs = lambda a=a, b=b, out=out: torch.matmul(a, b, out=out)  # noqa: E731
         found.append((f"bf16 {M}x{N}x{K}", lambda a=a, b=b, out=out: tilepipe.matmul(a, b, out=out), theirs))
-        chosen = config_for(M, N, K, torch.bfloat16, torch.bfloat16, True, torch.cuda.current_device())
+        recast = recast_tiles(tiles, lambda: config_for(M, N, K, torch.bfloat16, torch.bfloat16, True,
+                                                        torch.cuda.current_device()))
         for name in tiles:
-            cfg = replace(cluster_tile(chosen), **FORMS[name]) if name in FORMS else options[name]
+            cfg = recast[name] if name in FORMS else options[name]
             found.append((f"bf16 {M}x{N}x{K} {name}", lambda a=a, b=b, out=out, cfg=cfg: tilepipe.matmul(
                 a, b, out=out, config=cfg, scheduler="static"), theirs))
     return found
+
+
+def recast_tiles(tiles: list[str], choose: Callable[[], MatmulConfig]) -> dict[str, MatmulConfig]:
+    """The FORMS named in `tiles`, by name, each the op's chosen tile (`choose()`, asked only where a form is named)
+    recast as the cluster GEMMs build it."""
+    from tilepipe.tools.bench_clusters import cluster_tile
+
+    forms = [name for name in tiles if name in FORMS]
+    chosen = cluster_tile(choose()) if forms else None
+    return {name: replace(chosen, **FORMS[name]) for name in forms}
 
 
 def fp8_case(M: int, N: int, K: int, scaling: str, config: MatmulConfig | None = None, form: str = "cluster 2x1"
@@ -116,12 +121,9 @@ def fp8_case(M: int, N: int, K: int, scaling: str, config: MatmulConfig | None =
 def cases() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     """(label, ours, theirs) on fresh random inputs: bf16 matmul against torch.matmul, FP8 against torch._scaled_mm."""
     import tilepipe
-    from tilepipe.tools.bench import _operands
-
-    from dataclasses import replace
-
     from tilepipe.host.configs import config_for, fp8_config_for
     from tilepipe.host.gpus import device_model
+    from tilepipe.tools.bench import _operands
 
     found = []
     for M, N, K in BF16_SHAPES:
