@@ -42,26 +42,27 @@ def bench_case(name: str, G: int, N: int, K: int, rows: int, distribution: str, 
     dense = torch.empty_like(ours)
     flops = 2.0 * rows * N * K
     shape = f"{name}: G={G} {rows}x{N}x{K} {distribution} (largest {max(sizes)}, empty {sizes.count(0)})"
-    tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=ours)
-    tilepipe.matmul_fp8(a, b[0], sa, sb[0], out=dense)
+    grouped = lambda: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=ours)  # noqa: E731
+    one_expert = lambda: tilepipe.matmul_fp8(a, b[0], sa, sb[0], out=dense)  # noqa: E731
+    grouped()
+    one_expert()
     first = sizes[0]  # the first group's rows use expert 0 in both
     err = _rel_err(ours[:first], dense[:first]) if first else float("nan")
-    result = compare(lambda: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=ours),
-                     lambda: tilepipe.matmul_fp8(a, b[0], sa, sb[0], out=dense), flops, pairs, rep_ms, settle=1)
+    result = compare(grouped, one_expert, flops, pairs, rep_ms, settle=1)
     found = [Row(shape, "grouped_mm_fp8 blockwise", "matmul_fp8 blockwise, all rows, expert 0", *result[:3], err,
                  result[3])]
     row_a, row_b = scales(rows), scales(G, N)
-    tilepipe.grouped_mm_fp8(a, b, row_a, row_b, offs, out=ours)
+    per_row = lambda: tilepipe.grouped_mm_fp8(a, b, row_a, row_b, offs, out=ours)  # noqa: E731
+    theirs = lambda: torch._scaled_grouped_mm(a, b, row_a, row_b, offs=offs, out_dtype=torch.bfloat16,  # noqa: E731
+                                              use_fast_accum=True)
+    per_row()
     try:
-        reference = torch._scaled_grouped_mm(a, b, row_a, row_b, offs=offs, out_dtype=torch.bfloat16,
-                                             use_fast_accum=True)
+        reference = theirs()
     except (AttributeError, RuntimeError, TypeError) as error:  # absent, or refusing these shapes
         reason = f"torch._scaled_grouped_mm: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
         return found + [Row(shape, "grouped_mm_fp8 per-row", reason, 0.0, 0.0, 0.0, float("nan"), [])]
     err = _rel_err(ours, reference)
-    result = compare(lambda: tilepipe.grouped_mm_fp8(a, b, row_a, row_b, offs, out=ours),
-                     lambda: torch._scaled_grouped_mm(a, b, row_a, row_b, offs=offs, out_dtype=torch.bfloat16,
-                                                      use_fast_accum=True), flops, pairs, rep_ms, settle=1)
+    result = compare(per_row, theirs, flops, pairs, rep_ms, settle=1)
     return found + [Row(shape, "grouped_mm_fp8 per-row", "torch._scaled_grouped_mm fast accum", *result[:3], err,
                         result[3])]
 
