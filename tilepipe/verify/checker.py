@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 from tilepipe._text import format_table
 from tilepipe.pipeline import _trace
 from tilepipe.pipeline.storage import Storage
+from tilepipe.verify import claims
 
 KINDS = ("deadlock", "over-arrival", "phase-aliasing", "leftover", "declaration", "drift")
 MAX_STATES = 2_000_000
@@ -940,41 +941,40 @@ def _built(protocols: Callable[[], Sequence[Protocol]]) -> Sequence[Protocol]:
 
 
 def _explored(protocol: Protocol, case: tuple[tuple[str, int], ...]) -> tuple[int, tuple[Finding, ...]]:
-    """(states, findings) of one trip-count case. Cases of the same form (_Explorer.form: half of the shipped
-    kernels' cases share one with another's) explore alike, so each form is explored once per process, and once per
-    test session where TILEPIPE_CHECK_CACHE names a directory (keyed by the form and this checker's source); a form
-    with findings is explored again under this protocol's model, for findings that name its roles."""
-    explorer = _AsyncExplorer(protocol, dict(case))
-
-    def findings() -> tuple[Finding, ...]:
-        if not explorer.parent:
+    """(states, findings) of one trip-count case, once per model and case. Cases of the same form (_Explorer.form:
+    half of the shipped kernels' cases share one with another kernel's) explore alike, so a form is explored once; a
+    form with findings is explored under each model that has it, for findings that name its roles. Both once per
+    process, and once per test session where TILEPIPE_CHECK_CACHE names a directory (keyed by this checker's
+    source too)."""
+    def explore() -> tuple[int, tuple[Finding, ...]]:
+        explorer = _AsyncExplorer(protocol, dict(case))
+        states, found = _kept("form", explorer.form(), lambda: (explorer.run(), bool(explorer.findings)))
+        if found and not explorer.parent:
             explorer.run()
-        return tuple(explorer.findings.values())
+        return states, tuple(explorer.findings.values())
 
-    states, found = _kept("explored", explorer.form(), lambda: (explorer.run(), bool(explorer.findings)))
-    if not found:
-        return states, ()
-    return states, _kept("findings", repr((protocol.storages, protocol.roles, protocol.ctas, case)), findings)
+    return _kept("explored", repr((protocol.storages, protocol.roles, protocol.ctas, case)), explore)
 
 
 def _kept(kind: str, model: str, compute: Callable[[], T]) -> T:
     """compute()'s result for `model` (a text that determines it), once per process, and once per test session where
-    TILEPIPE_CHECK_CACHE names a directory (written whole, then renamed, for readers in other processes)."""
+    TILEPIPE_CHECK_CACHE names a directory (written whole, then renamed, for readers in other processes; a result
+    another process is computing is awaited: tilepipe.verify.claims)."""
     key = hashlib.sha256(f"{kind}\0{model}\0{_CHECKER_SOURCE}".encode()).hexdigest()
-    if key in _KEPT:
-        return _KEPT[key]
-    directory = os.environ.get("TILEPIPE_CHECK_CACHE")
-    path = Path(directory) / f"{key}.pickle" if directory else None
-    if path is not None and path.exists():
-        _KEPT[key] = pickle.loads(path.read_bytes())
-        return _KEPT[key]
-    _KEPT[key] = compute()
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_suffix(f".{os.getpid()}.part")
-        part.write_bytes(pickle.dumps(_KEPT[key]))
-        part.replace(path)
+    if key not in _KEPT:
+        directory = os.environ.get("TILEPIPE_CHECK_CACHE")
+        path = Path(directory) / f"{key}.pickle" if directory else None
+        _KEPT[key] = compute() if path is None else claims.once(
+            path, path.with_suffix(".claim"), lambda p: pickle.loads(p.read_bytes()), compute, _store)
     return _KEPT[key]
+
+
+def _store(path: Path, value: Any) -> None:
+    """Write `value` whole, then rename it into `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(f".{os.getpid()}.part")
+    part.write_bytes(pickle.dumps(value))
+    part.replace(path)
 
 
 _KEPT: dict[str, Any] = {}

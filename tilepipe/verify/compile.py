@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tilepipe.kernels.spec import TARGETS, KernelSpec
+from tilepipe.verify import claims
 
 _SOURCES = ("ptx", "sass", "ttgir")
 _LOG_LIMIT = 8000  # characters of a failed spec's console output kept in its CompileError
@@ -253,52 +254,23 @@ def _claim_path(key: str) -> Path | None:
 
 
 def _claim(key: str) -> bool:
-    """Whether this process takes spec `key` to compile: it made the cache's claim file (or there is no cache). Test
-    workers running side by side (pytest -n) then compile a spec both ask for once; a dead owner's claim is taken."""
+    """Whether this process takes spec `key` to compile: it holds the cache's claim on it (or there is no cache). Test
+    workers running side by side (pytest -n) then compile a spec both ask for once (tilepipe.verify.claims)."""
     path = _claim_path(key)
-    if path is None:
-        return True
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            if _claimed_by_other(key):
-                return False
-            path.unlink(missing_ok=True)  # its owner is gone without a result
-            continue
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        return True
-    return False
+    return path is None or claims.claim(path)
 
 
 def _claimed_by_other(key: str) -> bool:
     """Whether another live process holds the claim on `key`."""
     path = _claim_path(key)
-    try:
-        owner = int(path.read_text() or 0) if path else 0
-    except (FileNotFoundError, ValueError):
-        return False
-    if owner in (0, os.getpid()):
-        return owner == 0  # a claim being written is someone's
-    try:
-        os.kill(owner, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    return path is not None and claims.claimed_by_other(path)
 
 
 def _release(key: str) -> None:
     """Give up this process's claim on `key` (another's is left alone)."""
     path = _claim_path(key)
-    try:
-        if path is not None and int(path.read_text() or 0) == os.getpid():
-            path.unlink(missing_ok=True)
-    except (FileNotFoundError, ValueError):
-        pass
+    if path is not None:
+        claims.release(path)
 
 
 def _await_others(found: dict, keys: list[str], deadline: float, counted: "_Progress") -> list[str]:
