@@ -5,6 +5,7 @@ kernel spec, one exploration per protocol model)."""
 import os
 import shutil
 import tempfile
+from collections import Counter
 
 import pytest
 
@@ -15,9 +16,19 @@ SESSION_CACHES = {"TILEPIPE_COMPILE_CACHE": "compile", "TILEPIPE_CHECK_CACHE": "
 """The session's caches (tilepipe.verify.compile's reports, tilepipe.verify.checker's explorations), by variable."""
 
 
+LONGEST_FIRST = ("test_cli.py", "test_checker.py", "test_matmul.py", "test_subtiles.py", "test_linear.py",
+                 "test_cluster.py", "test_sm100.py")
+"""The files that take longest (whole-catalogue reports and checks, the largest compile fixtures: --durations of the
+README's command), run first, so that under pytest -n the other workers' shorter files fill the end of the run rather
+than one long file running alone; the rest follow in pytest-xdist's order (most tests first)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Caches for the session: tests, and the `python -m tilepipe` commands tests run, compile a spec and explore a
-    protocol once. A cache directory the caller set is kept as it is."""
+    protocol once. A cache directory the caller set is kept as it is. Under pytest-xdist, files are handed out in the
+    order pytest_collection_modifyitems leaves them (LONGEST_FIRST), not re-sorted by their number of tests."""
+    if getattr(config.option, "loadscopereorder", False):
+        config.option.loadscopereorder = False
     unset = [name for name in SESSION_CACHES if not os.environ.get(name)]
     if unset:
         _SESSION_CACHE.append(tempfile.mkdtemp(prefix="tilepipe-test-cache-"))
@@ -34,6 +45,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_in = Counter(item.path for item in items)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -tests_in[item.path], str(item.path)))
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
