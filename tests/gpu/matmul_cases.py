@@ -53,9 +53,10 @@ def run(dtype: str, out_dtype: str, layout: str, shapes: list[tuple[int, int, in
 SPLITK_SHAPES = [(1, 4096, 4096), (8, 1000, 4096), (33, 4000, 3000), (64, 1000, 4096), (96, 2000, 4096),
                  (17, 520, 8200), (100, 264, 1000), (128, 130, 2000)]
 """Small M with ragged N and K: split 2 to 16 ways over tiles of 64 rows (one or two rows of tiles)."""
-CHOSEN_SPLITK_SHAPES = [(8, 1000, 14352), (33, 2000, 12000), (96, 1000, 16000)]
+CHOSEN_SPLITK_SHAPES = [(40, 1000, 14352), (33, 2000, 12000), (96, 1000, 16000)]
 """Small M with long K, where matmul's own choice is split-K (predict_us: one program a tile would stream its
-k-steps for longer than the split's DRAM time and fixup; SPLITK_SHAPES are too short for that)."""
+k-steps for longer than the split's DRAM time and fixup; SPLITK_SHAPES are too short for that). Above swap-AB's
+M <= 32 with B K-major, whose 64x8 tile runs static at M = 8."""
 
 
 def run_splitk(dtype: str, out_dtype: str, layout: str) -> dict:
@@ -225,15 +226,15 @@ PIECED_SHAPES = [(1536, 8960, 1536), (333, 517, 200), (1000, 1000, 64), (200, 30
 def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
     """Every pieced tile (host/configs.py PIECED_16BIT, NARROW_PIECED_16BIT on one warpgroup, and 192x192) forced under
     `scheduler` on PIECED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row);
-    matmul's own choice at 1536x8960x1536, which must be pieced; and an fp32 C, which a pieced config must refuse with
-    ValueError."""
+    matmul's own choice at 2304x2816x8192 with C, which must be pieced; and an fp32 C, which a pieced config must
+    refuse with ValueError."""
     from tilepipe.host.configs import NARROW_PIECED_16BIT, PIECED_16BIT, config_for
 
     configs = PIECED_16BIT + (tilepipe.MatmulConfig(192, 192, 64, stages=3), NARROW_PIECED_16BIT)
     results = [run(dtype, out_dtype, layout, PIECED_SHAPES, scheduler=scheduler, config=cfg) for cfg in configs]
     results += [run_residual(dtype, out_dtype, layout, cfg, scheduler) for cfg in configs]
-    chosen = config_for(1536, 8960, 1536, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
-                        torch.cuda.current_device(), has_c=True)  # without C the ping-pong tile takes this shape
+    chosen = config_for(2304, 2816, 8192, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
+                        torch.cuda.current_device(), has_c=True)  # with C: the ping-pong tile takes none
     results.append(run_residual(dtype, out_dtype, layout, modes=("separate", ), shapes=PIECED_SHAPES[:1]))
     a = torch.randn(256, 256, device="cuda", dtype=DTYPES[dtype])
     try:
