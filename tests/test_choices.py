@@ -11,8 +11,7 @@ import torch
 
 from tilepipe.host import configs
 from tilepipe.host.configs import (BLOCKWISE, LARGE_16BIT, STREAMK_MIN_GAIN, Candidate, MatmulConfig, Round, fastest,
-                                   fp8_configs, fp8_schedule_for, fp8_schedule_round, schedule_for, schedule_round,
-                                   tile_us)
+                                   fp8_configs, fp8_schedule_for, fp8_schedule_round, schedule_for, schedule_round)
 from tilepipe.host.gpus import H100, gpu_models
 from tilepipe.tools.choices import SNAPSHOTS, explain, grid, main, moves
 
@@ -58,20 +57,19 @@ def test_fastest_takes_the_least_handicapped_time_and_the_first_on_a_tie():
 
 def test_the_schedule_round_weighs_static_waves_against_stream_k_and_stream_k_takes_a_tie(monkeypatch):
     """schedule_for as a round (host/configs.py: schedule_round): stream-K first, handicapped STREAMK_MIN_GAIN, against
-    the tile's whole waves, static; whole waves (132 tiles on 132 SMs) offer static alone; --explain shows the round.
-    Where stream-K's even split plus fixup costs just what whole waves do (its handicap set to 1), stream-K wins the
-    tie, as schedule_for's >= did."""
+    the tile's whole waves, static, both at predict_us; whole waves (132 tiles on 132 SMs) offer static alone;
+    --explain shows the round. Where both are predicted alike (its handicap set to 1), stream-K wins the tie, as
+    schedule_for's >= did."""
     streamk, static = schedule_round(384, 14336, 4096, LARGE_16BIT, H100).candidates
     assert (streamk.schedule, streamk.handicap, static.schedule, static.handicap) == ("streamk", STREAMK_MIN_GAIN,
                                                                                       "static", 1.0)
     assert streamk.config == static.config == LARGE_16BIT and "fixup" in streamk.why and "waves" in static.why
     assert [c.schedule for c in schedule_round(1536, 2816, 4096, LARGE_16BIT, H100).candidates] == ["static"]
     gpu = replace(H100, sms=4, unit_fill_us=0.0)  # 640x256: 5 tiles of 128x256 on 4 SMs, two waves or 5/4 of a tile
-    whole = 2 * tile_us(LARGE_16BIT, 4096, gpu)
-    gpu = replace(gpu, streamk_fixup_us=whole - 5 / 4 * tile_us(LARGE_16BIT, 4096, gpu))
     monkeypatch.setattr(configs, "STREAMK_MIN_GAIN", 1.0)
+    monkeypatch.setattr(configs, "predict_us", lambda *args, **kwargs: 100.0)  # both predicted alike
     tied = schedule_round(640, 256, 4096, LARGE_16BIT, gpu).candidates
-    assert tied[0].cost_us == tied[1].cost_us == whole and schedule_for(640, 256, 4096, LARGE_16BIT, gpu) == "streamk"
+    assert tied[0].cost_us == tied[1].cost_us == 100.0 and schedule_for(640, 256, 4096, LARGE_16BIT, gpu) == "streamk"
     monkeypatch.undo()
     out = "\n".join(explain(384, 14336, 4096))
     assert "schedule round:\n  * 128x256x64 s3 streamk:" in out and "(whole tiles in waves)" in out

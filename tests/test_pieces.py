@@ -119,7 +119,7 @@ def test_matmul_takes_a_pieced_tile_where_it_fills_the_waves(monkeypatch):
     monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
     # 1536x8960x1536 with C: the wave round's 128x128 (stages filled) since, 1.094x the 192x128 on the H200
-    # (bench/results/choices-wave-round-h200.json)
+    # (bench/results/archive/choices-wave-round-h200.json)
     assert configs.config_for(1536, 8960, 1536, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == replace(
         configs.MEDIUM, stages=6)
     assert configs.config_for(2304, 2816, 8192, torch.bfloat16, torch.bfloat16, True, 0, has_c=True) == PIECED_WHOLE_16BIT

@@ -89,7 +89,7 @@ def test_matmul_takes_the_ping_pong_tile_where_its_hidden_epilogues_win(monkeypa
         assert chosen(*shape) == PINGPONG_16BIT, shape
         assert configs.schedule_for(*shape, PINGPONG_16BIT, H100) == "static"
     # with C the wave round's 128x128 (its stages filled): 1.094x the pieced 192x128 on the H200
-    # (bench/results/choices-wave-round-h200.json)
+    # (bench/results/archive/choices-wave-round-h200.json)
     assert chosen(1536, 8960, 1536, has_c=True) == replace(MEDIUM, stages=6)
     assert chosen(384, 5120, 2560, has_c=True) == replace(MEDIUM, stages=6)  # with its stages filled (perf-log row 89)
     for scheduler in ("dynamic", "streamk", "splitk"):

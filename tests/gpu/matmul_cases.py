@@ -251,20 +251,20 @@ def run_pieced(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
 SUBTILED_SHAPES = [(2560, 2560, 2560), (333, 517, 200), (1000, 3000, 555), (129, 200, 63), (4096, 264, 520),
                    (257, 4096, 128), (1, 256, 64), (2304, 2304, 1152)]
 """Ragged and whole 128x256 tiles (a last column tile of one to three 64-column sub-tiles: N = 200, 264, 517, 3000),
-and 2560^3, where matmul's own choice writes D in sub-tiles."""
+and 2560^3 (matmul's own choice there too: since the stream-K round, the 128x128 tile under stream-K)."""
 
 
 def run_subtiled(dtype: str, out_dtype: str, layout: str, scheduler: str) -> dict:
     """The 128x256 tile with D in sub-tiles (LARGE_SUBTILED_16BIT, or LARGE_SUBTILED_FP32 for an fp32 D) forced under
     `scheduler` on SUBTILED_SHAPES and through the residual epilogues (C of D's dtype, C aliasing D, a bias row);
-    matmul's own choice at 2560^3, which must be it."""
+    matmul's own choice at 4096^3, which must be it."""
     from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, config_for
 
     tile = LARGE_SUBTILED_FP32 if out_dtype == "fp32" else LARGE_SUBTILED_16BIT
     results = [run(dtype, out_dtype, layout, SUBTILED_SHAPES, scheduler=scheduler, config=tile),
                run_residual(dtype, out_dtype, layout, tile, scheduler), run(dtype, out_dtype, layout,
                                                                              SUBTILED_SHAPES[:1])]
-    chosen = config_for(2560, 2560, 2560, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
+    chosen = config_for(4096, 4096, 4096, DTYPES[dtype], DTYPES[out_dtype], layout == "kmajor",
                         torch.cuda.current_device())
     ok = all(r["ok"] for r in results) and chosen == tile
     return {"case": f"subtiled {dtype}->{out_dtype} b={layout} scheduler={scheduler}", "ok": ok, "chosen": str(chosen),

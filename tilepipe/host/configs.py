@@ -322,29 +322,30 @@ def schedule_for(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel) -> st
 def schedule_round(M: int, N: int, K: int, cfg: MatmulConfig, gpu: GpuModel) -> Round:
     """`cfg`'s schedule as a round: stream-K with `cfg`'s tiles, at an even split of the k-steps plus its fixup
     (gpu.streamk_fixup_us) and two more pipeline fills (gpu.unit_fill_us), handicapped STREAMK_MIN_GAIN and listed
-    first (it takes a tie), against `cfg`'s whole tiles in waves, static. Both count full-rate tile times
-    (gpu.sm_flops). Tiles of another size are config_for's choice, not this one's: weighing 128x128 tiles' waves here
-    as well (perf-log row 36) kept 128x256 tiles static at 2304x2816x8192 and 3840x3840x4096, where stream-K then
-    measured 1.155x and 1.018x the static 128x256 tiles that ran (bench/results/archive/whole-wave-tiles-h100.json;
-    perf-log row 55).
+    first (it takes a tie), against `cfg`'s whole tiles in waves, static, both at predict_us (its k-steps' rate, loads
+    and stream-K's split and fixup: with full-rate tile times instead the cooperative 128x128 tile never ran stream-K,
+    which measured 1.03-1.12x its static waves and 1.04-1.12x the static 128x256 at M 768-3072 on the H200:
+    bench/results/choices-streamk-round-h200.json, perf-log row 118). Tiles of another size are the wave round's
+    question, not this one's.
 
     Stream-K is not a candidate for a partial wave of fewer tiles than SMs (smaller tiles fill it without a fixup) or
     whole waves, nor for a pieced tile (PIECED_16BIT: stream-K is not built for it), D in sub-tiles
     (LARGE_SUBTILED_16BIT: under stream-K it gains nothing over the whole output stage; docs/perf-log.md rows 62, 67)
     or the ping-pong tile. The dynamic scheduler never is: with equal tiles it cannot beat the static order
-    (docs/scheduler.md). Small M (M <= DECODE_M) weighs timed_schedules instead (schedule_by_time), split-K included.
+    (docs/scheduler.md), nor the 64-row tile's one warpgroup: under stream-K it ran 0.72-1.08x its static waves or the
+    128-row tiles it replaced (geomean 0.93 on the 24 grid calls it took: choices-streamk-round-h200.json). Small M (M
+    <= DECODE_M) weighs timed_schedules instead (schedule_by_time), split-K included.
     A cluster config's programs are its clusters: the same arithmetic over cluster tiles and sms / num_ctas programs."""
     static_only = cfg.pieced or cfg.epilogue_n is not None or cfg.pingpong
     if M <= DECODE_M and not static_only:
         return Round("schedule", timed_schedules(M, N, K, cfg, gpu))
     sms = gpu.sms // cfg.cluster.num_ctas
     tiles = tile_count(M, N, cfg)
-    whole = Candidate(cfg, "static", -(-tiles // sms) * tile_us(cfg, K, gpu), why="whole tiles in waves")
-    if static_only or tiles <= sms or tiles % sms == 0:
+    whole = predicted(M, N, K, cfg, "static", gpu, why="whole tiles in waves")
+    if static_only or cfg.num_warps == 4 or tiles <= sms or tiles % sms == 0:
         return Round("schedule", (whole, ))
-    split = tiles / sms * tile_us(cfg, K, gpu) + gpu.streamk_fixup_us + 2 * gpu.unit_fill_us
-    streamk = Candidate(cfg, "streamk", split, STREAMK_MIN_GAIN, "an even split + fixup + two fills")
-    return Round("schedule", (streamk, whole))
+    streamk = predicted(M, N, K, cfg, "streamk", gpu, STREAMK_MIN_GAIN, "an even split + fixup + two fills")
+    return Round("schedule", (replace(streamk, time_us=streamk.time_us + 2 * gpu.unit_fill_us), whole))
 
 
 def streamk_step_cost(M: int, N: int, cfg: MatmulConfig, gpu: GpuModel) -> float:
@@ -409,18 +410,26 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
 
 def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[MatmulConfig, ...], aligned: bool,
                b_kmajor: bool, has_c: bool, gpu: GpuModel) -> Round:
-    """The tile round's incumbent as a round: `tiles[0]` under stream-K where its schedule round runs it so, else each
-    of `tiles` in the form it runs static (static_form) at cooperative_us: its waves, its k-steps' rate
+    """The tile round's incumbent as a round: each of `tiles` under its schedule round's winner (stream-K with its
+    handicap, or in the form it runs static: static_form) at cooperative_us: its waves, its k-steps' rate
     (gpu.mma_efficiency of its MMA warps; the cooperative 128x128's gpu.pingpong_step_cost), its loads and its exposed
     epilogues. A tie goes to the tile that keeps more SMs busy (more programs stream the operands at the DRAM floor),
-    then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy): 96 grid
-    calls moved, measured in choices-wave-round-h200.json (docs/perf-log.md row 117)."""
-    if schedule_for(M, N, K, tiles[0], gpu) == "streamk":
-        return Round("wave", (predicted(M, N, K, tiles[0], "streamk", gpu, why="the largest tile, stream-K"), ))
-    forms = sorted((static_form(tile, M, N, K, out_dtype, aligned, b_kmajor, has_c, gpu) for tile in tiles),
-                   key=lambda form: -min(tile_count(M, N, form), gpu.sms // form.cluster.num_ctas))
-    return Round("wave", tuple(Candidate(form, "static", cooperative_us(M, N, K, form, "static", gpu),
-                                         why="static waves + exposed epilogues") for form in forms))
+    then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy; 96 grid
+    calls moved, archive/choices-wave-round-h200.json, perf-log row 117) and then took the 128x128 tile's stream-K too (63
+    more, choices-streamk-round-h200.json, row 118)."""
+    candidates = []
+    for tile in tiles:
+        schedule = schedule_round(M, N, K, tile, gpu).winner
+        form = tile if schedule.schedule == "streamk" else static_form(tile, M, N, K, out_dtype, aligned, b_kmajor,
+                                                                        has_c, gpu)
+        candidates.append(Candidate(form, schedule.schedule, cooperative_us(M, N, K, form, schedule.schedule, gpu),
+                                    schedule.handicap, f"{schedule.schedule} + exposed epilogues"))
+    return Round("wave", tuple(sorted(candidates, key=lambda candidate: -busy_sms(M, N, candidate.config, gpu))))
+
+
+def busy_sms(M: int, N: int, cfg: MatmulConfig, gpu: GpuModel) -> int:
+    """The SMs `cfg`'s first wave keeps busy: its tiles (cluster tiles), at most its programs' CTAs."""
+    return min(tile_count(M, N, cfg), gpu.sms // cfg.cluster.num_ctas) * cfg.cluster.num_ctas
 
 
 def static_form(cfg: MatmulConfig, M: int, N: int, K: int, out_dtype: torch.dtype, aligned: bool, b_kmajor: bool,
