@@ -396,7 +396,7 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
         return small_m_rounds(M, N, K, out_dtype, gpu, b_kmajor, has_c)
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
-    wave = wave_round(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu)
+    wave = wave_round(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu, scheduler)
     schedule = schedule_round(M, N, K, wave.winner.config, gpu)
     incumbent = predicted(M, N, K, wave.winner.config, schedule.winner.schedule, gpu, why="incumbent: the wave round")
     others = aligned and LARGE_16BIT in tiles
@@ -409,9 +409,10 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
 
 
 def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[MatmulConfig, ...], aligned: bool,
-               b_kmajor: bool, has_c: bool, gpu: GpuModel) -> Round:
+               b_kmajor: bool, has_c: bool, gpu: GpuModel, scheduler: str | None = None) -> Round:
     """The tile round's incumbent as a round: each of `tiles` under its schedule round's winner (stream-K with its
-    handicap, or in the form it runs static: static_form) at cooperative_us: its waves, its k-steps' rate
+    handicap, or in the form it runs static: static_form; only the latter where the caller names a `scheduler`, which
+    then runs it) at cooperative_us: its waves, its k-steps' rate
     (gpu.mma_efficiency of its MMA warps; the cooperative 128x128's gpu.pingpong_step_cost), its loads and its exposed
     epilogues. A tie goes to the tile that keeps more SMs busy (more programs stream the operands at the DRAM floor),
     then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy; 96 grid
@@ -419,7 +420,7 @@ def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[Matm
     more, choices-streamk-round-h200.json, row 118)."""
     candidates = []
     for tile in tiles:
-        schedule = schedule_round(M, N, K, tile, gpu).winner
+        schedule = schedule_round(M, N, K, tile, gpu).winner if scheduler is None else Candidate(tile, "static", 0.0)
         form = tile if schedule.schedule == "streamk" else static_form(tile, M, N, K, out_dtype, aligned, b_kmajor,
                                                                         has_c, gpu)
         candidates.append(Candidate(form, schedule.schedule, cooperative_us(M, N, K, form, schedule.schedule, gpu),
