@@ -90,7 +90,7 @@ and dynamic: 1.6-4.3% faster than LARGE_16BIT on 9 of 10 mid-size shapes, equal 
 (bench/results/archive/subtile-ab-h100.json, subtile-ab-streamk-h100.json; docs/perf-log.md row 62)."""
 LARGE_SUBTILED_FP32 = MatmulConfig(128, 256, 64, stages=4, c_stages=2, epilogue_n=32)
 """The 128x256 tile for an fp32 D, which only D in sub-tiles lets fit (the whole fp32 tile is 128 KiB): 128x32
-sub-tiles through two 16 KiB stages beside four operand stages; static (wave_tile)."""
+sub-tiles through two 16 KiB stages beside four operand stages; static (static_form)."""
 # gpu.wide_fp32_min_k_with_c: With C, LARGE_SUBTILED_FP32 only from this K: at K = 1024 (16 k-steps a tile) its C sub-
 # tiles' loads cost more than the wider tile saves (0.92-1.02x the 128x128 tile on 9 grid cases), at 2048 0.98-1.07x,
 # from 2560 on 1.01-1.34x (bench/results/archive/fp32-d-large-tile-moves-h100.json).
@@ -161,8 +161,7 @@ STREAMK_FEW_ROWS = 4
 # choice-h100.json, small-m-survey-h100.json). Few rows of tiles share each B panel among few tiles, which the static
 # order reads once a wave and split units out of step (the likely cause; not measured apart). It moves config_for's
 # choice to a pieced tile at M = 320 and 384 with N = 14336 and 13824 (pieced_candidates), 1.18-1.24x faster
-# (streamk-few-rows-h100.json; docs/perf-log.md row 68); schedule_for keeps its own arithmetic (moving it sent some
-# grids to the wave heuristic's 128x128 or 64x128 tiles).
+# (streamk-few-rows-h100.json; docs/perf-log.md row 68).
 
 # gpu.streamk_fixup_us: What stream-K's partial tiles add to a launch over an even split of the k-steps: ~8 us with
 # the per-warp protocol (H200 A/B: 62.3 against 53.3 us without the fixup at 133 tiles, 36.9 against 29.2 at 2048^3;
@@ -212,7 +211,8 @@ def default_configs(out_dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
 # gpu.epilogue_steps: How long a cooperative tile's epilogue holds its SM's tensor core, in the tile's own k-steps
 # (about 1.3 us at 128x256): fitted with gpu.pingpong_step_cost to the ping-pong tile's time over matmul's choice on 40
 # grid shapes of equal waves (bench/results/archive/pingpong-survey-h100.json: 1.03x at K = 1024, 0.98x at 2048, 0.96x
-# at 4096). predict_us leaves it out (every cooperative tile pays it), so only the ping-pong comparison counts it.
+# at 4096). predict_us leaves it out (every cooperative tile pays it); the wave and ping-pong rounds count it
+# (cooperative_us).
 # gpu.pingpong_step_cost: A k-step of a 128x128 tile against half of one of 128x256 (the same fit): a 128-row wgmma
 # pair reads B once per 64 rows and lands 33% more TMA bytes per flop, which shared memory's bandwidth feels; the
 # cooperative 128x128's too.
@@ -289,7 +289,7 @@ def pingpong_round(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidate) 
     pingpong-same-tile-moves-h100.json; perf-log row 76). On two rows of 128-row tiles or fewer the ping-pong tile is
     weighed against that tile only (the other tiles' errors there exceed the gain)."""
     cfg, schedule = incumbent.config, incumbent.schedule
-    same_tile = (cfg.block_m, cfg.block_n, cfg.num_warps) == (128, 128, 8)
+    same_tile = _cooperative_128(cfg)
     pingpong = predicted(M, N, K, PINGPONG_16BIT, "static", gpu, PINGPONG_MIN_GAIN, "ping-pong")
     if same_tile and schedule == "static":
         candidates = (pingpong, )
@@ -386,12 +386,13 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
                     gpu: GpuModel, own_source: bool = False, scheduler: str | None = None, has_c: bool = False
                     ) -> list[Round]:
     """matmul's choice as rounds of candidates, each round's winner the next one's incumbent: small M's (small_m_rounds)
-    for M <= DECODE_M without an fp32 C, else the schedule round (schedule_round: wave_tile's tile static or under
-    stream-K), the tile round (that tile under the winning schedule, the incumbent, against the pieced tiles,
-    pieced_candidates) and the ping-pong round (pingpong_round). Filters: the pieced and ping-pong tiles need a 16-bit
-    D and C (`own_source`: an fp32 C needs its own smaller tiles) and rows on 32-byte sectors; a `scheduler` the caller
-    asked for other than static or dynamic rules the pieced tiles out (stream-K and split-K are not built for them),
-    other than static the ping-pong tile too, and so does a C (`has_c`: the ping-pong kernel takes none)."""
+    for M <= DECODE_M without an fp32 C, else the wave round (wave_round: the table tiles, each static or under
+    stream-K), the schedule round of its winner (schedule_round), the tile round (that tile under the winning
+    schedule, the incumbent, against the pieced tiles, pieced_candidates) and the ping-pong round (pingpong_round).
+    Filters: the pieced and ping-pong tiles need a 16-bit D and C (`own_source`: an fp32 C needs its own smaller tiles)
+    and rows on 32-byte sectors; a `scheduler` the caller asked for other than static or dynamic rules the pieced tiles
+    out (stream-K and split-K are not built for them), other than static the ping-pong tile too, and so does a C
+    (`has_c`: the ping-pong kernel takes none)."""
     if M <= DECODE_M and not own_source:
         return small_m_rounds(M, N, K, out_dtype, gpu, b_kmajor, has_c)
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
@@ -411,8 +412,8 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
 def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[MatmulConfig, ...], aligned: bool,
                b_kmajor: bool, has_c: bool, gpu: GpuModel, scheduler: str | None = None) -> Round:
     """The tile round's incumbent as a round: each of `tiles` under its schedule round's winner (stream-K with its
-    handicap, or in the form it runs static: static_form; only the latter where the caller names a `scheduler`, which
-    then runs it) at cooperative_us: its waves, its k-steps' rate
+    handicap, or in the form it runs static: static_form; under the `scheduler` a caller names, which then runs it) at
+    cooperative_us: its waves, its k-steps' rate
     (gpu.mma_efficiency of its MMA warps; the cooperative 128x128's gpu.pingpong_step_cost), its loads and its exposed
     epilogues. A tie goes to the tile that keeps more SMs busy (more programs stream the operands at the DRAM floor),
     then to the larger. It replaced a wave heuristic (the largest tile whose waves keep 75% of the SMs busy; 96 grid
@@ -420,7 +421,7 @@ def wave_round(M: int, N: int, K: int, out_dtype: torch.dtype, tiles: tuple[Matm
     more, choices-streamk-round-h200.json, row 118)."""
     candidates = []
     for tile in tiles:
-        schedule = schedule_round(M, N, K, tile, gpu).winner if scheduler is None else Candidate(tile, "static", 0.0)
+        schedule = schedule_round(M, N, K, tile, gpu).winner if scheduler is None else Candidate(tile, scheduler, 0.0)
         form = tile if schedule.schedule == "streamk" else static_form(tile, M, N, K, out_dtype, aligned, b_kmajor,
                                                                         has_c, gpu)
         candidates.append(Candidate(form, schedule.schedule, cooperative_us(M, N, K, form, schedule.schedule, gpu),

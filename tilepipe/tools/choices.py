@@ -89,9 +89,14 @@ def calls() -> list[Call]:
     return [call for M in GRID_M for N, K in GRID_NK for call in calls_at(M, N, K)]
 
 
+def choices(gpu: GpuModel = H100) -> dict[str, tuple[MatmulConfig, str]]:
+    """{call: (configuration, schedule)} of the model of `gpu` over calls()."""
+    return {call.name: call.choose(gpu) for call in calls()}
+
+
 def grid(gpu: GpuModel = H100) -> dict[str, str]:
-    """{call: choice} of the model of `gpu` over calls()."""
-    return {call.name: "{} {}".format(describe(cfg), schedule) for call in calls() for cfg, schedule in [call.choose(gpu)]}
+    """{call: choice} of the model of `gpu` over calls(), each choice in a few characters."""
+    return {name: f"{describe(cfg)} {schedule}" for name, (cfg, schedule) in choices(gpu).items()}
 
 
 def explain(M: int, N: int, K: int, gpu: GpuModel = H100) -> list[str]:
@@ -126,14 +131,13 @@ def moves(before: dict[str, str], after: dict[str, str]) -> list[str]:
 def dump(gpu: GpuModel) -> dict[str, dict]:
     """{call: {"config": its MatmulConfig's fields, "schedule": ...}} of the model of `gpu` over calls(): the choices of
     one commit, which ab_moves can time against another's."""
-    return {call.name: {"config": asdict(cfg), "schedule": schedule}
-            for call in calls() for cfg, schedule in [call.choose(gpu)]}
+    return {name: {"config": asdict(cfg), "schedule": schedule} for name, (cfg, schedule) in choices(gpu).items()}
 
 
-def from_dump(choices: dict[str, dict]) -> Callable[[Call], tuple[MatmulConfig, str]]:
+def from_dump(dumped: dict[str, dict]) -> Callable[[Call], tuple[MatmulConfig, str] | None]:
     """The chooser of a dump's choices (a call it lacks keeps `after`'s: no move)."""
     def choose(call: Call) -> tuple[MatmulConfig, str] | None:
-        found = choices.get(call.name)
+        found = dumped.get(call.name)
         return None if found is None else (MatmulConfig(**found["config"]), found["schedule"])
     return choose
 
