@@ -1,6 +1,7 @@
 """tilepipe.verify.claims: processes asking for one cache entry at once compute it once; a dead owner's claim is
 taken over."""
 
+import os
 import subprocess
 import sys
 import time
@@ -37,3 +38,15 @@ def test_a_dead_owners_claim_is_taken_over(tmp_path):
     (tmp_path / "entry.claim").write_text(dead.stdout.strip())
     assert slow_entry(str(tmp_path)) == "value"
     assert (tmp_path / "computed").read_text() == "x\n"
+
+
+def test_an_empty_claim_counts_as_its_owners_death_once_it_is_old(tmp_path):
+    """An owner that died between making the claim file and writing its pid leaves it empty: fresh, it is someone's
+    claim being written; older than EMPTY_CLAIM_S, it is taken over (else its waiters would wait for ever)."""
+    path = tmp_path / "entry.claim"
+    path.write_text("")
+    assert claims.claimed_by_other(path)
+    old = time.time() - claims.EMPTY_CLAIM_S - 1
+    os.utime(path, (old, old))
+    assert not claims.claimed_by_other(path)
+    assert slow_entry(str(tmp_path)) == "value"

@@ -2,7 +2,9 @@
 
 Test workers running side by side (pytest -n) and the commands they start share the session's caches (compile reports,
 checker explorations); a claim makes an entry both ask for computed once. A claim file holds its owner's pid: a dead
-owner's claim is taken over.
+owner's claim is taken over, and so is an empty one older than EMPTY_CLAIM_S (an owner that died between making the
+file and writing its pid). Two processes taking over one dead claim at once may both compute the entry: that costs
+time, not correctness (entries are stored whole, by rename).
 """
 
 import os
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+EMPTY_CLAIM_S = 5.0
+"""How long a claim file may stay empty before it counts as its owner's death (the write takes microseconds)."""
 
 
 def claim(path: Path) -> bool:
@@ -35,10 +39,12 @@ def claimed_by_other(path: Path) -> bool:
     """Whether another live process holds the claim `path`."""
     try:
         owner = int(path.read_text() or 0)
+        if owner == 0:  # a claim being written is someone's, unless its writer died before writing
+            return time.time() - path.stat().st_mtime < EMPTY_CLAIM_S
     except (FileNotFoundError, ValueError):
         return False
-    if owner in (0, os.getpid()):
-        return owner == 0  # a claim being written is someone's
+    if owner == os.getpid():
+        return False
     try:
         os.kill(owner, 0)
     except ProcessLookupError:
