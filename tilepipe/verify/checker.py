@@ -971,10 +971,7 @@ def _kept(kind: str, model: str, compute: Callable[[], T]) -> T:
 
 def _store(path: Path, value: Any) -> None:
     """Write `value` whole, then rename it into `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(f".{os.getpid()}.part")
-    part.write_bytes(pickle.dumps(value))
-    part.replace(path)
+    claims.store_whole(path, pickle.dumps(value))
 
 
 _KEPT: dict[str, Any] = {}

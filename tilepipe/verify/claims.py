@@ -63,6 +63,15 @@ def release(path: Path) -> None:
         pass
 
 
+def store_whole(path: Path, data: bytes) -> None:
+    """Write `data` into a part file of this process, then rename it into `path`: readers in other processes see the
+    whole entry or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(f"{path.suffix}.{os.getpid()}.part")
+    part.write_bytes(data)
+    part.replace(path)
+
+
 def once(path: Path, claim_path: Path, load: Callable[[Path], T], compute: Callable[[], T],
          store: Callable[[Path, T], None]) -> T:
     """The entry at `path`: loaded if there, else computed and stored by this process if it claims it, else loaded

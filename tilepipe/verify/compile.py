@@ -242,10 +242,7 @@ def _store(key: str, result: KernelReport | CompileError) -> None:
     directory = _cache_dir()
     if directory is None or isinstance(result, CompileError):
         return
-    directory.mkdir(parents=True, exist_ok=True)
-    part = directory / f"{key}.{os.getpid()}.part"
-    part.write_text(json.dumps(asdict(result)))
-    part.replace(directory / f"{key}.json")
+    claims.store_whole(directory / f"{key}.json", json.dumps(asdict(result)).encode())
 
 
 def _claim_path(key: str) -> Path | None:
