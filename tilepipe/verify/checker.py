@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from itertools import product, repeat
 from pathlib import Path
 from typing import Any, TypeVar
@@ -525,6 +525,9 @@ class _Explorer:
     barrier's arrivals so far (its completed phases and the current phase's arrivals are their quotient and remainder
     by the barrier's count): hashing and stepping an int is several times cheaper than nested tuples."""
 
+    issuers: tuple = ()
+    """The roles whose commits companion programs hold (_AsyncExplorer), the companions after the roles' programs."""
+
     def __init__(self, protocol: Protocol, params: dict[str, int]) -> None:
         self.barriers = _Barriers(protocol.pipelines, protocol.ctas)
         ctas = range(protocol.ctas)
@@ -532,7 +535,6 @@ class _Explorer:
         self.programs, self.unreleased, passed = zip(*(_concrete_steps(role, self.barriers, params, cta)
                                                        for cta in ctas for role in protocol.roles))
         self.consumed = [_consumed(steps, self.barriers, p) for steps, p in zip(self.programs, passed)]
-        self._roles = len(self.programs)  # the programs of roles; an _AsyncExplorer adds companions after them
         self.counts = self.barriers.counts()
         self.case = ", ".join(f"{k}={v}" for k, v in params.items())
         self.parent: dict[int, tuple[int, int] | None] = {}
@@ -561,10 +563,16 @@ class _Explorer:
         each program's steps as run() reads them, the barriers' counts, what each role ends holding or has seen, and
         which programs are companions. Protocols of other kernels (a cluster's 1x2 and 2x1, a variant's epilogue)
         often compile to the same form for a trip-count case."""
-        self._layout()
-        return repr((tuple(self._compiled(r) for r in range(len(self.programs))), self.divisors, self.counts,
+        return repr((self.steps, self.divisors, self.counts,
                      [[(s, lap) for _, s, lap in held] for held in self.unreleased],
-                     [sorted(consumed.items()) for consumed in self.consumed], len(self.programs) - self._roles))
+                     [sorted(consumed.items()) for consumed in self.consumed], len(self.issuers)))
+
+    @cached_property
+    def steps(self) -> tuple[tuple, ...]:
+        """Every program's steps as the search reads them (_compiled), over the packed state's layout: laid out once
+        for form() and run()."""
+        self._layout()
+        return tuple(self._compiled(r) for r in range(len(self.programs)))
 
     def _unpack(self, state: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """(program counters, completed phases, arrivals in the current phase) of a packed state."""
@@ -590,8 +598,8 @@ class _Explorer:
         return tuple(out)
 
     def run(self) -> int:
-        self._layout()
-        programs = [(r, self.shifts[r], self.masks[r], len(p), 1 << self.shifts[r], self._compiled(r))
+        steps = self.steps  # lays the state out first
+        programs = [(r, self.shifts[r], self.masks[r], len(p), 1 << self.shifts[r], steps[r])
                     for r, p in enumerate(self.programs)]
         parent = self.parent
         parent[0] = None
