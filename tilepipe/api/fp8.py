@@ -24,7 +24,7 @@ from tilepipe.host.configs import MatmulConfig, sm100_block_scaled_config
 from tilepipe.host.device import GL_DTYPES, block_scaled_target, device_index, sm_count
 from tilepipe.host.launch import TMA_ALIGN_BYTES, launch_fp8
 from tilepipe.host.plans import Fp8Plan, PlanCache, plan_fp8_kernel, plan_matmul_fp8
-from tilepipe.host.staging import aligned_empty, stage_matmul_fp8, tma_addressable, tma_ready
+from tilepipe.host.staging import stage_matmul_fp8, tma_ready, tma_target
 from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_blocks
 
 
@@ -126,7 +126,7 @@ def matmul_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     cfg = sm100_block_scaled_config(M, N, format, GL_DTYPES[operands[0].dtype], out_dtype, sm_count(device))
     blocks, k_blocks = block_scaled_blocks(cfg, format), -(-K // (4 * FORMATS[format].vec))
     scales = [_packed_scales(s, k_blocks) for s in (scale_a, scale_b)]
-    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    target = tma_target(out)
     tma = ((operands[0], *blocks["a"]), (operands[1], *blocks["b"]), (scales[0], blocks["sfa"], (), "scales"),
            (scales[1], blocks["sfb"], (), "scales"), (target, *blocks["c"]))
     launch_fp8(plan_fp8_kernel("sm100_block_scaled_kernel", tma, (), (), format, device, cfg, "static"))

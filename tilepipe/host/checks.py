@@ -182,8 +182,7 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out
         check_residual(c, (M, N), out_dtype, a.device)
     if out is not None:
         check_out(out, (M, N), a.device)
-    if config is not None and not isinstance(config, MatmulConfig):
-        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    check_config(config)
     return M, N, K, out_dtype, c, alpha, beta
 
 def check_cluster(cfg: MatmulConfig, schedule: str, arch: str, has_c: bool = False,
@@ -428,11 +427,16 @@ def validate_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     if scheduler is not None and scheduler not in FP8_SCHEDULES:
         raise ValueError(f"scheduler must be one of {FP8_SCHEDULES} or None, got {scheduler!r}")
     M, N, K, mode, out_dtype = check_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out)
-    if config is not None and not isinstance(config, MatmulConfig):
-        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    check_config(config)
     if out is not None:
         check_no_overlap(out, a, b, None)
     return Fp8Problem(a, b, scale_a, scale_b, M, N, K, mode, out_dtype, device_index(a), config, scheduler)
+
+
+def check_config(config: object) -> None:
+    """A caller's `config`: a MatmulConfig, or None for the model's choice (TypeError otherwise)."""
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
 
 
 def check_matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,

@@ -19,6 +19,11 @@ def tma_addressable(t: torch.Tensor) -> bool:
             and t.data_ptr() % TMA_ALIGN_BYTES == 0)
 
 
+def tma_target(out: torch.Tensor) -> torch.Tensor:
+    """`out` where TMA can write it, else an aligned stand-in of its shape (copied back after the launch)."""
+    return out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+
+
 def aligned_empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """An uninitialised (rows, cols) view whose rows start on 128-byte lines (TMA needs 16 bytes; whole lines also
     keep its loads off partial sectors)."""
@@ -77,7 +82,7 @@ class StagedGemm(NamedTuple):
 def stage_matmul(problem: MatmulProblem, cfg: MatmulConfig, b_kmajor: bool, out: torch.Tensor) -> StagedGemm:
     """A checked problem's tensors as TMA reads them for `cfg`: aligned copies where TMA cannot address one, A and B
     restaged onto sectors where that pays (sector_aligned), and a C that is `out` itself staged with it."""
-    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    target = tma_target(out)
     c = None if problem.c is None else (target if problem.c is out else tma_ready(problem.c))
     if c is target and target is not out:
         target.copy_(out)
@@ -100,7 +105,7 @@ class StagedFp8(NamedTuple):
 def stage_matmul_fp8(problem: Fp8Problem, out: torch.Tensor) -> StagedFp8:
     """A checked FP8 problem's tensors as its kernel reads them: aligned copies where TMA cannot address one (the
     operands, D, blockwise scales), per-tensor and per-row scales as contiguous vectors."""
-    target = out if tma_addressable(out) else aligned_empty(out.shape, out.dtype, out.device)
+    target = tma_target(out)
     a, b = tma_ready(problem.a), tma_ready(problem.b.t())
     if problem.mode == "blockwise":  # the kernel reads scale_a^T (K blocks x M) and scale_b^T (N x K blocks) by TMA
         scale_a, scale_b = tma_ready(problem.scale_a.t()), tma_ready(problem.scale_b.t())
