@@ -165,6 +165,13 @@ def matmul_configs() -> dict[str, MatmulConfig]:
 
 
 
+def d_subtiles(cfg: MatmulConfig, epilogue: object = None) -> int:
+    """The sub-tiles a tile's epilogue writes D in: D's tile's columns (swap-AB: the transposed tile's) per output
+    stage, over the epilogue's COLUMNS_IN (a gated one writes half)."""
+    d_cols = cfg.tile_m if cfg.swap_ab else cfg.tile_n
+    return d_cols // (cfg.epilogue_n or d_cols) // columns_in(epilogue)
+
+
 def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", schedule: str = "static") -> Protocol:
     """matmul_kernel in one configuration, variant and schedule, its pipelines from `matmul_plan`. A variant is an
     epilogue (under "static", "dynamic" or "streamk": the Protocol.kernel of the latter two is the catalogue's
@@ -178,8 +185,7 @@ def matmul_protocol(name: str, cfg: MatmulConfig, variant: str = "matmul", sched
     cfg = configs.variant_config(args, torch.bfloat16, cfg) if "tile" in args or "epilogue" in args else cfg
     has_c, dynamic = args.get("has_c", False), schedule == "dynamic"
     cm, cn = args.get("cluster", (1, 1))
-    d_cols = cfg.tile_m if cfg.swap_ab else cfg.tile_n  # D's tile's columns (swap-AB: the transposed tile's)
-    subtiles = d_cols // (cfg.epilogue_n or d_cols) // columns_in(args.get("epilogue"))
+    subtiles = d_subtiles(cfg, args.get("epilogue"))
     plan = matmul_plan.fn(cfg.block_m * cm, cfg.block_n * cn, cfg.block_k, cfg.stages, cfg.c_stages, args["dtype"],
                           args["c_dtype"], True, has_c, args.get("source_dtype"), dynamic=dynamic, cluster_m=cm,
                           cluster_n=cn, swap_ab=args.get("swap_ab", False), streamk=schedule == "streamk",
@@ -326,7 +332,7 @@ def pingpong_protocols() -> list[Protocol]:
             if gated > 1 and cfg.epilogue_n is None:
                 continue
             protocols.append(Protocol(variant, config, plan_storages(plan),
-                                      pingpong_roles(cfg.tile_n // cfg.epilogue_cols // gated),
+                                      pingpong_roles(d_subtiles(cfg, args.get("epilogue"))),
                                       pingpong_cases((1, 2, 3, 4), (1, cfg.stages + 1)),
                                       lambda cfg=cfg, args=args: matmul_spec(cfg, b_kmajor=True, **args)))
     return protocols
@@ -582,7 +588,7 @@ def grouped_protocols() -> list[Protocol]:
         cfg, _ = variant_spec(options)
         plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
                               options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
-        subtiles = cfg.tile_n // cfg.epilogue_cols // columns_in(options.get("epilogue"))
+        subtiles = d_subtiles(cfg, options.get("epilogue"))
         mma, load, store = matmul_roles(False, "grouped_mma_role", subtiles=subtiles)
         roles = (mma, load, replace(store, function="grouped_store_role"))
         protocols.append(Protocol("grouped_matmul_kernel", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
@@ -604,7 +610,7 @@ def wgrad_protocols() -> list[Protocol]:
         cfg, _ = wgrad_variant_spec(options)
         plan = wgrad_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
                              options["c_dtype"], options["a_kmajor"], options["b_kmajor"], cfg.epilogue_n)
-        mma, load, store = matmul_roles(False, "wgrad_mma_role", subtiles=cfg.tile_n // cfg.epilogue_cols)
+        mma, load, store = matmul_roles(False, "wgrad_mma_role", subtiles=d_subtiles(cfg))
         protocols.append(Protocol("grouped_wgrad_kernel", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
                                   plan_storages(plan), (mma, load, replace(store, function="grouped_store_role")),
                                   trip_cases(tiles=(1, 2, 3), k=(0, 1, cfg.stages, cfg.stages + 1)),
@@ -630,7 +636,7 @@ def grouped_fp8_protocols() -> list[Protocol]:
         else:
             plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
                                   options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
-            roles = matmul_roles(False, "grouped_mma_role", subtiles=cfg.tile_n // cfg.epilogue_cols)
+            roles = matmul_roles(False, "grouped_mma_role", subtiles=d_subtiles(cfg))
         mma, load, store = roles
         protocols.append(Protocol("grouped_mm_fp8", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
                                   plan_storages(plan), (mma, load, replace(store, function="grouped_store_role")),
@@ -651,7 +657,7 @@ def tp_protocols() -> list[Protocol]:
         plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "bf16", "bf16", False,
                               has_c, epilogue_n=cfg.epilogue_n)
         protocols.append(Protocol(kernel, f"LARGE_SUBTILED_16BIT stages={cfg.stages} c_stages={cfg.c_stages}",
-                                  plan_storages(plan), matmul_roles(has_c, subtiles=cfg.tile_n // cfg.epilogue_cols),
+                                  plan_storages(plan), matmul_roles(has_c, subtiles=d_subtiles(cfg)),
                                   tile_cases(cfg.stages), lambda kernel=kernel: catalogue_spec(kernel)[1]))
     return protocols
 
