@@ -42,6 +42,33 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
     return outputs, sources
 
 
+@gluon.constexpr_function
+def compact_vector(num_warps, layout, dim):
+    """A value a thread of a vector along dimension `dim` of a tile in `layout` (its CTAs' parts as the tile's)."""
+    return gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=[[basis[dim]] for basis in layout.cga_layout])
+
+
+@gluon.jit
+def tile_scales(work, scale_a, scale_b, M, N, BM: gl.constexpr, BN: gl.constexpr, SA_STRIDE: gl.constexpr,
+                SB_STRIDE: gl.constexpr, layout: gl.constexpr):
+    """An FP8 tile's row scales (scale_a[row * SA_STRIDE]) and column scales, zero past M and N, each read by one
+    coalesced load (a value a thread: compact_vector of the accumulator's `layout`) so a tile may hold them through
+    its main loop; `work`: the tile (its origin). scaled() applies them."""
+    row, col = work.origin(BM, BN)
+    rows = row + gl.arange(0, BM, compact_vector(gl.num_warps(), layout, 0))
+    cols = col + gl.arange(0, BN, compact_vector(gl.num_warps(), layout, 1))
+    return (gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0),
+            gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0))
+
+
+@gluon.jit
+def scaled(acc, row_scales, col_scales):
+    """acc times tile_scales' row and column scales, brought into the accumulator's layout."""
+    layout: gl.constexpr = acc.type.layout
+    return (acc * gl.convert_layout(row_scales, gl.SliceLayout(1, layout))[:, None]
+            * gl.convert_layout(col_scales, gl.SliceLayout(0, layout))[None, :])
+
+
 @gluon.jit
 def store_pieced(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alpha, beta, bias_ptr, N, first_col,
                  COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr = None,

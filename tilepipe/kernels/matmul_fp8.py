@@ -20,6 +20,7 @@ M) the kernel computes D^T, as matmul.py does.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+from tilepipe.kernels.epilogues import scaled, tile_scales
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import tile_desc
@@ -95,18 +96,24 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sour
     BM: gl.constexpr = outputs.tiles.shape[2] if SWAP_AB else outputs.tiles.shape[1]
     BN: gl.constexpr = outputs.tiles.shape[1] if SWAP_AB else outputs.tiles.shape[2]
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
+    PER_TENSOR: gl.constexpr = SA_STRIDE == 0 and SB_STRIDE == 0
+    EARLY: gl.constexpr = not (PER_TENSOR or STREAMK)  # a stream-K finisher has no registers to hold them
+    if PER_TENSOR:  # one product for every tile, read once
+        tensor_scale = gl.load(scale_a) * gl.load(scale_b)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
+        if EARLY:  # read before the tile's main loop, which hides their latency
+            sa, sb = tile_scales(work, scale_a, scale_b, M, N, BM, BN, SA_STRIDE, SB_STRIDE, acc_layout)
         acc, consumer = wgmma_unit(consumer, work, k_tiles, BM, BN, acc_layout, True)  # FP8: B always K-major
         if work.finishes:  # the scales multiply the whole sum: a stream-K finisher adds the partials first
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
-            row, col = work.origin(BM, BN)  # the kernel's tile (D^T's under SWAP_AB)
-            rows = row + gl.arange(0, BM, gl.SliceLayout(1, acc_layout))
-            cols = col + gl.arange(0, BN, gl.SliceLayout(0, acc_layout))
-            sa = gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0)
-            sb = gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)
-            acc = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+            if PER_TENSOR:
+                acc = acc * tensor_scale
+            else:
+                if not EARLY:
+                    sa, sb = tile_scales(work, scale_a, scale_b, M, N, BM, BN, SA_STRIDE, SB_STRIDE, acc_layout)
+                acc = scaled(acc, sa, sb)
             d = gl.permute(acc, (1, 0)) if SWAP_AB else acc  # D's tile
             with outputs.produce() as out:
                 if STREAMK:
