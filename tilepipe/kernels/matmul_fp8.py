@@ -3,9 +3,9 @@ the FP8 kernels share (their shared-memory plan, accumulator layout and pipeline
 
 `scaled_matmul_kernel`: D = (A @ B^T) * scale_a[row] * scale_b[col], torch._scaled_mm's per-tensor (both scale
 vectors of stride 0) and per-row scaling, A (M x K) and B (N x K) K-major as fp8 wgmma needs, BK = 128 (128 bytes of
-fp8). The scales are read from device memory in the epilogue, once per tile: no host sync. The wgmma accumulates in
-Hopper's limited fp8 precision over the whole K (torch's `use_fast_accum=True`). The blockwise-scaled kernel is
-matmul_fp8_blockwise.py.
+fp8). The scales are read from device memory (no host sync) ahead of the main loop, per-tensor once, per-row before
+each tile's loop (a stream-K finisher's after it). The wgmma accumulates in Hopper's limited fp8 precision over the
+whole K (torch's `use_fast_accum=True`). The blockwise-scaled kernel is matmul_fp8_blockwise.py.
 
 Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial tiles meet through a workspace as
 in matmul.py; tiles under 128x256 without a cluster or swap-AB, but split-K's 64-row ones, have their edge tiles
