@@ -25,8 +25,8 @@ tile (or a sub-tile of 2 * 64 * n columns) holds whole pairs; D's column j is ac
 @aggregate
 class EpilogueArgs:
     """What an epilogue reads besides its tiles: alpha, beta, the bias pointer (read only where HAS_BIAS), the GEMM's
-    output columns N (the bias's length), and where an epilogue scales rows (row_scaled), the scales' pointer and the
-    output's rows M (else None)."""
+    output columns N (the bias's length), where an epilogue scales rows (row_scaled), the scales' pointer and the
+    output's rows M, and the part's bias where the kernel read its tile's ahead of the main loop (else None each)."""
     alpha: gl.tensor
     beta: gl.tensor
     bias_ptr: gl.tensor
@@ -34,16 +34,12 @@ class EpilogueArgs:
     HAS_BIAS: gl.constexpr
     row_scale: gl.tensor | gl.constexpr
     M: gl.tensor | gl.constexpr
+    bias: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, alpha, beta, bias_ptr, N, HAS_BIAS, row_scale=None, M=None):
-        self.alpha = alpha
-        self.beta = beta
-        self.bias_ptr = bias_ptr
-        self.N = N
-        self.HAS_BIAS = gl.constexpr(HAS_BIAS)
-        self.row_scale = gl.constexpr(None) if row_scale is None else row_scale
-        self.M = gl.constexpr(None) if M is None else M
+    def __init__(self, alpha, beta, bias_ptr, N, HAS_BIAS, row_scale=None, M=None, bias=None):
+        self.alpha, self.beta, self.bias_ptr, self.N, self.HAS_BIAS = alpha, beta, bias_ptr, N, gl.constexpr(HAS_BIAS)
+        self.row_scale, self.M, self.bias = (gl.constexpr(None) if x is None else x for x in (row_scale, M, bias))
 
 
 @gluon.constexpr_function
@@ -65,18 +61,22 @@ def columns_in(epilogue):
 
 
 @gluon.jit
-def column_bias(bias_ptr, N, first_col, COLS: gl.constexpr, layout: gl.constexpr):
-    """The COLS bias values from column first_col (zero past N), in fp32, laid out along the columns of `layout`."""
-    cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
+def part_bias(args: EpilogueArgs, first_col, COLS: gl.constexpr, layout: gl.constexpr):
+    """The part's COLS bias values from column first_col (zero past N) in fp32, along the columns of `layout`: the
+    kernel's read ahead of its main loop (args.bias) brought into it, else read here."""
+    if args.bias is None:
+        cols = first_col + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+        values = gl.load(args.bias_ptr + cols, mask=cols < args.N, other=0.0)
+    else:
+        values = gl.convert_layout(args.bias, gl.SliceLayout(0, layout))
+    return values.to(gl.float32)
 
 
 @gluon.jit
 def bias(acc, c, args: EpilogueArgs, first_row, first_col):
     """matmul's epilogue without C: alpha * acc, plus beta * bias[col] where the kernel has a bias."""
     if args.HAS_BIAS:
-        return args.alpha * acc + args.beta * column_bias(args.bias_ptr, args.N, first_col, acc.shape[1],
-                                                          acc.type.layout)[None, :]
+        return args.alpha * acc + args.beta * part_bias(args, first_col, acc.shape[1], acc.type.layout)[None, :]
     return args.alpha * acc
 
 
@@ -92,7 +92,7 @@ def row_scaled(acc, c, args: EpilogueArgs, first_row, first_col):
     the grouped GEMM its expert's row of scale_b, api/grouped_fp8.py)."""
     rows = first_row + gl.arange(0, acc.shape[0], gl.SliceLayout(1, acc.type.layout))
     scale = gl.load(args.row_scale + rows, mask=rows < args.M, other=0.0)
-    return acc * scale[:, None] * column_bias(args.bias_ptr, args.N, first_col, acc.shape[1], acc.type.layout)[None, :]
+    return acc * scale[:, None] * part_bias(args, first_col, acc.shape[1], acc.type.layout)[None, :]
 
 
 @gluon.jit
@@ -195,3 +195,5 @@ def reglu(acc, c, args: EpilogueArgs, first_row, first_col):
 
 
 swiglu.COLUMNS_IN = geglu.COLUMNS_IN = geglu_tanh.COLUMNS_IN = reglu.COLUMNS_IN = 2
+for reader in (bias, row_scaled, affine, relu, gelu, gelu_tanh, silu, swiglu, geglu, geglu_tanh, reglu):
+    reader.READS_BIAS = True  # the bias as a vector of the part's columns (part_bias): kernels may read it ahead

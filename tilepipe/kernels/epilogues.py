@@ -5,7 +5,7 @@ role (TMEM sub-tiles to TMA stores; it keeps its own bias and C, not the epilogu
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogue_functions import EpilogueArgs, column_bias, columns_in, epilogue_function, paired_columns
+from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function, paired_columns, part_bias
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
 from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count
@@ -14,21 +14,21 @@ from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count
 @gluon.jit
 def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, beta, bias_ptr, N, first_col,
                HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, STREAMK: gl.constexpr, EPILOGUE: gl.constexpr = None,
-               first_row=0):
+               first_row=0, bias=None):
     """The sm_90a epilogue of D's finished tile `d` (at first_row, first_col of the GEMM's output): the EPILOGUE
     function (epilogue_function; C waited for in `sources` where HAS_C, landed in the output stage or its own source
     stage) into the output stages, a stage per sub-tile where a stage is narrower than the tile (each split off in
     registers, COLUMNS_IN accumulator columns per column of the stage); under STREAMK each stage use takes its empty
-    fill; a swap-AB tile's parts are first brought into each thread's registers (paired_columns). Returns (outputs,
-    sources), advanced."""
+    fill; a swap-AB tile's parts are first brought into each thread's registers (paired_columns). `bias`: the tile's
+    read ahead (tile_bias; None: the epilogue reads its own). Returns (outputs, sources), advanced."""
     epilogue: gl.constexpr = epilogue_function(EPILOGUE, HAS_C)
     gl.static_assert(columns_in(EPILOGUE) == 1 or not (HAS_C or STREAMK), "a gated epilogue runs without C or stream-K")
     PART_N: gl.constexpr = outputs.tiles.shape[2] * columns_in(EPILOGUE)
     PARTS: gl.constexpr = d.shape[1] // PART_N
     d = gl.convert_layout(d, paired_columns(d.type.layout, d.shape, PART_N))
-    args = EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS)
     for j in gl.static_range(PARTS):
         part = column_part(d, j, PARTS)
+        args = EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS, bias=bias_part(bias, j))
         with outputs.produce() as out:
             c = None
             if HAS_C:
@@ -46,6 +46,40 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
 def compact_vector(num_warps, layout, dim):
     """A value a thread of a vector along dimension `dim` of a tile in `layout` (its CTAs' parts as the tile's)."""
     return gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=[[basis[dim]] for basis in layout.cga_layout])
+
+
+@gluon.constexpr_function
+def reads_bias(epilogue, has_bias, has_c=False):
+    """Whether a kernel with a bias (has_bias) may read a tile's ahead of its epilogue (tile_bias): EPILOGUE reads it
+    as a vector of its part's columns (epilogue_functions.part_bias; its READS_BIAS), the quantizers otherwise."""
+    return has_bias and not has_c and getattr(epilogue_function(epilogue), "READS_BIAS", False)
+
+
+@gluon.constexpr_function
+def part_vectors(num_warps, layout, part_n, parts):
+    """A vector along the columns of a tile in `layout` as [part_n, parts], part j's values in column j: a value a
+    thread of each part, the parts in registers (split apart without moving data), its CTAs' parts as the tile's."""
+    return gl.BlockedLayout([1, parts], [32, 1], [num_warps, 1], [1, 0],
+                            cga_layout=[[basis[1] % part_n, basis[1] // part_n] for basis in layout.cga_layout])
+
+
+@gluon.jit
+def tile_bias(bias_ptr, N, first_col, COLS: gl.constexpr, PART_N: gl.constexpr, layout: gl.constexpr):
+    """The bias of D's tile of COLS columns from first_col, zero past N, in the bias's dtype, each PART_N-column part's
+    by one coalesced load (part_vectors of the accumulator's `layout`: a swap-AB one, D's columns its rows, has no
+    cluster), so a tile may hold it through its main loop; store_tile hands part j's to the epilogue (bias_part)."""
+    vectors: gl.constexpr = part_vectors(gl.num_warps(), layout, PART_N, COLS // PART_N)
+    cols = (first_col + gl.arange(0, PART_N, gl.SliceLayout(1, vectors))[:, None] +
+            PART_N * gl.arange(0, COLS // PART_N, gl.SliceLayout(0, vectors))[None, :])
+    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0)
+
+
+@gluon.jit
+def bias_part(bias, j: gl.constexpr):
+    """Part j's vector of tile_bias' (a split in registers), or None without one."""
+    if bias is not None:
+        bias = column_part(bias, j, bias.shape[1]).reshape([bias.shape[0]])
+    return bias
 
 
 @gluon.jit
@@ -145,7 +179,9 @@ def epilogue_role(accs: OutputTilePipeline, stores: SubtileStores, sources: EpiL
                     with sources.consume() as source:  # C sub-tile j has landed; freed once read
                         d = alpha * d + beta * sources.tiles.index(source.index()).load(layout).to(gl.float32)
                 elif HAS_BIAS:
-                    d = alpha * d + beta * column_bias(bias_ptr, N, pid_n * BN + j * EPI_N, EPI_N, layout)[None, :]
+                    bias = part_bias(EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS), pid_n * BN + j * EPI_N, EPI_N,
+                                     layout)
+                    d = alpha * d + beta * bias[None, :]
                 elif SA_STRIDE >= 0:
                     cols = pid_n * BN + j * EPI_N + gl.arange(0, EPI_N, gl.SliceLayout(0, layout))
                     d = d * row_scales * gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0)[None, :]

@@ -23,7 +23,7 @@ from dataclasses import replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import columns_in, store_pieced, store_tile
+from tilepipe.kernels.epilogues import columns_in, reads_bias, store_pieced, store_tile, tile_bias
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
@@ -83,26 +83,28 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
              beta, bias_ptr, D_COLS, D_BN: gl.constexpr, B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr,
              HAS_BIAS: gl.constexpr, SWAP_AB: gl.constexpr, STREAMK: gl.constexpr, EPILOGUE: gl.constexpr):
     """Tiles of D_BN accumulator columns (with SWAP_AB transposed into D's tile first) into the output stages, whole or
-    a sub-tile a stage, through the EPILOGUE function (store_tile). D_COLS: the GEMM's columns (the bias's length).
+    a sub-tile a stage, through the EPILOGUE function (store_tile); D_COLS: the GEMM's columns (the bias's length).
     STREAMK: partial sums pass through the output stages too, in lockstep with the epi_load ring (partials.py)."""
     D_BM: gl.constexpr = outputs.tiles.shape[1]
     BN: gl.constexpr = D_BM if SWAP_AB else D_BN  # the accumulator's columns
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
                                                                       outputs.tiles.type.layout.cga_layout)
+    BIAS: gl.constexpr = reads_bias(EPILOGUE, HAS_BIAS and not PIECED, HAS_C)  # a pieced tile: in its epilogue
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
+        row, col = output_origin(work, D_BM, D_BN, SWAP_AB)
+        bias = (tile_bias(bias_ptr, D_COLS, col, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
+                if BIAS else None)  # before the main loop, which hides the load
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if PIECED:  # an accumulator per piece: into its arrays of the output stage, or through sub-tile stages
-            row, col = output_origin(work, D_BM, D_BN)
             outputs, sources = store_pieced(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS, col, D_BN, HAS_C,
                                             HAS_BIAS, EPILOGUE, row)
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
-            row, col = output_origin(work, D_BM, D_BN, SWAP_AB)
             outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
-                                          bias_ptr, D_COLS, col, HAS_C, HAS_BIAS, STREAMK, EPILOGUE, row)  # D's tile
+                                          bias_ptr, D_COLS, col, HAS_C, HAS_BIAS, STREAMK, EPILOGUE, row, bias)
         else:
             outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
@@ -136,8 +138,8 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     gl.static_assert(TILE is None or not (CLUSTER_M * CLUSTER_N > 1 or SWAP_AB and (pieced(BM, BN) or SCHEDULE ==
                      "streamk")), "a pieced tile or D in sub-tiles runs without a cluster; swap-AB takes D in "
                      "sub-tiles, not a pieced tile, and not under stream-K (its partial sums fill whole stages)")
-    gl.static_assert(EPILOGUE_N is None or TILE is not None, "D in sub-tiles takes TILE")
-    gl.static_assert(EPILOGUE_N is None or not pieced(BM, 64), "D in sub-tiles is built for tiles pieced by columns")
+    gl.static_assert(EPILOGUE_N is None or TILE is not None and not pieced(BM, 64),
+                     "D in sub-tiles takes TILE, and is built for tiles pieced by columns")
     gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
                      "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
@@ -146,10 +148,8 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                                      c_desc.dtype, SCHEDULE == "dynamic", CLUSTER_M, CLUSTER_N, SWAP_AB, STREAMK,
                                      EPILOGUE_N, split_shared(a_desc, b_desc, BM, BN, CLUSTER_M, CLUSTER_N))
     k_tiles = gl.cdiv(K, BK)
-    probe = Probe.create(probe_buf, PROBE)  # debug / trace records of every pipeline wait (tilepipe.pipeline.probe)
-    smem = PLAN.allocate(probe)
-    # what the scheduler shares through global memory besides the workspace pointer
-    shared = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else ticket_desc
+    smem = PLAN.allocate(Probe.create(probe_buf, PROBE))  # probe: records of every pipeline wait (pipeline/probe.py)
+    shared = PartialTiles.create(workspace, partial_desc, smem.c_tiles, BN) if STREAMK else ticket_desc  # in global
     # edge tiles inside D (TileGrid) but where that spills (a 128x256 stage with a bias, split-K's 64 rows) or is gated
     INWARD: gl.constexpr = not (HAS_C or SWAP_AB or CLUSTER_M * CLUSTER_N > 1 or (STREAMK and BM == 64) or (
         HAS_BIAS and EPILOGUE_N is None and BM * BN >= 128 * 256) or RATIO > 1)

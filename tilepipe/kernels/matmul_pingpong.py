@@ -16,7 +16,7 @@ writes BN / 2 of D's columns a tile); C, clusters, swap-AB, pieced tiles and the
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import columns_in, store_tile
+from tilepipe.kernels.epilogues import columns_in, reads_bias, store_tile, tile_bias
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_steps
 from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
@@ -56,21 +56,24 @@ def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, source
     """One turn's tiles: the main loop in its turn (the last wgmmas retired after the turn passed), then the EPILOGUE
     function into this turn's output stages while the other turn's main loop runs. Every stage of the other turn's
     tiles is passed over (all tiles have k_tiles). `sources`: the epilogue's C pipeline, a stand-in never used (no C).
-    D_BN: the accumulator's columns."""
+    D_BN: the accumulator's columns. A tile's bias is read before it waits for its turn (tile_bias)."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), D_BN)
+    BIAS: gl.constexpr = reads_bias(EPILOGUE, HAS_BIAS)
     consumer = inputs.consumer().with_release_lag(1).taking_turns(TURNS)
     if order.turn == 1:
         consumer = consumer.pass_over(k_tiles)  # the program's first tile is turn 0's
     work = sched.work()
     while work.valid:
+        row, col = work.origin(BM, D_BN)
+        bias = (tile_bias(bias_ptr, N, col, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
+                if BIAS else None)  # its load hidden by the wait for the turn and the main loop
         with order.take(work.followed()):  # the turn passes where the other turn has a tile to come
             acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, D_BN, acc_layout, B_KMAJOR)
         acc, consumer = consumer.retire(acc)
         consumer = consumer.pass_over(k_tiles)  # the other turn's next tile
-        row, col = work.origin(BM, D_BN)
         outputs, sources = store_tile(outputs, sources, acc, alpha, beta, bias_ptr, N, col, False, HAS_BIAS, False,
-                                      EPILOGUE, row)
+                                      EPILOGUE, row, bias)
         work = work.next()
     outputs.drain()
 
