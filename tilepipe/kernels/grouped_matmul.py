@@ -26,6 +26,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function
+from tilepipe.kernels.epilogues import bias_part, reads_bias, tile_bias
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
 from tilepipe.kernels.matmul import matmul_plan
 from tilepipe.kernels.spec import KernelSpec, tile_desc
@@ -54,9 +55,9 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
                      MAIN_LOOP: gl.constexpr, row_scale):
     """The MAIN_LOOP per tile (wgmma_unit, or blockwise_unit: FP8 blockwise scales), then D's tile a sub-tile (an
     output stage) at a time, each through the EPILOGUE function (COLUMNS_IN accumulator columns per column of D; its
-    bias row the group's, bias_ptr + group * N; `row_scale`: row_scaled's, else None) unless the kernel has none; a
-    tile that spills past its group's rows is stored from registers under a row mask instead, its stages handed on
-    unwritten."""
+    bias row the group's, bias_ptr + group * N, a tile's read before its main loop; `row_scale`: row_scaled's, else
+    None) unless the kernel has none; a tile that spills past its group's rows is stored from registers under a row
+    mask instead, its stages handed on unwritten."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
@@ -65,22 +66,21 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
     FUSED: gl.constexpr = HAS_BIAS or EPILOGUE is not None  # else D is the accumulator, rounded
     epilogue: gl.constexpr = epilogue_function(EPILOGUE)
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
+    BIAS: gl.constexpr = reads_bias(EPILOGUE, HAS_BIAS)  # a tile's at once (tile_bias)
     consumer = inputs.consumer().with_release_lag(1)
     one = gl.to_tensor(1.0)
     work = sched.work()
     while work.valid:
-        acc, consumer = MAIN_LOOP(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
         row, col = work.origin(BM, BN)
+        group_bias = bias_ptr + work.group.to(gl.int64) * sched.N if HAS_BIAS else bias_ptr
+        bias = tile_bias(group_bias, sched.N, col, BN, SUB_N * RATIO, acc_layout) if BIAS else None  # the loop hides it
+        acc, consumer = MAIN_LOOP(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
         spills = work.spills()
-        if FUSED:
-            group_bias = bias_ptr
-            if HAS_BIAS:
-                group_bias = bias_ptr + work.group.to(gl.int64) * sched.N
-            args = EpilogueArgs(one, one, group_bias, sched.N, HAS_BIAS, row_scale, sched.M)
         for j in gl.static_range(PARTS):
             with outputs.produce() as out:
                 part = column_part(acc, j, PARTS)
                 if FUSED:
+                    args = EpilogueArgs(one, one, group_bias, sched.N, HAS_BIAS, row_scale, sched.M, bias_part(bias, j))
                     part = epilogue(part, None, args, row, col + j * SUB_N * RATIO)
                 part = part.to(outputs.tiles.dtype)
                 if spills:
