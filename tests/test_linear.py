@@ -79,6 +79,21 @@ def test_activations_hold_their_instructions(reports):
             assert (report.count("ld.global") > 0) == ("bias_dtype" in v.options), v.name
 
 
+def test_the_bias_is_read_before_the_main_loop(reports):
+    """A tile's bias is read ahead of its wgmmas by one coalesced 16-bit load a thread per 64-column sub-tile
+    (epilogues.tile_bias: 4 at 128x256, 2 a turn in ping-pong's 128x128), not a load per accumulator column in each
+    sub-tile's epilogue (64); the first MMA role's all precede the first wgmma."""
+    for v in FUSED:
+        if "bias_dtype" in v.options and "quantize" not in v.options["epilogue"]:
+            sass = reports[v.name].sass.splitlines()
+            loads = [i for i, line in enumerate(sass) if "LDG.E.U16" in line]
+            first_mma = next(i for i, line in enumerate(sass) if "HGMMA" in line)
+            assert len(loads) == 4 and sum(i < first_mma for i in loads) == (2 if v.options.get("pingpong") else 4), \
+                v.name
+    user = reports["user row_scaled_clamp"].sass  # a function not marked READS_BIAS still reads its own
+    assert user.count("LDG.E.U16") == 128 // 8 * 2
+
+
 def test_a_gated_tile_stores_half_its_columns(reports):
     """A 128x256 accumulator of gate-up pairs writes 128 columns of D: two 128x64 TMA stores where the plain tile in
     sub-tiles makes four; the same wgmmas."""
