@@ -91,7 +91,7 @@ def test_the_bias_is_read_before_the_main_loop(reports):
             assert len(loads) == 4 and sum(i < first_mma for i in loads) == (2 if v.options.get("pingpong") else 4), \
                 v.name
     user = reports["user row_scaled_clamp"].sass  # a function not marked READS_BIAS still reads its own
-    assert user.count("LDG.E.U16") == 128 // 8 * 2
+    assert user.count("LDG.E.U16") == 128 // 8 * 2  # its 128-column parts: 2 columns of every 8 a thread
 
 
 def test_a_gated_tile_stores_half_its_columns(reports):

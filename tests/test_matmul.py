@@ -10,9 +10,9 @@ import torch
 import tilepipe
 from tilepipe.host import staging
 from tilepipe.host.configs import (FP32_SOURCE_CONFIGS, LARGE_16BIT, LARGE_FP32, LARGE_SUBTILED_FP32,
-                                   MEDIUM, MEDIUM_FP32_SOURCE, NARROW, SMALL, SPLIT_MIN_STEPS, choose_config,
-                                   predict_us, schedule_for, schedule_programs, small_m_config, small_m_configs,
-                                   tile_count, tile_us)
+                                   MEDIUM, MEDIUM_FP32_SOURCE, NARROW, SMALL, SPLIT_MIN_STEPS, VECTOR_SCRATCH_BYTES,
+                                   choose_config, predict_us, schedule_for, schedule_programs, small_m_config,
+                                   small_m_configs, tile_count, tile_us)
 from tilepipe.host.gpus import H100
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.verify.compile import CompileError, compile_kernels
@@ -105,7 +105,8 @@ def test_gemm_compiles_to_wgmma_tma_and_no_spills(reports, index):
     assert ("src" in str(planned)) == (source_dtype is not None)  # fp32 C gets source stages of its own
     # only the bias is read without TMA (stream-K's partial sums travel by TMA too)
     assert (report.count("ld.global") > 0) == (bias_dtype is not None)
-    assert 0 <= report.shared - planned.total_bytes < 256  # + warp_specialize's capture scratch
+    # + warp_specialize's capture scratch, and with a bias its read-ahead's layout conversion
+    assert 0 <= report.shared - planned.total_bytes < 256 + (VECTOR_SCRATCH_BYTES if bias_dtype else 0)
     # the dynamic scheduler draws tickets with one atomic add and leaves the counter at zero with one exchange
     dynamic, streamk = schedule == "dynamic", schedule == "streamk"
     assert report.count("atom.global.gpu.acq_rel.add") == report.count("atom.global.gpu.acq_rel.exch") == dynamic

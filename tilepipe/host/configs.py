@@ -732,7 +732,7 @@ def fitted_stages(cfg: MatmulConfig, out_dtype: torch.dtype, low: int, high: int
         plan = (matmul_plan.fn(*tile, "bf16", c_dtype, True, True, swap_ab=cfg.swap_ab, epilogue_n=cfg.epilogue_n)
                 if kernel == "matmul" else
                 fp8_plan.fn(*tile, "fp8e4nv", "fp8e4nv", c_dtype, kernel == "blockwise", swap_ab=cfg.swap_ab))
-        return plan.total_bytes + WS_SCRATCH_BYTES <= plan.limit_bytes
+        return plan.total_bytes + WS_SCRATCH_BYTES + VECTOR_SCRATCH_BYTES <= plan.limit_bytes
 
     return max(s for s in range(low, (high or MAX_STAGES) + 1) if fits(s))
 
@@ -917,6 +917,9 @@ def sm100_fitted(cfg: MatmulConfig, dtype: str, c_dtype: str, has_c: bool = Fals
 SCALE_BLOCK = BLOCKWISE_SCALE_BLOCK.value  # blockwise scales cover 1 x 128 of A and 128 x 128 of B
 MAX_STAGES = 8
 WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its captured arguments: 260 B for blockwise)
+VECTOR_SCRATCH_BYTES = 1024
+"""What the sm_90a GEMMs add besides: the layout conversion of the vectors a tile reads ahead of its main loop (a bias or
+FP8 scales, up to 256 fp32 values: kernels/epilogues.py tile_bias, tile_scales)."""
 # BK = 128: 128 bytes of fp8, one swizzle row and one blockwise scale block. Stages: as many as fit (configs()).
 SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
 SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)

@@ -6,7 +6,8 @@ kernel itself (a launch) or as "module:name" (a KernelSpec). Shipped: `bias` and
 without and with C), activations over either (`relu`, `gelu`, `gelu_tanh`, `silu`) and gated ones (`swiglu`, `geglu`,
 `geglu_tanh`, `reglu`: gate and up columns interleaved in GATE_COLUMNS blocks, api/linear.py pack_gate_up), which
 write half the columns they read (COLUMNS_IN = 2); the FP8 quantizers are kernels/quantize_epilogues.py's.
-kernels/epilogues.py stores what they return."""
+kernels/epilogues.py stores what they return. A function marked READS_BIAS reads the bias only through part_bias, for
+its whole part's columns: the kernels may then read a tile's ahead of its main loop and hand each part its own."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate

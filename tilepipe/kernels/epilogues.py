@@ -1,6 +1,8 @@
 """The GEMM epilogues the kernels share: the sm_90a store of a finished tile through its epilogue function
-(kernels/epilogue_functions.py; whole, in sub-tiles, or pieced: pipeline/pieces.py), and the sm_100a GEMMs' epilogue
-role (TMEM sub-tiles to TMA stores; it keeps its own bias and C, not the epilogue functions)."""
+(kernels/epilogue_functions.py; whole, in sub-tiles, or pieced: pipeline/pieces.py); the vectors an sm_90a tile reads
+ahead of its main loop for its epilogue, one coalesced load each (its bias: tile_bias, bias_part; FP8 scales:
+tile_scales, scaled); and the sm_100a GEMMs' epilogue role (TMEM sub-tiles to TMA stores; its own bias, read with
+part_bias, and C, not the epilogue functions)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -58,7 +60,10 @@ def reads_bias(epilogue, has_bias, has_c=False):
 @gluon.constexpr_function
 def part_vectors(num_warps, layout, part_n, parts):
     """A vector along the columns of a tile in `layout` as [part_n, parts], part j's values in column j: a value a
-    thread of each part, the parts in registers (split apart without moving data), its CTAs' parts as the tile's."""
+    thread of each part, the parts in registers (split apart without moving data), its CTAs' parts as the tile's (a
+    cluster's tile is read as one part: its bases are whole-tile offsets)."""
+    if parts > 1 and any(basis[1] for basis in layout.cga_layout):
+        raise ValueError("a tile split between a cluster's CTAs along its columns is read ahead as one part")
     return gl.BlockedLayout([1, parts], [32, 1], [num_warps, 1], [1, 0],
                             cga_layout=[[basis[1] % part_n, basis[1] // part_n] for basis in layout.cga_layout])
 

@@ -96,7 +96,7 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     while work.valid:
         row, col = output_origin(work, D_BM, D_BN, SWAP_AB)
         bias = (tile_bias(bias_ptr, D_COLS, col, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
-                if BIAS else None)  # before the main loop, which hides the load
+                if BIAS else None)  # before the main loop, which hides the load (stream-K: every unit's)
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if PIECED:  # an accumulator per piece: into its arrays of the output stage, or through sub-tile stages
             outputs, sources = store_pieced(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS, col, D_BN, HAS_C,

@@ -97,7 +97,7 @@ def scaled_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sour
     BN: gl.constexpr = outputs.tiles.shape[1] if SWAP_AB else outputs.tiles.shape[2]
     acc_layout: gl.constexpr = accumulator_layout(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     PER_TENSOR: gl.constexpr = SA_STRIDE == 0 and SB_STRIDE == 0
-    EARLY: gl.constexpr = not (PER_TENSOR or STREAMK)  # a stream-K finisher has no registers to hold them
+    EARLY: gl.constexpr = not (PER_TENSOR or STREAMK)  # stream-K: after the loop (a first form spilled there)
     if PER_TENSOR:  # one product for every tile, read once
         tensor_scale = gl.load(scale_a) * gl.load(scale_b)
     consumer = inputs.consumer().with_release_lag(1)
