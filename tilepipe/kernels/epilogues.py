@@ -58,14 +58,14 @@ def reads_bias(epilogue, has_bias, has_c=False):
 
 
 @gluon.constexpr_function
-def part_vectors(num_warps, layout, part_n, parts):
-    """A vector along the columns of a tile in `layout` as [part_n, parts], part j's values in column j: a value a
-    thread of each part, the parts in registers (split apart without moving data), its CTAs' parts as the tile's (a
-    cluster's tile is read as one part: its bases are whole-tile offsets)."""
+def part_vectors(num_warps, layout, parts):
+    """A vector along the columns of a tile in `layout` as [columns a part, parts], part j's values in column j: a
+    value a thread of each part, the parts in registers (split apart without moving data), its CTAs' parts as the
+    tile's (a cluster's tile is read as one part: its bases are whole-tile offsets)."""
     if parts > 1 and any(basis[1] for basis in layout.cga_layout):
         raise ValueError("a tile split between a cluster's CTAs along its columns is read ahead as one part")
     return gl.BlockedLayout([1, parts], [32, 1], [num_warps, 1], [1, 0],
-                            cga_layout=[[basis[1] % part_n, basis[1] // part_n] for basis in layout.cga_layout])
+                            cga_layout=[[basis[1], 0] for basis in layout.cga_layout])
 
 
 @gluon.jit
@@ -73,7 +73,7 @@ def tile_bias(bias_ptr, N, first_col, COLS: gl.constexpr, PART_N: gl.constexpr, 
     """The bias of D's tile of COLS columns from first_col, zero past N, in the bias's dtype, each PART_N-column part's
     by one coalesced load (part_vectors of the accumulator's `layout`: a swap-AB one, D's columns its rows, has no
     cluster), so a tile may hold it through its main loop; store_tile hands part j's to the epilogue (bias_part)."""
-    vectors: gl.constexpr = part_vectors(gl.num_warps(), layout, PART_N, COLS // PART_N)
+    vectors: gl.constexpr = part_vectors(gl.num_warps(), layout, COLS // PART_N)
     cols = (first_col + gl.arange(0, PART_N, gl.SliceLayout(1, vectors))[:, None] +
             PART_N * gl.arange(0, COLS // PART_N, gl.SliceLayout(0, vectors))[None, :])
     return gl.load(bias_ptr + cols, mask=cols < N, other=0.0)
