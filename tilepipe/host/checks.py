@@ -117,9 +117,13 @@ def overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
     return x0 < y1 and y0 < x1
 
 
-def check_no_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> None:
-    for name, t in (("a", a), ("b", b)) + ((("c", c), ) if c is not None and c is not out else ()):
-        if overlaps(out, t):
+def check_no_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
+                     **others: torch.Tensor | None) -> None:
+    """ValueError naming the first of a, b, c (but c that is out itself: D in place) and the named `others` (None: not
+    given) that shares memory with out."""
+    named = {"a": a, "b": b, "c": None if c is out else c} | others
+    for name, t in named.items():
+        if t is not None and overlaps(out, t):
             raise ValueError(f"out must not share memory with {name}" + (" (except by being c itself)"
                                                                          if name == "c" else ""))
 
@@ -813,10 +817,7 @@ def check_grouped_addresses(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor 
     """The grouped GEMMs' checks of memory addresses: `out` (None: a new D) shares none with a, b or the named
     `others` (bias, the scales; None: not given), and TMA may start reading a, b and out (check_tma_starts)."""
     if out is not None:
-        check_no_overlap(out, a, b, None)
-        for name, t in others.items():
-            if t is not None and overlaps(out, t):
-                raise ValueError(f"out must not share memory with {name}")
+        check_no_overlap(out, a, b, None, **others)
     check_tma_starts({"a": a, "b": b} | ({} if out is None else {"out": out}))
 
 

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import torch
@@ -45,8 +45,9 @@ class MatmulConfig:
     pingpong: bool = False
     split_multicast: bool = False
 
-    @property
+    @cached_property
     def cluster(self) -> Cluster:
+        """The cluster shape, built (and checked) once a config: the cost model reads it in every prediction."""
         return Cluster(self.cluster_m, self.cluster_n)
 
     @property

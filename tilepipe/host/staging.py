@@ -33,12 +33,9 @@ def aligned_empty(shape: torch.Size, dtype: torch.dtype, device: torch.device) -
 
 
 def tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """`t` itself when TMA can address it, else an aligned copy."""
-    if tma_addressable(t):
-        return t
-    staged = aligned_empty(t.shape, t.dtype, t.device)
-    staged.copy_(t)
-    return staged
+    """`t` itself when TMA can address it, else an aligned copy (tma_target's stand-in, filled)."""
+    staged = tma_target(t)
+    return t if staged is t else staged.copy_(t)
 
 
 def off_sectors(t: torch.Tensor) -> bool:
