@@ -563,7 +563,8 @@ class _Explorer:
         each program's steps as run() reads them, the barriers' counts, what each role ends holding or has seen, and
         which programs are companions. Protocols of other kernels (a cluster's 1x2 and 2x1, a variant's epilogue)
         often compile to the same form for a trip-count case."""
-        return repr((self.steps, self.divisors, self.counts,
+        steps = self.steps  # first: laying the state out sets the divisors
+        return repr((steps, self.divisors, self.counts,
                      [[(s, lap) for _, s, lap in held] for held in self.unreleased],
                      [sorted(consumed.items()) for consumed in self.consumed], len(self.issuers)))
 
@@ -957,7 +958,7 @@ def _explored(protocol: Protocol, case: tuple[tuple[str, int], ...]) -> tuple[in
     def explore() -> tuple[int, tuple[Finding, ...]]:
         explorer = _AsyncExplorer(protocol, dict(case))
         states, found = _kept("form", explorer.form(), lambda: (explorer.run(), bool(explorer.findings)))
-        if found and not explorer.parent:
+        if found and not explorer.findings:  # the form's result was kept from another model's run: run this one
             explorer.run()
         return states, tuple(explorer.findings.values())
 
