@@ -1,12 +1,13 @@
 """The GEMM epilogues the kernels share: the sm_90a store of a finished tile through its epilogue function
-(kernels/epilogue_functions.py; whole, in sub-tiles, or pieced: pipeline/pieces.py); the vectors an sm_90a tile reads
-ahead of its main loop for its epilogue, one coalesced load each (its bias: tile_bias, bias_part; FP8 scales:
-tile_scales, scaled); and the sm_100a GEMMs' epilogue role (TMEM sub-tiles to TMA stores; its own bias, read with
-part_bias, and C, not the epilogue functions)."""
+(kernels/epilogue_functions.py; whole, in sub-tiles, or pieced: pipeline/pieces.py), handed the tile's bias where
+the kernel read it ahead of its main loop (kernels/bias_ahead.py); the FP8 scales an sm_90a tile reads ahead of its
+main loop, one coalesced load each (tile_scales, scaled); and the sm_100a GEMMs' epilogue role (TMEM sub-tiles to TMA
+stores; its own bias, read with part_bias, and C, not the epilogue functions)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+from tilepipe.kernels.bias_ahead import bias_part
 from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function, paired_columns, part_bias
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
@@ -50,43 +51,6 @@ def compact_vector(num_warps, layout, dim):
     return gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=[[basis[dim]] for basis in layout.cga_layout])
 
 
-@gluon.constexpr_function
-def reads_bias(epilogue, has_bias, has_c=False):
-    """Whether a kernel with a bias (has_bias) may read a tile's ahead of its epilogue (tile_bias): EPILOGUE reads it
-    as a vector of its part's columns (epilogue_functions.part_bias; its READS_BIAS), the quantizers otherwise."""
-    return has_bias and not has_c and getattr(epilogue_function(epilogue), "READS_BIAS", False)
-
-
-@gluon.constexpr_function
-def part_vectors(num_warps, layout, parts):
-    """A vector along the columns of a tile in `layout` as [columns a part, parts], part j's values in column j: a
-    value a thread of each part, the parts in registers (split apart without moving data), its CTAs' parts as the
-    tile's (a cluster's tile is read as one part: its bases are whole-tile offsets)."""
-    if parts > 1 and any(basis[1] for basis in layout.cga_layout):
-        raise ValueError("a tile split between a cluster's CTAs along its columns is read ahead as one part")
-    return gl.BlockedLayout([1, parts], [32, 1], [num_warps, 1], [1, 0],
-                            cga_layout=[[basis[1], 0] for basis in layout.cga_layout])
-
-
-@gluon.jit
-def tile_bias(bias_ptr, N, first_col, COLS: gl.constexpr, PART_N: gl.constexpr, layout: gl.constexpr):
-    """The bias of D's tile of COLS columns from first_col, zero past N, in the bias's dtype, each PART_N-column part's
-    by one coalesced load (part_vectors of the accumulator's `layout`: a swap-AB one, D's columns its rows, has no
-    cluster), so a tile may hold it through its main loop; store_tile hands part j's to the epilogue (bias_part)."""
-    vectors: gl.constexpr = part_vectors(gl.num_warps(), layout, COLS // PART_N)
-    cols = (first_col + gl.arange(0, PART_N, gl.SliceLayout(1, vectors))[:, None] +
-            PART_N * gl.arange(0, COLS // PART_N, gl.SliceLayout(0, vectors))[None, :])
-    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0)
-
-
-@gluon.jit
-def bias_part(bias, j: gl.constexpr):
-    """Part j's vector of tile_bias' (a split in registers), or None without one."""
-    if bias is not None:
-        bias = column_part(bias, j, bias.shape[1]).reshape([bias.shape[0]])
-    return bias
-
-
 @gluon.jit
 def tile_scales(work, scale_a, scale_b, M, N, BM: gl.constexpr, BN: gl.constexpr, SA_STRIDE: gl.constexpr,
                 SB_STRIDE: gl.constexpr, layout: gl.constexpr):
@@ -111,22 +75,22 @@ def scaled(acc, row_scales, col_scales):
 @gluon.jit
 def store_pieced(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alpha, beta, bias_ptr, N, first_col,
                  COLS: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr = None,
-                 first_row=0):
+                 first_row=0, bias=None):
     """A pieced tile's epilogue (pipeline/pieces.py) with COLS columns: each piece's accumulator into its array of one
     output stage (store_pieces, C landed there), or, where a stage holds a sub-tile of D (a tile pieced by its
     columns), through store_tile's sub-tile stages piece after piece, in the column order the C loads and the TMA
-    stores walk. Returns (outputs, sources), advanced."""
+    stores walk; `bias`: the pieces' read ahead (tile_bias), or None. Returns (outputs, sources), advanced."""
     ROWS: gl.constexpr = outputs.tiles.shape[1]
     gl.static_assert(columns_in(EPILOGUE) == 1, "a pieced tile takes epilogues that write every column they read")
     if outputs.tiles.shape[2] < COLS:
         for p in gl.static_range(piece_count(ROWS, COLS)):
             outputs, sources = store_tile(outputs, sources, acc[p], alpha, beta, bias_ptr, N,
                                           first_col + piece_col(ROWS, COLS, p), HAS_C, HAS_BIAS, False, EPILOGUE,
-                                          first_row)
+                                          first_row, None if bias is None else bias[p])
     else:
         with outputs.produce() as out:
             sources = store_pieces(out.tile(), acc, EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS), first_row,
-                                   first_col, sources, HAS_C, EPILOGUE)
+                                   first_col, sources, HAS_C, EPILOGUE, bias)
             out.arrive()
     return outputs, sources
 
@@ -139,10 +103,10 @@ def piece_row(rows, cols, p):
 
 @gluon.jit
 def store_pieces(tile, acc, args: EpilogueArgs, first_row, first_col, sources, HAS_C: gl.constexpr,
-                 EPILOGUE: gl.constexpr):
+                 EPILOGUE: gl.constexpr, bias=None):
     """A pieced tile's epilogue (pipeline/pieces.py): the EPILOGUE function of each piece's accumulator and its piece
     of C (HAS_C: waited for in `sources`, landed in this output stage) into its array of the output stage `tile`;
-    first_row, first_col: the tile's origin. Returns `sources`, advanced past C."""
+    first_row, first_col: the tile's origin; `bias`: the pieces' read ahead, or None. Returns `sources`, advanced."""
     ROWS: gl.constexpr = tile.shape[0]
     COLS: gl.constexpr = tile.shape[1]
     epilogue: gl.constexpr = epilogue_function(EPILOGUE, HAS_C)
@@ -152,6 +116,8 @@ def store_pieces(tile, acc, args: EpilogueArgs, first_row, first_col, sources, H
         c = None
         if HAS_C:
             c = source.piece(p).load(acc[p].type.layout).to(gl.float32)
+        if bias is not None:  # the piece's, whole
+            args = EpilogueArgs(args.alpha, args.beta, args.bias_ptr, args.N, args.HAS_BIAS, bias=bias_part(bias[p], 0))
         d = epilogue(acc[p], c, args, first_row + piece_row(ROWS, COLS, p), first_col + piece_col(ROWS, COLS, p))
         tile.piece(p).store(d.to(tile.dtype))
     return sources

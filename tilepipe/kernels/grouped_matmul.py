@@ -25,8 +25,8 @@ launcher (host/launch.py), while this way no tile pays anything unless its group
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+from tilepipe.kernels.bias_ahead import bias_part, reads_bias, tile_bias
 from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function
-from tilepipe.kernels.epilogues import bias_part, reads_bias, tile_bias
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
 from tilepipe.kernels.matmul import matmul_plan
 from tilepipe.kernels.spec import KernelSpec, tile_desc
@@ -73,7 +73,7 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
     while work.valid:
         row, col = work.origin(BM, BN)
         group_bias = bias_ptr + work.group.to(gl.int64) * sched.N if HAS_BIAS else bias_ptr
-        bias = tile_bias(group_bias, sched.N, col, BN, SUB_N * RATIO, acc_layout) if BIAS else None  # the loop hides it
+        bias = tile_bias(group_bias, sched.N, col, BM, BN, SUB_N * RATIO, acc_layout) if BIAS else None  # read ahead
         acc, consumer = MAIN_LOOP(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR)
         spills = work.spills()
         for j in gl.static_range(PARTS):

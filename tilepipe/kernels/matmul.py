@@ -23,7 +23,8 @@ from dataclasses import replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import columns_in, reads_bias, store_pieced, store_tile, tile_bias
+from tilepipe.kernels.bias_ahead import reads_bias, tile_bias
+from tilepipe.kernels.epilogues import columns_in, store_pieced, store_tile
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         output_origin, store_regs, store_role, wgmma_unit)
 from tilepipe.kernels.spec import gemm_spec
@@ -90,17 +91,17 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
     PIECED: gl.constexpr = pieced(D_BM, D_BN)
     acc_layout: gl.constexpr = None if PIECED else wgmma_accumulator(gl.num_warps(), BN,
                                                                       outputs.tiles.type.layout.cga_layout)
-    BIAS: gl.constexpr = reads_bias(EPILOGUE, HAS_BIAS and not PIECED, HAS_C)  # a pieced tile: in its epilogue
+    BIAS: gl.constexpr = reads_bias(EPILOGUE, HAS_BIAS, HAS_C)  # a tile's read at once (tile_bias; pieced: by piece)
     consumer = inputs.consumer().with_release_lag(1)
     work = sched.work()
     while work.valid:
         row, col = output_origin(work, D_BM, D_BN, SWAP_AB)
-        bias = (tile_bias(bias_ptr, D_COLS, col, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
+        bias = (tile_bias(bias_ptr, D_COLS, col, D_BM, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
                 if BIAS else None)  # before the main loop, which hides the load (stream-K: every unit's)
         acc, consumer = wgmma_unit(consumer, work, k_tiles, D_BN if SWAP_AB else D_BM, BN, acc_layout, B_KMAJOR)
         if PIECED:  # an accumulator per piece: into its arrays of the output stage, or through sub-tile stages
             outputs, sources = store_pieced(outputs, sources, acc, alpha, beta, bias_ptr, D_COLS, col, D_BN, HAS_C,
-                                            HAS_BIAS, EPILOGUE, row)
+                                            HAS_BIAS, EPILOGUE, row, bias)
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
             outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
@@ -134,12 +135,11 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
     BK: gl.constexpr = a_desc.block_type.shape[1]
     D_BN: gl.constexpr = d_desc.block_type.shape[1] if TILE is None else (BM if SWAP_AB else BN) // RATIO  # D's cols
     OWN_SOURCE: gl.constexpr = HAS_C and c_desc.dtype != d_desc.dtype  # fp32 C with a 16-bit D
-    gl.static_assert(RATIO == 1 or EPILOGUE_N is not None, "a gated epilogue writes D in sub-tiles (EPILOGUE_N)")
     gl.static_assert(TILE is None or not (CLUSTER_M * CLUSTER_N > 1 or SWAP_AB and (pieced(BM, BN) or SCHEDULE ==
                      "streamk")), "a pieced tile or D in sub-tiles runs without a cluster; swap-AB takes D in "
                      "sub-tiles, not a pieced tile, and not under stream-K (its partial sums fill whole stages)")
-    gl.static_assert(EPILOGUE_N is None or TILE is not None and not pieced(BM, 64),
-                     "D in sub-tiles takes TILE, and is built for tiles pieced by columns")
+    gl.static_assert((RATIO == 1 or EPILOGUE_N is not None) and (EPILOGUE_N is None or TILE is not None and not pieced(
+        BM, 64)), "a gated epilogue writes D in sub-tiles (EPILOGUE_N), which take TILE, tiles pieced by columns")
     gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
                      "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"

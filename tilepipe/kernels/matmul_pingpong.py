@@ -16,7 +16,8 @@ writes BN / 2 of D's columns a tile); C, clusters, swap-AB, pieced tiles and the
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.epilogues import columns_in, reads_bias, store_tile, tile_bias
+from tilepipe.kernels.bias_ahead import reads_bias, tile_bias
+from tilepipe.kernels.epilogues import columns_in, store_tile
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_steps
 from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
@@ -66,7 +67,7 @@ def mma_turn_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, source
     work = sched.work()
     while work.valid:
         row, col = work.origin(BM, D_BN)
-        bias = (tile_bias(bias_ptr, N, col, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
+        bias = (tile_bias(bias_ptr, N, col, BM, D_BN, outputs.tiles.shape[2] * columns_in(EPILOGUE), acc_layout)
                 if BIAS else None)  # its load hidden by the wait for the turn and the main loop
         with order.take(work.followed()):  # the turn passes where the other turn has a tile to come
             acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, D_BN, acc_layout, B_KMAJOR)

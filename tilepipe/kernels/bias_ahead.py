@@ -1,0 +1,67 @@
+"""A tile's bias read ahead of its main loop (issue 40): the sm_90a GEMMs read the bias of a tile's columns by one
+coalesced load a thread per sub-tile before its wgmmas (tile_bias), which hide the load, and hand each part of the
+tile its vector in EpilogueArgs.bias (bias_part), which the epilogue brings into the part's layout
+(epilogue_functions.part_bias), where a scalar load per accumulator column in each sub-tile's epilogue exposed its
+latency before every sub-tile could be stored. A pieced tile (pipeline/pieces.py) reads each piece's."""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilepipe.kernels.epilogue_functions import epilogue_function
+from tilepipe.pipeline.output import column_part
+from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count, pieced
+
+
+@gluon.constexpr_function
+def reads_bias(epilogue, has_bias, has_c=False):
+    """Whether a kernel with a bias (has_bias) may read a tile's ahead of its epilogue (tile_bias): EPILOGUE reads it
+    as a vector of its part's columns (epilogue_functions.part_bias; its READS_BIAS), the quantizers otherwise."""
+    return has_bias and not has_c and getattr(epilogue_function(epilogue), "READS_BIAS", False)
+
+
+@gluon.constexpr_function
+def part_vectors(num_warps, layout, parts):
+    """A vector along the columns of a tile in `layout` (None: one CTA's) as [columns a part, parts], part j's values
+    in column j: a value a thread of each part, the parts in registers (split apart without moving data), its CTAs'
+    parts as the tile's (a cluster's tile is read as one part: its bases are whole-tile offsets)."""
+    bases = layout.cga_layout if layout is not None else []
+    if parts > 1 and any(basis[1] for basis in bases):
+        raise ValueError("a tile split between a cluster's CTAs along its columns is read ahead as one part")
+    return gl.BlockedLayout([1, parts], [32, 1], [num_warps, 1], [1, 0], cga_layout=[[basis[1], 0] for basis in bases])
+
+
+@gluon.constexpr_function
+def piece_cols(rows, cols, p, most=None):
+    """The columns of piece p of a rows x cols tile (PiecedTile's order; a tile of one piece if not pieced), at most
+    `most`."""
+    return min(TilePieces(rows, cols).shapes[p][1][1], most or cols)
+
+
+@gluon.jit
+def tile_bias(bias_ptr, N, first_col, ROWS: gl.constexpr, COLS: gl.constexpr, PART_N: gl.constexpr,
+              layout: gl.constexpr):
+    """The bias of D's ROWS x COLS tile from first_col, zero past N, in the bias's dtype (a pieced tile's: a tuple, a
+    piece's each: pipeline/pieces.py), so a tile may hold it through its main loop; store_tile hands part j's to the
+    epilogue (bias_part). `layout`: the accumulator's (a swap-AB one, D's columns its rows, has no cluster)."""
+    biases = ()
+    for p in gl.static_range(piece_count(ROWS, COLS)):
+        biases = biases + (columns_bias(bias_ptr, N, first_col + piece_col(ROWS, COLS, p), piece_cols(ROWS, COLS, p),
+                                        piece_cols(ROWS, COLS, p, PART_N), layout), )
+    return biases if pieced(ROWS, COLS) else biases[0]
+
+
+@gluon.jit
+def columns_bias(bias_ptr, N, first_col, COLS: gl.constexpr, PART_N: gl.constexpr, layout: gl.constexpr):
+    """tile_bias of COLS columns: each PART_N-column part's by one coalesced load (part_vectors)."""
+    vectors: gl.constexpr = part_vectors(gl.num_warps(), layout, COLS // PART_N)
+    cols = (first_col + gl.arange(0, PART_N, gl.SliceLayout(1, vectors))[:, None] +
+            PART_N * gl.arange(0, COLS // PART_N, gl.SliceLayout(0, vectors))[None, :])
+    return gl.load(bias_ptr + cols, mask=cols < N, other=0.0)
+
+
+@gluon.jit
+def bias_part(bias, j: gl.constexpr):
+    """Part j's vector of tile_bias' (a split in registers), or None without one."""
+    if bias is not None:
+        bias = column_part(bias, j, bias.shape[1]).reshape([bias.shape[0]])
+    return bias
