@@ -1,7 +1,7 @@
 """Benchmark the fused epilogues against the torch sequence a user would write, eager and under torch.compile, in one
 process on the same inputs, interleaved (tools/bench.py: compare).
 
-`python -m tilepipe.tools.bench_epilogues [NAME [OUT_DIR]]` writes OUT_DIR/NAME.json (default
+`python -m tilepipe.tools.bench_epilogues [NAME [OUT_DIR [PAIRS]]]` writes OUT_DIR/NAME.json (default
 bench/results/epilogues-h200-v2.json) with the GPU, versions and command. Rows (issue 40's goals), all bf16 in:
 - gated gate-up (SwiGLU): tilepipe.gated_linear against `silu(g) * u` over `g, u = F.linear(x, [Wg; Wu]).chunk(2, -1)`,
   eager and torch.compile'd, at Llama-3-8B's MLP (H = 14336, D = 4096; also Mixtral-8x7B's expert, 14336 x 4096) for
@@ -150,4 +150,4 @@ def run(name: str = "epilogues-h200", out_dir: Path = RESULTS_DIR, pairs: int = 
 
 
 if __name__ == "__main__":
-    run(*sys.argv[1:2], *(Path(arg) for arg in sys.argv[2:3]))
+    run(*sys.argv[1:2], *(Path(arg) for arg in sys.argv[2:3]), *(int(arg) for arg in sys.argv[3:4]))
