@@ -2,7 +2,7 @@
 process on the same inputs, interleaved (tools/bench.py: compare).
 
 `python -m tilepipe.tools.bench_epilogues [NAME [OUT_DIR [PAIRS]]]` writes OUT_DIR/NAME.json (default
-bench/results/epilogues-h200-v2.json) with the GPU, versions and command. Rows (issue 40's goals), all bf16 in:
+bench/results/epilogues-h200.json) with the GPU, versions and command. Rows (issue 40's goals), all bf16 in:
 - gated gate-up (SwiGLU): tilepipe.gated_linear against `silu(g) * u` over `g, u = F.linear(x, [Wg; Wu]).chunk(2, -1)`,
   eager and torch.compile'd, at Llama-3-8B's MLP (H = 14336, D = 4096; also Mixtral-8x7B's expert, 14336 x 4096) for
   M = 16, 512 and 8192;
