@@ -391,15 +391,17 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
     stream-K), the schedule round of its winner (schedule_round), the tile round (that tile under the winning
     schedule, the incumbent, against the pieced tiles, pieced_candidates) and the ping-pong round (pingpong_round).
     Filters: the pieced and ping-pong tiles need a 16-bit D and C (`own_source`: an fp32 C needs its own smaller tiles)
-    and rows on 32-byte sectors; a `scheduler` the caller asked for other than static or dynamic rules the pieced tiles
-    out (stream-K and split-K are not built for them), other than static the ping-pong tile too, and so does a C
-    (`has_c`: the ping-pong kernel takes none)."""
+    and rows on 32-byte sectors; a `scheduler` the caller asked for is the schedule round's one candidate (the tile
+    round weighs what will run), and other than static or dynamic rules the pieced tiles out (stream-K and split-K are
+    not built for them), other than static the ping-pong tile too, and so does a C (`has_c`: the ping-pong kernel
+    takes none)."""
     if M <= DECODE_M and not own_source:
         return small_m_rounds(M, N, K, out_dtype, gpu, b_kmajor, has_c)
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     wave = wave_round(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu, scheduler)
-    schedule = schedule_round(M, N, K, wave.winner.config, gpu)
+    schedule = schedule_round(M, N, K, wave.winner.config, gpu) if scheduler is None else Round(
+        "schedule", (predicted(M, N, K, wave.winner.config, scheduler, gpu, why="the caller's"), ))
     incumbent = predicted(M, N, K, wave.winner.config, schedule.winner.schedule, gpu, why="incumbent: the wave round")
     others = aligned and LARGE_16BIT in tiles
     pieced = pieced_candidates(M, N, K, gpu, incumbent, b_kmajor, has_c) if others and scheduler in (
