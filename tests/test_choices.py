@@ -11,7 +11,8 @@ import torch
 
 from tilepipe.host import configs
 from tilepipe.host.configs import (BLOCKWISE, LARGE_16BIT, STREAMK_MIN_GAIN, Candidate, MatmulConfig, Round, fastest,
-                                   fp8_configs, fp8_schedule_for, fp8_schedule_round, schedule_for, schedule_round)
+                                   fp8_configs, fp8_schedule_for, fp8_schedule_round, modelled_rounds, schedule_for,
+                                   schedule_round)
 from tilepipe.host.gpus import H100, gpu_models
 from tilepipe.tools.choices import SNAPSHOTS, explain, grid, main, moves
 
@@ -73,6 +74,18 @@ def test_the_schedule_round_weighs_static_waves_against_stream_k_and_stream_k_ta
     monkeypatch.undo()
     out = "\n".join(explain(384, 14336, 4096))
     assert "schedule round:\n  * 128x256x64 s3 streamk:" in out and "(whole tiles in waves)" in out
+
+
+@pytest.mark.parametrize("scheduler", ["static", "dynamic"])
+def test_a_scheduler_the_caller_names_is_what_the_tile_round_weighs(scheduler):
+    """Under a caller-named scheduler the schedule round is that scheduler alone, so the tile round's incumbent is
+    predicted as it will run: at 768x6144x4096 on the H200 the 128x128 tile won on stream-K's predicted time and ran
+    static, where 128x160 (now taken) ran 1.10-1.16x faster (archive/scheduler-moves-h200.json)."""
+    rounds = modelled_rounds(768, 6144, 4096, torch.bfloat16, torch.bfloat16, True, gpu_models()["h200"],
+                             scheduler=scheduler)
+    assert [c.schedule for c in rounds[1].candidates] == [scheduler]
+    assert {c.schedule for c in rounds[2].candidates} == {"static", scheduler}
+    assert (rounds[-1].winner.config.block_m, rounds[-1].winner.config.block_n) == (128, 160)
 
 
 def test_the_fp8_schedule_round_names_its_candidates():

@@ -460,7 +460,7 @@ def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidat
     then 192x128). Against static waves each is handicapped PIECED_MIN_GAIN; against 128x128 and 64x128 they ran
     1.13-1.73x faster on all 23 grid shapes they moved (perf-log row 70). Against stream-K only by
     PIECED_OVER_STREAMK_GAIN, with 128x256's own static waves with D in sub-tiles beside them. With B K-major, a tile
-    that wins a tie with the static incumbent at the DRAM floor (dram_tie_pays; NARROW_PIECED_16BIT too) comes first,
+    that wins a tie with the static (or caller-named dynamic) incumbent at the DRAM floor (dram_tie_pays; NARROW_PIECED_16BIT too) comes first,
     unhandicapped, the one on the most programs first: on the 366 cases of a 3840-case grid (M 65-512) where this moves
     matmul's choice 1.038x faster (geomean; 0.943-1.23): narrow-pieced-moves-h100.json, perf-log row 103."""
     cfg, schedule = incumbent.config, incumbent.schedule
@@ -470,7 +470,7 @@ def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidat
     if schedule == "streamk":
         sub_tiled = (LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT else ()
         return tuple(static(tile, PIECED_OVER_STREAMK_GAIN, "pieced vs stream-K") for tile in order + sub_tiled)
-    tied = () if not (b_kmajor and schedule == "static") else tuple(sorted(
+    tied = () if not (b_kmajor and schedule in ("static", "dynamic")) else tuple(sorted(
         (tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT) if dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)),
         key=lambda tile: -tile_count(M, N, tile)))
     return (*(static(tile, 1.0, "tie at the DRAM floor") for tile in tied),
