@@ -9,6 +9,8 @@ bench/results/epilogues-h200.json) with the GPU, versions and command. Rows (iss
 - linear + bias + GELU: tilepipe.linear against `F.gelu(F.linear(x, w, b))`, eager and compiled, same shapes;
 - FP8 output with 1x128 scales: tilepipe.linear_fp8 against F.linear followed by a torch.compile'd 1x128
   quantization (DeepGEMM's per-token cast), same shapes;
+- an MLP block (tilepipe.nn.GatedMLP: gated_linear then the down projection) under torch.compile(fullgraph=True)
+  against the same block on torch's nn.Linear layers, compiled, same shapes;
 - a MoE expert MLP (SwiGLU): tilepipe.grouped_gated_mm then grouped_mm against torch._grouped_mm, silu * mul and
   torch._grouped_mm, at Mixtral-8x7B (8 experts, 16384 routed rows) and DeepSeek-V3 at EP8 (32 experts of 2048 x
   7168, 32768 rows), uniform and Zipf (s = 1.1) expert sizes.
@@ -106,6 +108,22 @@ def bench_fp8_output(M: int, pairs: int, rep_ms: int) -> list[Row]:
                       err)
 
 
+def bench_mlp_block(M: int, pairs: int, rep_ms: int) -> list[Row]:
+    """A Llama MLP block, down(silu(gate(x)) * up(x)), under torch.compile(fullgraph=True): tilepipe.nn.GatedMLP
+    (from the same nn.Linear layers) against the block on torch's layers, compiled the same way."""
+    H, D = MLP
+    gate, up = (torch.nn.Linear(D, H, bias=False, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    down = torch.nn.Linear(H, D, bias=False, device="cuda", dtype=torch.bfloat16)
+    ours_block = torch.compile(tilepipe.nn.GatedMLP.from_linears(gate, up, down), fullgraph=True, dynamic=False)
+    theirs_block = torch.compile(lambda x: down(F.silu(gate(x)) * up(x)), fullgraph=True, dynamic=False)
+    x = torch.randn(M, D, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        err = _rel_err(ours_block(x), theirs_block(x))
+        return timed_rows(f"{M}x{2 * H}x{D} + {M}x{D}x{H}", "nn.GatedMLP, torch.compile(fullgraph=True)",
+                          lambda: ours_block(x), {"down(silu(gate(x)) * up(x)) on nn.Linear, torch.compile":
+                                                  lambda: theirs_block(x)}, 6 * M * H * D, pairs, rep_ms, err)
+
+
 def bench_moe(name: str, G: int, H: int, D: int, rows: int, distribution: str, pairs: int, rep_ms: int) -> list[Row]:
     """A MoE expert MLP: grouped_gated_mm (SwiGLU) then grouped_mm, against torch._grouped_mm, silu * mul and
     torch._grouped_mm over the same experts (K-major, as MoE layers hold them)."""
@@ -134,7 +152,7 @@ def run(name: str = "epilogues-h200", out_dir: Path = RESULTS_DIR, pairs: int = 
     """Every row, into out_dir/name.json: rewritten after each section, so a run stopped by its time limit keeps
     the rows it finished."""
     start, environment = time.time(), run_environment(name)
-    sections = [(bench, M) for bench in (bench_gated, bench_gelu, bench_fp8_output) for M in ROWS_M]
+    sections = [(bench, M) for bench in (bench_gated, bench_gelu, bench_fp8_output, bench_mlp_block) for M in ROWS_M]
     sections += [(bench_moe, (*case, distribution)) for case in MOE_CASES for distribution in ("uniform", "zipf")]
     rows: list[Row] = []
     path = out_dir / f"{name}.json"
