@@ -13,21 +13,23 @@ import tilepipe
 from tilepipe.api.linear_fp8 import LARGEST_TILE_ROWS, group_scales, padded_rows
 from tilepipe.host.checks import scaling_of
 from tilepipe.host.choose import fp8_output_config
-from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, modelled_config
+from tilepipe.host.configs import LARGE_SUBTILED_16BIT, MEDIUM, SMALL, modelled_config, with_stages_that_fit
 from tilepipe.host.gpus import H100
 from tilepipe.host.staging import tma_addressable
 from tilepipe.kernels.catalogue import QUANTIZERS
 from tilepipe.kernels.matmul import matmul_spec
 from tilepipe.verify.compile import compile_kernels
 
+SMALL_FILLED, MEDIUM_FILLED = (with_stages_that_fit(cfg, torch.bfloat16) for cfg in (SMALL, MEDIUM))
+"""The 64x128 and 128x128 tiles as fp8_output_config runs them (plain_tile: as many operand stages as fit)."""
 SPECS = {"1x128 128x256 in 128-column sub-tiles": matmul_spec(replace(LARGE_SUBTILED_16BIT, epilogue_n=128), "bf16",
                                                               "fp8e4nv", True, bias_dtype="fp32",
                                                               epilogue=f"{QUANTIZERS}:quantize_1x128"),
-         "1x128 64x128": matmul_spec(SMALL, "fp16", "fp8e4nv", True, bias_dtype="fp32",
+         "1x128 64x128": matmul_spec(SMALL_FILLED, "fp16", "fp8e4nv", True, bias_dtype="fp32",
                                      epilogue=f"{QUANTIZERS}:quantize_1x128"),
-         "per-tensor 128x128": matmul_spec(MEDIUM, "bf16", "fp8e4nv", True, bias_dtype="fp32",
+         "per-tensor 128x128": matmul_spec(MEDIUM_FILLED, "bf16", "fp8e4nv", True, bias_dtype="fp32",
                                            epilogue=f"{QUANTIZERS}:quantize_tensor"),
-         "per-tensor 64x128 fp16": matmul_spec(SMALL, "fp16", "fp8e4nv", True, bias_dtype="fp32",
+         "per-tensor 64x128 fp16": matmul_spec(SMALL_FILLED, "fp16", "fp8e4nv", True, bias_dtype="fp32",
                                                epilogue=f"{QUANTIZERS}:quantize_tensor")}
 PER_THREAD_PAIRS = 32
 """e4m3 pairs each thread converts per tile: 64x128 over 4 warps and 128x128 over 8 are both 64 elements a thread."""
@@ -69,7 +71,7 @@ def test_m16_quantizes_in_the_64_row_tile(monkeypatch):
     monkeypatch.setattr("tilepipe.host.choose.config_for", lambda M, N, K, dtype, *args: modelled_config(
         M, N, K, dtype, dtype, True, H100, False, "static"))
     assert modelled_config(16, 14336, 4096, torch.float16, torch.float16, True, H100, False, "static").swap_ab
-    assert fp8_output_config(16, 14336, 4096, torch.float16, 0) == SMALL
+    assert fp8_output_config(16, 14336, 4096, torch.float16, 0) == SMALL_FILLED
 
 
 def fake_cuda():

@@ -12,7 +12,7 @@ from tilepipe.host.checks import (CONTIGUOUS, Fp8Problem, GroupedProblem, Matmul
 from tilepipe.host.configs import (LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, MEDIUM, SCALE_BLOCK,
                                    SM100_BLOCKWISE_CONFIGS, SMALL, MatmulConfig, config_for, fp8_config_for,
                                    fp8_configs, fp8_schedule_for, schedule_for, sm100_blockwise_config, sm100_config,
-                                   sm100_fp8_config, swap_config)
+                                   sm100_fp8_config, swap_config, with_stages_that_fit)
 from tilepipe.host.device import device_target, sm_count
 from tilepipe.host.gpus import device_model
 from tilepipe.host.staging import reads_b_kmajor
@@ -121,11 +121,12 @@ def fp8_output_config(M: int, N: int, K: int, dtype: torch.dtype, device: int) -
 def plain_tile(M: int, N: int, K: int, dtype: torch.dtype, device: int, pingpong: bool) -> MatmulConfig:
     """The fused epilogues' tile (gated_config's, fp8_output_config's): matmul's static choice (B K-major) where it is
     one CTA's tile of 128 or 256 columns without swap-AB or pieces (nor ping-pong unless `pingpong`), else 64x128
-    (M <= 64) or 128x128."""
+    (M <= 64) or 128x128 with as many operand stages as fit, as matmul runs them (modelled_config): the four of
+    MEDIUM's table entry ran gated_linear 768x6144x4096 0.89x six (bench/results/archive/plain-tile-stages-h200.json)."""
     cfg = config_for(M, N, K, dtype, dtype, True, device, False, "static", False)
     if (cfg.swap_ab or cfg.pieced or cfg.cluster.num_ctas > 1 or cfg.pingpong and not pingpong
             or cfg.tile_n not in (128, 256)):
-        return SMALL if M <= 64 else MEDIUM
+        return with_stages_that_fit(SMALL if M <= 64 else MEDIUM, dtype)
     return cfg
 
 
