@@ -81,7 +81,7 @@ def test_activations_hold_their_instructions(reports):
 
 def test_the_bias_is_read_before_the_main_loop(reports):
     """A tile's bias is read ahead of its wgmmas by one coalesced 16-bit load a thread per 64-column sub-tile
-    (bias_ahead.tile_bias: 4 at 128x256, 2 a turn in ping-pong's 128x128), not a load per accumulator column in each
+    (read_ahead.tile_bias: 4 at 128x256, 2 a turn in ping-pong's 128x128), not a load per accumulator column in each
     sub-tile's epilogue (64); the first MMA role's all precede the first wgmma."""
     for v in FUSED:
         if "bias_dtype" in v.options and "quantize" not in v.options["epilogue"]:

@@ -922,7 +922,7 @@ MAX_STAGES = 8
 WS_SCRATCH_BYTES = 512  # shared memory warp_specialize adds to the plan (its captured arguments: 260 B for blockwise)
 VECTOR_SCRATCH_BYTES = 1024
 """What the sm_90a GEMMs add besides: the layout conversion of the vectors a tile reads ahead of its main loop (a bias or
-FP8 scales, up to 256 fp32 values: kernels/bias_ahead.py tile_bias, kernels/epilogues.py tile_scales)."""
+FP8 scales, up to 256 fp32 values: kernels/read_ahead.py tile_bias, tile_scales)."""
 # BK = 128: 128 bytes of fp8, one swizzle row and one blockwise scale block. Stages: as many as fit (configs()).
 SCALED_LARGE = MatmulConfig(128, 256, 128, stages=1)
 SCALED_MEDIUM = MatmulConfig(128, 128, 128, stages=1)

@@ -1,14 +1,13 @@
 """The GEMM epilogues the kernels share: the sm_90a store of a finished tile through its epilogue function
 (kernels/epilogue_functions.py; whole, in sub-tiles, or pieced: pipeline/pieces.py), handed the tile's bias where
-the kernel read it ahead of its main loop (kernels/bias_ahead.py); the FP8 scales an sm_90a tile reads ahead of its
-main loop, one coalesced load each (tile_scales, scaled); and the sm_100a GEMMs' epilogue role (TMEM sub-tiles to TMA
-stores; its own bias, read with part_bias, and C, not the epilogue functions)."""
+the kernel read it ahead of its main loop (kernels/read_ahead.py); and the sm_100a GEMMs' epilogue role (TMEM
+sub-tiles to TMA stores; its own bias, read with part_bias, and C, not the epilogue functions)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.bias_ahead import bias_part
 from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function, paired_columns, part_bias
+from tilepipe.kernels.read_ahead import bias_part
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
 from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count
@@ -43,33 +42,6 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
             out.tile().store(part.to(outputs.tiles.dtype))
             out.arrive()
     return outputs, sources
-
-
-@gluon.constexpr_function
-def compact_vector(num_warps, layout, dim):
-    """A value a thread of a vector along dimension `dim` of a tile in `layout` (its CTAs' parts as the tile's)."""
-    return gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=[[basis[dim]] for basis in layout.cga_layout])
-
-
-@gluon.jit
-def tile_scales(work, scale_a, scale_b, M, N, BM: gl.constexpr, BN: gl.constexpr, SA_STRIDE: gl.constexpr,
-                SB_STRIDE: gl.constexpr, layout: gl.constexpr):
-    """An FP8 tile's row scales (scale_a[row * SA_STRIDE]) and column scales, zero past M and N, each read by one
-    coalesced load (a value a thread: compact_vector of the accumulator's `layout`) so a tile may hold them through
-    its main loop; `work`: the tile (its origin). scaled() applies them."""
-    row, col = work.origin(BM, BN)
-    rows = row + gl.arange(0, BM, compact_vector(gl.num_warps(), layout, 0))
-    cols = col + gl.arange(0, BN, compact_vector(gl.num_warps(), layout, 1))
-    return (gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0),
-            gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0))
-
-
-@gluon.jit
-def scaled(acc, row_scales, col_scales):
-    """acc times tile_scales' row and column scales, brought into the accumulator's layout."""
-    layout: gl.constexpr = acc.type.layout
-    return (acc * gl.convert_layout(row_scales, gl.SliceLayout(1, layout))[:, None]
-            * gl.convert_layout(col_scales, gl.SliceLayout(0, layout))[None, :])
 
 
 @gluon.jit

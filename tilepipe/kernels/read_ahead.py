@@ -1,8 +1,9 @@
-"""A tile's bias read ahead of its main loop (issue 40): the sm_90a GEMMs read the bias of a tile's columns by one
-coalesced load a thread per sub-tile before its wgmmas (tile_bias), which hide the load, and hand each part of the
-tile its vector in EpilogueArgs.bias (bias_part), which the epilogue brings into the part's layout
-(epilogue_functions.part_bias), where a scalar load per accumulator column in each sub-tile's epilogue exposed its
-latency before every sub-tile could be stored. A pieced tile (pipeline/pieces.py) reads each piece's."""
+"""The vectors an sm_90a tile reads ahead of its main loop, whose wgmmas hide the loads, where a scalar load per
+accumulator column in each sub-tile's epilogue exposed their latency before every sub-tile could be stored:
+- its bias (issue 40): one coalesced load a thread per sub-tile (tile_bias; a pieced tile, pipeline/pieces.py, each
+  piece's), each part of the tile handed its vector in EpilogueArgs.bias (bias_part), which the epilogue brings into
+  the part's layout (epilogue_functions.part_bias);
+- an FP8 tile's row and column scales: one coalesced load each (tile_scales), applied by scaled()."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -65,3 +66,30 @@ def bias_part(bias, j: gl.constexpr):
     if bias is not None:
         bias = column_part(bias, j, bias.shape[1]).reshape([bias.shape[0]])
     return bias
+
+
+@gluon.constexpr_function
+def compact_vector(num_warps, layout, dim):
+    """A value a thread of a vector along dimension `dim` of a tile in `layout` (its CTAs' parts as the tile's)."""
+    return gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=[[basis[dim]] for basis in layout.cga_layout])
+
+
+@gluon.jit
+def tile_scales(work, scale_a, scale_b, M, N, BM: gl.constexpr, BN: gl.constexpr, SA_STRIDE: gl.constexpr,
+                SB_STRIDE: gl.constexpr, layout: gl.constexpr):
+    """An FP8 tile's row scales (scale_a[row * SA_STRIDE]) and column scales, zero past M and N, each read by one
+    coalesced load (a value a thread: compact_vector of the accumulator's `layout`) so a tile may hold them through
+    its main loop; `work`: the tile (its origin). scaled() applies them."""
+    row, col = work.origin(BM, BN)
+    rows = row + gl.arange(0, BM, compact_vector(gl.num_warps(), layout, 0))
+    cols = col + gl.arange(0, BN, compact_vector(gl.num_warps(), layout, 1))
+    return (gl.load(scale_a + rows * SA_STRIDE, mask=rows < M, other=0.0),
+            gl.load(scale_b + cols * SB_STRIDE, mask=cols < N, other=0.0))
+
+
+@gluon.jit
+def scaled(acc, row_scales, col_scales):
+    """acc times tile_scales' row and column scales, brought into the accumulator's layout."""
+    layout: gl.constexpr = acc.type.layout
+    return (acc * gl.convert_layout(row_scales, gl.SliceLayout(1, layout))[:, None]
+            * gl.convert_layout(col_scales, gl.SliceLayout(0, layout))[None, :])
