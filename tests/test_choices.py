@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from tilepipe.host import configs
-from tilepipe.host.configs import (BLOCKWISE, LARGE_16BIT, STREAMK_MIN_GAIN, Candidate, MatmulConfig, Round, fastest,
-                                   fp8_configs, fp8_schedule_for, fp8_schedule_round, modelled_rounds, schedule_for,
-                                   schedule_round)
+from tilepipe.host.configs import (BLOCKWISE, LARGE_16BIT, NARROW_PIECED_16BIT, STREAMK_MIN_GAIN, Candidate,
+                                   MatmulConfig, Round, fastest, fp8_configs, fp8_schedule_for, fp8_schedule_round,
+                                   modelled_rounds, schedule_for, schedule_round)
 from tilepipe.host.gpus import H100, gpu_models
 from tilepipe.tools.choices import SNAPSHOTS, explain, grid, main, moves
 
@@ -86,6 +86,15 @@ def test_a_scheduler_the_caller_names_is_what_the_tile_round_weighs(scheduler):
     assert [c.schedule for c in rounds[1].candidates] == [scheduler]
     assert {c.schedule for c in rounds[2].candidates} == {"static", scheduler}
     assert (rounds[-1].winner.config.block_m, rounds[-1].winner.config.block_n) == (128, 160)
+
+
+def test_the_dram_floor_tie_holds_under_a_caller_named_dynamic_scheduler():
+    """pieced_candidates' DRAM-floor tie also against a dynamic incumbent: 192x4096x4096 K-major on the H200 keeps
+    the 64x96 tile under scheduler="dynamic" (without the tie it ran the 64x128 incumbent, 0.901x:
+    archive/scheduler-moves-h200.json)."""
+    winner = modelled_rounds(192, 4096, 4096, torch.bfloat16, torch.bfloat16, True, gpu_models()["h200"],
+                             scheduler="dynamic")[-1].winner
+    assert (winner.config, winner.why) == (NARROW_PIECED_16BIT, "tie at the DRAM floor")
 
 
 def test_the_fp8_schedule_round_names_its_candidates():

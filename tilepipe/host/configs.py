@@ -457,12 +457,14 @@ def static_form(cfg: MatmulConfig, M: int, N: int, K: int, out_dtype: torch.dtyp
 def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidate, b_kmajor: bool, has_c: bool
                       ) -> tuple[Candidate, ...]:
     """The tile round's challengers, static (PIECED_16BIT; ties in list order: 128x192 up to gpu.subtiled_first_max_m,
-    then 192x128). Against static waves each is handicapped PIECED_MIN_GAIN; against 128x128 and 64x128 they ran
-    1.13-1.73x faster on all 23 grid shapes they moved (perf-log row 70). Against stream-K only by
-    PIECED_OVER_STREAMK_GAIN, with 128x256's own static waves with D in sub-tiles beside them. With B K-major, a tile
-    that wins a tie with the static (or caller-named dynamic) incumbent at the DRAM floor (dram_tie_pays; NARROW_PIECED_16BIT too) comes first,
-    unhandicapped, the one on the most programs first: on the 366 cases of a 3840-case grid (M 65-512) where this moves
-    matmul's choice 1.038x faster (geomean; 0.943-1.23): narrow-pieced-moves-h100.json, perf-log row 103."""
+    then 192x128). Against static waves (or the dynamic scheduler's, where the caller names it) each is handicapped
+    PIECED_MIN_GAIN; against 128x128 and 64x128 they ran 1.13-1.73x faster on all 23 grid shapes they moved (perf-log
+    row 70). Against stream-K only by PIECED_OVER_STREAMK_GAIN, with 128x256's own static waves with D in sub-tiles
+    beside them. With B K-major, a tile that wins a tie with the static or dynamic incumbent at the DRAM floor
+    (dram_tie_pays, which weighs both static; NARROW_PIECED_16BIT too) comes first, unhandicapped, the one on the most
+    programs first: on the 366 cases of a 3840-case grid (M 65-512) where this moves matmul's choice 1.038x faster
+    (geomean; 0.943-1.23): narrow-pieced-moves-h100.json, perf-log row 103; under a caller-named dynamic scheduler
+    it keeps 192x4096x4096 K-major on 64x96 (64x128 ran 0.901x: scheduler-moves-h200.json, perf-log row 126)."""
     cfg, schedule = incumbent.config, incumbent.schedule
     order = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                                 *PIECED_16BIT[2:])
