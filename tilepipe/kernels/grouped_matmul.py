@@ -25,10 +25,10 @@ launcher (host/launch.py), while this way no tile pays anything unless its group
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.read_ahead import bias_part, reads_bias, tile_bias
 from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilogue_function
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
 from tilepipe.kernels.matmul import matmul_plan
+from tilepipe.kernels.read_ahead import bias_part, reads_bias, tile_bias
 from tilepipe.kernels.spec import KernelSpec, tile_desc
 from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.epilogue import LoadOrderBarrier

@@ -20,9 +20,9 @@ M) the kernel computes D^T, as matmul.py does.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.read_ahead import scaled, tile_scales
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         store_regs, store_role, wgmma_unit)
+from tilepipe.kernels.read_ahead import scaled, tile_scales
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline

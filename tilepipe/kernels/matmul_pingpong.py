@@ -16,9 +16,9 @@ writes BN / 2 of D's columns a tile); C, clusters, swap-AB, pieced tiles and the
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from tilepipe.kernels.read_ahead import reads_bias, tile_bias
 from tilepipe.kernels.epilogues import columns_in, store_tile
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, store_role, wgmma_steps
+from tilepipe.kernels.read_ahead import reads_bias, tile_bias
 from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.epilogue import EpiLoadPipeline, LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
