@@ -44,8 +44,8 @@ def tile_bias(bias_ptr, N, first_col, ROWS: gl.constexpr, COLS: gl.constexpr, PA
     """The bias of D's ROWS x COLS tile from first_col, zero past N, in the bias's dtype, in PART_N-column parts (an
     output stage's accumulator columns), so a tile may hold it through its main loop; store_tile hands part j's to the
     epilogue (bias_part). A pieced tile's (pipeline/pieces.py): a tuple, a piece's each (192 rows' two row pieces
-    each read the same columns). `layout`: the accumulator's (None: a pieced tile's, one CTA's; a swap-AB one, D's
-    columns its rows, has no cluster)."""
+    read the same columns: one load once compiled). `layout`: the accumulator's (None: a pieced tile's, one CTA's; a
+    swap-AB one, D's columns its rows, has no cluster)."""
     biases = ()
     for p in gl.static_range(piece_count(ROWS, COLS)):
         biases = biases + (columns_bias(bias_ptr, N, first_col + piece_col(ROWS, COLS, p), piece_cols(ROWS, COLS, p),
