@@ -16,7 +16,7 @@ from tilepipe.api.linear import GATE_COLUMNS, pack_gate_up, unpack_gate_up
 from tilepipe.host.checks import check_subtiles, check_swap_ab
 from tilepipe.host.choose import activation_config, gated_config
 from tilepipe.host.configs import (LARGE_16BIT, LARGE_SUBTILED_16BIT, MEDIUM, PIECED_WHOLE_16BIT, modelled_config,
-                                   swap_config, variant_config)
+                                   swap_config, variant_config, with_stages_that_fit)
 from tilepipe.kernels.catalogue import EPILOGUES, MATMUL_GATED, shipped_variants
 from tilepipe.kernels.epilogue_functions import columns_in, epilogue_function, gelu, swiglu
 from tilepipe.kernels.matmul import matmul_spec
@@ -35,6 +35,8 @@ EXTRA = {  # an activation in the other tiles linear may run it in, over C, and 
     "bias by name": matmul_spec(MEDIUM, "bf16", "bf16", True, bias_dtype="bf16", epilogue=f"{EPILOGUES}:bias"),
     "bias by default": matmul_spec(MEDIUM, "bf16", "bf16", True, bias_dtype="bf16"),
     "plain subtiled": matmul_spec(LARGE_SUBTILED_16BIT, "bf16", "bf16", True),
+    "swiglu 128x128 fallback": matmul_spec(replace(with_stages_that_fit(MEDIUM, torch.bfloat16), epilogue_n=64),
+                                           "bf16", "bf16", True, epilogue=f"{EPILOGUES}:swiglu"),  # plain_tile's
 }
 
 
