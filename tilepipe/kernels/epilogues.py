@@ -10,7 +10,7 @@ from tilepipe.kernels.epilogue_functions import EpilogueArgs, columns_in, epilog
 from tilepipe.kernels.read_ahead import bias_part
 from tilepipe.pipeline.epilogue import EpiLoadPipeline
 from tilepipe.pipeline.output import OutputTilePipeline, SubtileStores, column_part
-from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count
+from tilepipe.pipeline.pieces import piece_col, piece_count, piece_row
 
 
 @gluon.jit
@@ -65,12 +65,6 @@ def store_pieced(outputs: OutputTilePipeline, sources: EpiLoadPipeline, acc, alp
                                    first_col, sources, HAS_C, EPILOGUE, bias)
             out.arrive()
     return outputs, sources
-
-
-@gluon.constexpr_function
-def piece_row(rows, cols, p):
-    """The first row of piece p of a rows x cols tile (PiecedTile's order)."""
-    return TilePieces(rows, cols).shapes[p][0][0]
 
 
 @gluon.jit

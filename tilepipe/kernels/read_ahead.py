@@ -10,7 +10,7 @@ from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.epilogue_functions import epilogue_function
 from tilepipe.pipeline.output import column_part
-from tilepipe.pipeline.pieces import TilePieces, piece_col, piece_count, pieced
+from tilepipe.pipeline.pieces import piece_col, piece_cols, piece_count, pieced
 
 
 @gluon.constexpr_function
@@ -29,13 +29,6 @@ def part_vectors(num_warps, layout, parts):
     if parts > 1 and any(basis[1] for basis in bases):
         raise ValueError("a tile split between a cluster's CTAs along its columns is read ahead as one part")
     return gl.BlockedLayout([1, parts], [32, 1], [num_warps, 1], [1, 0], cga_layout=[[basis[1], 0] for basis in bases])
-
-
-@gluon.constexpr_function
-def piece_cols(rows, cols, p, most=None):
-    """The columns of piece p of a rows x cols tile (PiecedTile's order; a tile of one piece if not pieced), at most
-    `most`."""
-    return min(TilePieces(rows, cols).shapes[p][1][1], most or cols)
 
 
 @gluon.jit

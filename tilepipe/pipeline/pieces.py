@@ -206,9 +206,22 @@ def piece_count(rows, cols):
 
 
 @gluon.constexpr_function
+def piece_row(rows, cols, p):
+    """The first row of piece p of a rows x cols tile (PiecedTile's order)."""
+    return TilePieces(rows, cols).shapes[p][0][0]
+
+
+@gluon.constexpr_function
 def piece_col(rows, cols, p):
     """The first column of piece p of a rows x cols tile (PiecedTile's order)."""
     return TilePieces(rows, cols).shapes[p][0][1]
+
+
+@gluon.constexpr_function
+def piece_cols(rows, cols, p, most=None):
+    """The columns of piece p of a rows x cols tile (PiecedTile's order; a tile of one piece if not pieced), at most
+    `most`."""
+    return min(TilePieces(rows, cols).shapes[p][1][1], most or cols)
 
 
 @builtin
