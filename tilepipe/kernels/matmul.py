@@ -139,7 +139,7 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                      "streamk")), "a pieced tile or D in sub-tiles runs without a cluster; swap-AB takes D in "
                      "sub-tiles, not a pieced tile, and not under stream-K (its partial sums fill whole stages)")
     gl.static_assert((RATIO == 1 or EPILOGUE_N is not None) and (EPILOGUE_N is None or TILE is not None and not pieced(
-        BM, 64)), "a gated epilogue writes D in sub-tiles (EPILOGUE_N), which take TILE, tiles pieced by columns")
+        BM, 64)), "D in sub-tiles (EPILOGUE_N; a gated epilogue's must) takes TILE, not a tile pieced by its rows")
     gl.static_assert(TILE is None or EPILOGUE_N is not None or not (OWN_SOURCE or SCHEDULE == "streamk"),
                      "a pieced tile runs without an fp32 C or stream-K")
     STREAMK: gl.constexpr = SCHEDULE == "streamk"
