@@ -637,16 +637,11 @@ class _Explorer:
                         if intent != total // divisor:
                             self._over_arrival(state, r, self.programs[r][(state >> shift) & mask], barrier, intent,
                                                total // divisor, total % divisor)
+                            nxt = None
                             break
                         nxt += one
-                    else:
-                        if nxt not in parent:
-                            parent[nxt] = state
-                            push(nxt)
-                            if len(parent) > MAX_STATES:
-                                raise RuntimeError(f"more than {MAX_STATES} states in case {self.case}: use smaller "
-                                                   "trip counts")
-                    continue
+                    if nxt is None:
+                        continue
                 if nxt not in parent:
                     parent[nxt] = state
                     push(nxt)
