@@ -662,17 +662,21 @@ class _Explorer:
             state = prev
         return tuple(reversed(steps))
 
+    def _reported(self, kind: str, r: int, pipeline: str) -> bool:
+        """Whether role r already has a `kind` finding on `pipeline`: a finding is reported at its first (shortest)
+        interleaving, and a search may meet a seeded bug in millions of states, so callers ask before naming it."""
+        return (kind, self.roles[r], pipeline) in self.findings
+
     def _report(self, kind: str, r: int, pipeline: str, message: str, state: int, stage: int | None = None,
                 phase: int | None = None, where: str = "", last: str | None = None) -> None:
-        key = (kind, self.roles[r], pipeline)
-        if key not in self.findings:
-            self.findings[key] = Finding(kind, self.roles[r], pipeline, message, stage, phase, where, self.case,
-                                         self._trace(state, last))
+        if not self._reported(kind, r, pipeline):
+            self.findings[kind, self.roles[r], pipeline] = Finding(kind, self.roles[r], pipeline, message, stage,
+                                                                   phase, where, self.case, self._trace(state, last))
 
     def _aliasing(self, state: int, r: int, step: _WaitStep, done: int) -> None:
         pipe, _, s = self.barriers.describe(step.barrier)
-        if ("phase-aliasing", self.roles[r], pipe) in self.findings:
-            return  # reported at its first interleaving (a search reaches a seeded bug in up to millions of states)
+        if self._reported("phase-aliasing", r, pipe):
+            return
         seen = ("a phase before the one it waits for (the stage is not ready)" if done < step.target else
                 f"{done - step.target} phase(s) beyond it (lapped)")
         message = (f"parity-{step.parity} wait on {self.barriers.name(step.barrier)} passes at {done} completed phase(s) but means "
@@ -683,8 +687,8 @@ class _Explorer:
     def _over_arrival(self, state: int, r: int, step: _ArriveStep, barrier: int, intent: int | None, done: int,
                       arrived: int) -> None:
         pipe, _, s = self.barriers.describe(barrier)
-        if ("over-arrival", self.roles[r], pipe) in self.findings:
-            return  # as _aliasing
+        if self._reported("over-arrival", r, pipe):
+            return
         if intent is None:
             message = (f"arrives on {self.barriers.name(barrier)} for a stage it does not hold (a second signal, or "
                        "one without acquiring the stage)")
