@@ -10,7 +10,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tilepipe
 from tests.test_checker import with_pipeline
-from tilepipe.api.grouped_fp8 import shifted_scale_rows
 from tilepipe.host.choose import grouped_fp8_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT, LARGE_SUBTILED_FP32, fp8_configs
 from tilepipe.kernels.grouped_fp8 import grouped_fp8_spec
@@ -192,19 +191,6 @@ def test_seeded_wrong_arrive_count_deadlocks_the_load_role(protocols, index):
     result = check(replace(with_pipeline(protocols[index], "input", consumer_arrivals=2), trace=None))
     assert not result.ok
     assert any(f.kind == "deadlock" and (f.role, f.pipeline) == ("load", "input") for f in result.findings)
-
-
-@pytest.mark.parametrize("M, k_blocks", [(1, 1), (5, 3), (130, 56)])
-@pytest.mark.parametrize("m_major", [True, False])
-def test_shifted_scale_rows_hold_every_row_from_16_bytes(M, k_blocks, m_major):
-    """The blockwise kernel reads the scales of the A rows from `row` (any row: a group's first) in copy row % 4 at
-    row - row % 4, a multiple of 4 fp32 words: there the copy holds scale_a's rows from `row`, zeros past M."""
-    scale_a = (torch.rand(k_blocks, M) + 0.5).t() if m_major else torch.rand(M, k_blocks) + 0.5
-    shifted = shifted_scale_rows(scale_a)
-    assert shifted.is_contiguous() and tuple(shifted.shape) == (4 * k_blocks, -(-M // 4) * 4)
-    for row in range(M):
-        copy = shifted[row % 4 * k_blocks:(row % 4 + 1) * k_blocks, row - row % 4:]
-        assert torch.equal(copy[:, :M - row], scale_a[row:].t()) and not copy[:, M - row:].any(), row
 
 
 def tma_loads(ptx: str, descriptor: int) -> list[tuple[str, ...]]:

@@ -11,6 +11,7 @@ layouts read in place and ones the op copies first.
 K = 7168), which faulted on the H200 before the scale rows' fix (its fault was the dense call's or the grouped one's);
 `... uniform dense`: the dense matmul_fp8 call the bench made next, before any sync.
 `... badargs`: invalid CUDA arguments each raise an error naming the argument, the NaN-poisoned out untouched.
+`... shifted`: the blockwise kernel's shifted copies of scale_a (host/staging.py shifted_scale_rows) hold each row.
 """
 
 import json
@@ -19,6 +20,7 @@ import sys
 import torch
 
 import tilepipe
+from tilepipe.host.staging import shifted_scale_rows
 from tests.gpu.fp8_cases import expand_blocks, random_scales
 from tests.gpu.grouped_cases import check, offsets
 from tests.gpu.guarded import unexpected_errors, warmed_graph
@@ -120,6 +122,29 @@ def run_uniform(kernel: str) -> dict:
     return {"case": f"fp8 blockwise uniform {kernel}", "ok": not failures, "failures": failures[:10]}
 
 
+def run_shifted() -> dict:
+    """The blockwise kernel reads the scales of the A rows from `row` (any row: a group's first) in copy row % 4 at
+    row - row % 4, a multiple of 4 fp32 words: there host/staging.py's copies must hold scale_a's rows from `row`,
+    zeros past M, for scale_a in any layout (M-major, row-major, every other K block of a wider one)."""
+    torch.manual_seed(6)
+    failures = []
+    for M, k_blocks in [(1, 1), (5, 3), (130, 56), (4099, 40), (32768, 56)]:
+        for layout in ("m-major", "row-major", "strided"):
+            wide = torch.rand(M, 2 * k_blocks, device="cuda") + 0.5
+            scale_a = {"m-major": (torch.rand(k_blocks, M, device="cuda") + 0.5).t(),
+                       "row-major": wide[:, :k_blocks].contiguous(), "strided": wide[:, ::2]}[layout]
+            shifted = shifted_scale_rows(scale_a, scale_a.device.index)
+            width = -(-M // 4) * 4
+            if not shifted.is_contiguous() or tuple(shifted.shape) != (4 * k_blocks, width):
+                failures.append({"M": M, "layout": layout, "shape": list(shifted.shape)})
+                continue
+            for j in range(4):
+                copy = shifted[j * k_blocks:(j + 1) * k_blocks]
+                if not torch.equal(copy[:, :max(M - j, 0)], scale_a[j:].t()) or copy[:, max(M - j, 0):].any():
+                    failures.append({"M": M, "layout": layout, "copy": j})
+    return {"case": "grouped fp8 shifted scale rows", "ok": not failures, "failures": failures}
+
+
 def dequantized_b(b: torch.Tensor, sb: torch.Tensor, scaling: str) -> torch.Tensor:
     """b (G, K, N) dequantized with scale_b in float64."""
     G, K, N = b.shape
@@ -180,6 +205,6 @@ def run_badargs() -> dict:
 if __name__ == "__main__":
     case, *rest = sys.argv[1:]
     result = {"ragged": run_ragged, "cudagraph": run_cudagraph, "compile": run_compile, "uniform": run_uniform,
-              "badargs": run_badargs}[case](*rest)
+              "badargs": run_badargs, "shifted": run_shifted}[case](*rest)
     print(json.dumps(result))
     sys.exit(0 if result["ok"] else 1)

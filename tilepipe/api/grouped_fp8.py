@@ -8,7 +8,8 @@ with FP8 operands and matmul_fp8's finer scalings, per group's expert (kernels/g
 
 The scale_b kind follows from its rank (2-D per-row, 3-D blockwise). Blockwise, scale_b is read in place as a
 transposed (G, N/128, K/128) tensor (DeepSeek-V3's weight scales, per expert), like b, other layouts copied first;
-scale_a, of any layout, is copied into four shifted copies (shifted_scale_rows: a group may start on any row).
+scale_a, of any layout, is copied into four shifted copies (host/staging.py shifted_scale_rows: a group may start on
+any row).
 """
 
 import torch
@@ -20,11 +21,8 @@ from tilepipe.host.configs import SCALE_BLOCK, MatmulConfig
 from tilepipe.host.device import device_index
 from tilepipe.host.launch import launch_grouped
 from tilepipe.host.plans import plan_grouped_fp8
-from tilepipe.host.staging import tma_ready
-from tilepipe.kernels.blockwise_scales import SCALE_ALIGN as BLOCKWISE_SCALE_ALIGN
+from tilepipe.host.staging import shifted_scale_rows, tma_ready
 from tilepipe.kernels.spec import KernelSpec
-
-SCALE_ALIGN = BLOCKWISE_SCALE_ALIGN.value  # fp32 scales in 16 bytes: where TMA may start a row's read
 
 
 def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -58,24 +56,12 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     device = device_index(a)
     choice = choose_grouped_fp8(blockwise, out_dtype, device)
     if blockwise:  # the kernel reads scale_a^T in shifted copies and the experts' scale_b^T stacked, by TMA
-        scales = (shifted_scale_rows(scale_a), tma_ready(scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)))
+        b_scales = scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)
+        scales = (shifted_scale_rows(scale_a, device), tma_ready(b_scales))
     else:
         scales = (scale_a.reshape(M).contiguous(), scale_b.contiguous())
     launch_grouped(plan_grouped_fp8(a, b, scales, out, offs, G, N, K, blockwise, device, choice.cfg, choice.schedule))
     return out
-
-
-def shifted_scale_rows(scale_a: torch.Tensor) -> torch.Tensor:
-    """scale_a (M, K/128) as grouped_blockwise_kernel reads it by TMA: SCALE_ALIGN copies of scale_a^T stacked, a
-    new (SCALE_ALIGN * K/128, M rounded up to SCALE_ALIGN) fp32 tensor whose copy j is shifted up by j rows (its column
-    m holds row m + j; zeros past M). A group's tiles start at any row, and TMA reads a row of scale_a^T only from a
-    16-byte start: the kernel reads the rows from `row` at row rounded down to a multiple of SCALE_ALIGN in copy
-    row % SCALE_ALIGN (kernels/blockwise_scales.py shifted_a_scales_at). Two kernels, 4x scale_a's bytes."""
-    M, k_blocks = scale_a.shape
-    width = -(-M // SCALE_ALIGN) * SCALE_ALIGN
-    padded = torch.nn.functional.pad(scale_a.t(), (0, width + SCALE_ALIGN - 1 - M)).contiguous()
-    copies = padded.as_strided((SCALE_ALIGN, k_blocks, width), (1, padded.stride(0), 1))
-    return copies.contiguous().view(SCALE_ALIGN * k_blocks, width)
 
 
 def fp8_variant_spec(options: dict) -> tuple[MatmulConfig, KernelSpec]:

@@ -1,5 +1,6 @@
-"""Operands as TMA can read them: aligned copies of tensors a descriptor cannot address, and rows restaged onto
-32-byte sectors where the cost model (host/configs.py) says the GEMM repays the copy."""
+"""Operands as TMA can read them: aligned copies of tensors a descriptor cannot address, rows restaged onto 32-byte
+sectors where the cost model (host/configs.py) says the GEMM repays the copy, and the grouped blockwise GEMM's shifted
+copies of its A scales (kernels/restage.py has the copies' kernels)."""
 
 from typing import NamedTuple
 
@@ -133,3 +134,33 @@ def restaged(t: torch.Tensor, device: int) -> torch.Tensor:
 
 _RESTAGERS = LauncherCache()
 """The restaging copy's launchers by dtype and device (sizes and strides are not specialized)."""
+
+
+def shifted_scale_rows(scale_a: torch.Tensor, device: int) -> torch.Tensor:
+    """scale_a (M, K/128, any strides) as grouped_blockwise_kernel reads it by TMA: SCALE_ALIGN copies of scale_a^T
+    stacked, a new (SCALE_ALIGN * K/128, M rounded up to SCALE_ALIGN) fp32 tensor whose copy j is shifted up by j rows
+    (its column m holds row m + j; zeros past M). A group's tiles start at any row, and TMA reads a row of scale_a^T
+    only from a 16-byte start: the kernel reads the rows from `row` at row rounded down to a multiple of SCALE_ALIGN
+    in copy row % SCALE_ALIGN (kernels/blockwise_scales.py shifted_a_scales_at). One kernel (shift_scale_rows_kernel),
+    4x scale_a's bytes written."""
+    from tilepipe.kernels.blockwise_scales import SCALE_ALIGN
+    from tilepipe.kernels.restage import SHIFT_BLOCK_K, SHIFT_BLOCK_M, shift_scale_rows_kernel
+
+    copies = SCALE_ALIGN.value
+    M, k_blocks = scale_a.shape
+    width = -(-M // copies) * copies
+    shifted = torch.empty((copies * k_blocks, width), dtype=torch.float32, device=scale_a.device)
+    grid = (-(-(width + copies - 1) // SHIFT_BLOCK_M), -(-k_blocks // SHIFT_BLOCK_K), 1)
+    m_major = scale_a.stride(0) == 1
+    args = (scale_a.data_ptr(), shifted.data_ptr(), M, k_blocks, scale_a.stride(0), scale_a.stride(1), width, copies,
+            SHIFT_BLOCK_M, SHIFT_BLOCK_K, m_major)
+    key = (m_major, device)
+    if _SHIFTERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
+        _SHIFTERS.remember(key, shift_scale_rows_kernel[grid](scale_a, shifted, *args[2:], num_warps=4,
+                                                              **BUILD_OPTIONS))
+    return shifted
+
+
+_SHIFTERS = LauncherCache()
+"""The shifted scale copies' launchers by scale_a's layout (M-major or not) and device (sizes and strides are not
+specialized)."""

@@ -192,7 +192,7 @@ def shipped_variants() -> list[Variant]:
                  for kernel, forms in (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD),
                                        ("grouped_mm_fp8", GROUPED_FP8)) for name, options in forms.items()]
     variants += [Variant(kernel, f"tp {kernel}", {}) for kernel in TENSOR_PARALLEL]
-    variants += [Variant("restage_rows_kernel", "restage", {})]
+    variants += [Variant("restage_rows_kernel", "restage", {}), Variant("shift_scale_rows_kernel", "shift scales", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",
                          dict(stages=stages, consumers=consumers))
                  for stages in STRESS_STAGES for consumers in (1, 2)]

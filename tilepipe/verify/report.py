@@ -98,7 +98,7 @@ def catalogue_rows() -> list[Row]:
     from tilepipe.examples import pipeline_demo
     from tilepipe.kernels.matmul_fp8 import scaled_spec
     from tilepipe.kernels.matmul_fp8_blockwise import blockwise_spec
-    from tilepipe.kernels.restage import restage_spec
+    from tilepipe.kernels.restage import restage_spec, shift_scale_rows_spec
     from tilepipe.kernels.sm100_block_scaled import FORMATS, block_scaled_spec
     from tilepipe.kernels.sm100_matmul import sm100_matmul_spec
 
@@ -162,6 +162,8 @@ def catalogue_rows() -> list[Row]:
             rows.append(Row(v.name, describe(cfg), spec))
         elif v.kernel == "restage_rows_kernel":
             rows.append(Row(v.name, "", restage_spec()))
+        elif v.kernel == "shift_scale_rows_kernel":
+            rows.append(Row(v.name, "", shift_scale_rows_spec()))
         elif v.kernel in TENSOR_PARALLEL:
             cfg, spec = catalogue_spec(v.kernel)
             rows.append(Row(v.name, describe(cfg), spec))

@@ -332,6 +332,17 @@ def run_restage() -> bool:
     return bool(torch.equal(restaged(t, t.device.index or 0).cpu(), t.cpu()))
 
 
+def run_shift() -> bool:
+    """The grouped blockwise GEMM's shifted scale copies of an M-major scale_a whose M is not a multiple of 4."""
+    import torch
+
+    from tilepipe.host.staging import shifted_scale_rows
+
+    scale_a = torch.rand(7, 130, device="cuda").t()
+    shifted = shifted_scale_rows(scale_a, scale_a.device.index or 0).view(4, 7, 132)
+    return all(bool(torch.equal(shifted[j, :, :130 - j], scale_a[j:].t())) for j in range(4))
+
+
 def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     """How the driver runs a catalogue variant (ValueError for a variant it does not know: add it here)."""
     from tilepipe.examples import pipeline_demo
@@ -379,6 +390,8 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
         return lambda: run_grouped_fp8(options)
     if variant.kernel == "restage_rows_kernel":
         return run_restage
+    if variant.kernel == "shift_scale_rows_kernel":
+        return run_shift
     if variant.kernel in TENSOR_PARALLEL:  # needs a process group on 2 GPUs
         return lambda: _skipped(variant, "runs under torchrun on 2 GPUs: tests/gpu/tp_cases.py (scripts/gpu_tp.sh)")
     if variant.kernel == "pipeline_demo stress":
