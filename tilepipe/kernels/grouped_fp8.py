@@ -78,7 +78,7 @@ def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, of
     inputs, outputs, _, _ = allocate_roles(PLAN)
     sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M)
     warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, d_ptr, True, False, None,
-                                         blockwise_unit, None)),
+                                         blockwise_unit, None, True)),  # N a multiple of BN: columns inside
                      (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles,
                                             shifted_a_scales_at), WORKER_WARPS, WORKER_REGS),
                      (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS)])

@@ -41,23 +41,28 @@ from tilepipe.schedulers.grouped import grouped_scheduler_class
 @gluon.jit
 def masked_store(d_ptr, ld_d, part, row, col, end, N):
     """Store `part` (a sub-tile in registers) at (row, col) of D (row stride ld_d), its rows from `end` and columns
-    from N left untouched."""
+    from N left untouched; N None: every column of `part` is inside D, so only rows are masked (a column mask costs
+    the whole kernel: its per-element predicates make ptxas move the main loop's counter to uniform registers, 6
+    more instructions per two K tiles and 2.5% of a blockwise GEMM's time, perf-log row 133)."""
     layout: gl.constexpr = part.type.layout
     rows = row + gl.arange(0, part.shape[0], gl.SliceLayout(1, layout))
     cols = col + gl.arange(0, part.shape[1], gl.SliceLayout(0, layout))
     offsets = rows.to(gl.int64)[:, None] * ld_d + cols[None, :]
-    gl.store(d_ptr + offsets, part, mask=(rows < end)[:, None] & (cols < N)[None, :])
+    mask = (rows < end)[:, None]
+    if N is not None:
+        mask = mask & (cols < N)[None, :]
+    gl.store(d_ptr + offsets, part, mask=mask)
 
 
 @gluon.jit
 def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched, k_tiles, d_ptr, ld_d, bias_ptr,
                      B_KMAJOR: gl.constexpr, HAS_BIAS: gl.constexpr, EPILOGUE: gl.constexpr,
-                     MAIN_LOOP: gl.constexpr, row_scale):
+                     MAIN_LOOP: gl.constexpr, row_scale, COLUMNS_INSIDE: gl.constexpr = False):
     """The MAIN_LOOP per tile (wgmma_unit, or blockwise_unit: FP8 blockwise scales), then D's tile a sub-tile (an
     output stage) at a time, each through the EPILOGUE function (COLUMNS_IN accumulator columns per column of D; its
     bias row the group's, bias_ptr + group * N, a tile's read before its main loop; `row_scale`: row_scaled's, else
     None) unless the kernel has none; a tile that spills past its group's rows is stored from registers under a row
-    mask instead, its stages handed on unwritten."""
+    mask instead (and a column mask, unless COLUMNS_INSIDE: N a multiple of BN), its stages handed on unwritten."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
@@ -84,7 +89,8 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
                     part = epilogue(part, None, args, row, col + j * SUB_N * RATIO)
                 part = part.to(outputs.tiles.dtype)
                 if spills:
-                    masked_store(d_ptr, ld_d, part, row, col // RATIO + j * SUB_N, work.end, sched.N // RATIO)
+                    masked_store(d_ptr, ld_d, part, row, col // RATIO + j * SUB_N, work.end,
+                                 None if COLUMNS_INSIDE else sched.N // RATIO)
                 else:
                     out.tile().store(part)
                 out.arrive()
