@@ -125,15 +125,9 @@ def restaged(t: torch.Tensor, device: int) -> torch.Tensor:
     rows, cols = t.shape
     staged = aligned_empty(t.shape, t.dtype, t.device)
     grid = (-(-rows // BLOCK_R), -(-cols // BLOCK_C), 1)
-    args = (t.data_ptr(), staged.data_ptr(), rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C)
-    key = (t.dtype, device)
-    if _RESTAGERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
-        _RESTAGERS.remember(key, restage_rows_kernel[grid](t, staged, *args[2:], num_warps=4, **BUILD_OPTIONS))
+    launch_copy(restage_rows_kernel, (t.dtype, device), grid, device, (t, staged),
+                (rows, cols, t.stride(0), staged.stride(0), BLOCK_R, BLOCK_C))
     return staged
-
-
-_RESTAGERS = LauncherCache()
-"""The restaging copy's launchers by dtype and device (sizes and strides are not specialized)."""
 
 
 def shifted_scale_rows(scale_a: torch.Tensor, device: int) -> torch.Tensor:
@@ -152,15 +146,21 @@ def shifted_scale_rows(scale_a: torch.Tensor, device: int) -> torch.Tensor:
     shifted = torch.empty((copies * k_blocks, width), dtype=torch.float32, device=scale_a.device)
     grid = (-(-(width + copies - 1) // SHIFT_BLOCK_M), -(-k_blocks // SHIFT_BLOCK_K), 1)
     m_major = scale_a.stride(0) == 1
-    args = (scale_a.data_ptr(), shifted.data_ptr(), M, k_blocks, scale_a.stride(0), scale_a.stride(1), width, copies,
-            SHIFT_BLOCK_M, SHIFT_BLOCK_K, m_major)
-    key = (m_major, device)
-    if _SHIFTERS.launch(key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
-        _SHIFTERS.remember(key, shift_scale_rows_kernel[grid](scale_a, shifted, *args[2:], num_warps=4,
-                                                              **BUILD_OPTIONS))
+    scalars = (M, k_blocks, scale_a.stride(0), scale_a.stride(1), width, copies, SHIFT_BLOCK_M, SHIFT_BLOCK_K, m_major)
+    launch_copy(shift_scale_rows_kernel, (m_major, device), grid, device, (scale_a, shifted), scalars)
     return shifted
 
 
-_SHIFTERS = LauncherCache()
-"""The shifted scale copies' launchers by scale_a's layout (M-major or not) and device (sizes and strides are not
-specialized)."""
+def launch_copy(kernel, key: tuple, grid: tuple[int, int, int], device: int, tensors: tuple[torch.Tensor, ...],
+                scalars: tuple) -> None:
+    """Launch one of kernels/restage.py's copies (4 warps) on the current stream: the tensors' addresses then the
+    scalars, through the launcher cached for (kernel, `key`: what its binary is specialized on), else Triton's JIT."""
+    cache_key = (kernel.fn.__name__, *key)
+    args = (*(t.data_ptr() for t in tensors), *scalars)
+    if _COPIES.launch(cache_key, grid, torch._C._cuda_getCurrentRawStream(device), args) is None:
+        _COPIES.remember(cache_key, kernel[grid](*tensors, *scalars, num_warps=4, **BUILD_OPTIONS))
+
+
+_COPIES = LauncherCache()
+"""The copies' launchers by kernel and what its binary is specialized on (dtype or layout, and device; never sizes
+or strides)."""
