@@ -9,7 +9,7 @@ import torch.distributed as dist
 from tilepipe.distributed.checks import check_agreement, check_aligned, check_call, check_switches, resolve_group
 from tilepipe.distributed.launch import launch_gemm, local_matmul, scales
 from tilepipe.distributed.library import traced
-from tilepipe.distributed.plan import CHUNK_MIN_ROWS, for_operands, gather_config, gather_fits, gather_overlaps
+from tilepipe.distributed.plan import CHUNK_MIN_ROWS, for_operands, chunks_fit, gather_config, gather_overlaps
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index, device_target
@@ -45,7 +45,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, group: dist.Proces
     check_aligned(out)
     check_aligned(a_shard, "a_shard")
     device = device_index(a_shard)
-    if overlap and not gather_fits(rows, device):
+    if overlap and not chunks_fit(rows, device):
         raise ValueError(f"overlap: the overlapped form needs a Hopper GPU and shards of at least {CHUNK_MIN_ROWS} "
                          f"rows, got {rows} rows on {device_target(device)}")
     if overlap is None:

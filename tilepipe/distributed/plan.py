@@ -18,7 +18,7 @@ LINK_BYTES_PER_US = 190_000.0
 SYNC_US = 20.0
 """What the overlapped forms add to a call (an estimate until measured: a barrier kernel and the flag copies)."""
 CHUNK_MIN_ROWS = 128
-"""The all-gather kernel's tiles lie inside one chunk: a chunk needs a tile's rows (its BM)."""
+"""The overlapped kernels' tiles lie inside one chunk: a chunk needs a tile's rows (its BM)."""
 
 
 def transfer_us(rows: int, cols: int, world: int, in_bytes: int = 2) -> float:
@@ -33,9 +33,9 @@ def overlap_pays(M: int, N: int, K: int, chunk_rows: int, chunk_cols: int, world
     return min(floor_us(M, N, K, gpu), transfer_us(chunk_rows, chunk_cols, world, in_bytes)) > SYNC_US
 
 
-def gather_fits(rows: int, device: int) -> bool:
-    """Whether all_gather_matmul's overlapped kernel runs for shards of `rows` rows on CUDA device `device`: a Hopper
-    GPU and chunks of at least CHUNK_MIN_ROWS rows."""
+def chunks_fit(rows: int, device: int) -> bool:
+    """Whether the overlapped kernels run for chunks of `rows` rows on CUDA device `device`: a Hopper GPU and chunks
+    of at least CHUNK_MIN_ROWS rows."""
     return rows >= CHUNK_MIN_ROWS and device_target(device) == "sm_90a"
 
 
@@ -44,7 +44,7 @@ def gather_overlaps(rows: int, N: int, K: int, world: int, device: int, fp8: boo
     never for FP8 operands, though the model says it pays there: at 4096x8192x8192 on 2 H200s the overlapped FP8
     kernel took 0.412 ms, 2.1x the FP8 GEMM alone and slower than NCCL's sequence (0.304 ms;
     bench/results/tp-h200x2.json)."""
-    return not fp8 and gather_fits(rows, device) and overlap_pays(rows * world, N, K, rows, K, world,
+    return not fp8 and chunks_fit(rows, device) and overlap_pays(rows * world, N, K, rows, K, world,
                                                                   device_model(device))
 
 
@@ -91,4 +91,4 @@ def catalogue_spec(kernel: str) -> tuple[MatmulConfig, object]:
     cfg = LARGE_SUBTILED_16BIT
     if kernel == "ag_matmul_kernel":
         return cfg, ag_matmul_spec(cfg, "bf16", False, 2)
-    return cfg, rs_matmul_spec(cfg, "bf16", False)
+    return cfg, rs_matmul_spec(cfg, "bf16", False, 2)

@@ -11,8 +11,9 @@ all_gather_matmul's call:
   main stream   the kernel that waits on the flags (its own chunk it reads from the shard where it lies); then waits
                 for the side stream and (`finish`) a barrier of the group, so no peer copies the next call's chunk
                 into a slot this rank may still read
-matmul_reduce_scatter's GEMM kernels store into the peers' slots themselves and the copy engine sets the flags after
-each (reduce_scatter.py); the same epoch and closing barrier.
+matmul_reduce_scatter's kernel stores into the previous rank's slots itself and sets its flags, one per tile of each
+chunk (reduce_scatter.py); the same epoch and closing barrier. The slots start zeroed: the ring's first chunk adds
+this rank's slot of it, which no rank writes.
 Each rank adds 1 to its own epoch once a call, so every rank's call n has epoch n: a flag holding an earlier epoch is
 stale, and CUDA-graph replays (which replay the add) need no reset. The flags start at zero before the first call.
 """
@@ -27,7 +28,7 @@ from tilepipe.pipeline.flags import REPORT_WORDS
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """The environment every process on the 2-GPU machines must start with: NVLink multicast is switched off there (the
 ops themselves never use multicast; NCCL and torch's symmetric memory would probe it)."""
-FLAG_PAD = 32  # int32 flags a workspace allocates (a 128-byte line; W <= pipeline/flags.py MAX_CHUNKS)
+FLAG_PAD = 32  # int32 flags a workspace allocates at least, in whole 128-byte lines (W <= flags.py MAX_CHUNKS)
 
 
 @dataclass
@@ -69,28 +70,30 @@ _WORKSPACES: dict[tuple, Workspace] = {}
 
 
 def workspace(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.dtype,
-              device: torch.device, purpose: str) -> Workspace:
-    """The workspace of `purpose` ("all_gather" or "reduce_scatter") for slots of `slot_shape` and `dtype` on `group`,
-    made on first use (collectively: every rank of the group must make the same call)."""
-    key = (group.group_name, purpose, tuple(slot_shape), dtype, device)
+              device: torch.device, purpose: str, flag_count: int = FLAG_PAD) -> Workspace:
+    """The workspace of `purpose` ("all_gather" or "reduce_scatter") for slots of `slot_shape` and `dtype` on `group`
+    with `flag_count` flags, made on first use (collectively: every rank of the group must make the same call)."""
+    key = (group.group_name, purpose, tuple(slot_shape), dtype, device, flag_count)
     found = _WORKSPACES.get(key)
     if found is None and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(f"the first call of a tensor-parallel op for a geometry sets up symmetric memory, which a "
                            f"CUDA graph cannot capture: call it once before capturing ({purpose}, {slot_shape})")
     if found is None:
-        found = _WORKSPACES[key] = _create(group, tuple(slot_shape), dtype, device)
+        found = _WORKSPACES[key] = _create(group, tuple(slot_shape), dtype, device, flag_count)
     return found
 
 
-def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.dtype,
-            device: torch.device) -> Workspace:
-    """Allocate, zero the flags, synchronize, rendezvous (a collective), map the peers' slots and flags, and meet at a
-    barrier, so no peer's first flag can land before this rank zeroed its own."""
+def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+            flag_count: int) -> Workspace:
+    """Allocate, zero the slots and flags, synchronize, rendezvous (a collective), map the peers' slots and flags, and
+    meet at a barrier, so no peer's first write can land before this rank zeroed its own."""
     from torch.distributed import _symmetric_memory as symm_mem
 
     rank, world = group.rank(), group.size()
     slots = symm_mem.empty((world, *slot_shape), dtype=dtype, device=device)
-    flags = symm_mem.empty((FLAG_PAD, ), dtype=torch.int32, device=device)
+    slots.zero_()
+    flag_count = -(-max(flag_count, FLAG_PAD) // FLAG_PAD) * FLAG_PAD
+    flags = symm_mem.empty((flag_count, ), dtype=torch.int32, device=device)
     flags.zero_()
     torch.cuda.synchronize(device)
     handle = symm_mem.rendezvous(slots, group.group_name)
@@ -100,7 +103,7 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
                    handle=handle, unit=torch.ones(1, dtype=torch.float32, device=device))
     for peer in ws.push_order():
         ws.peer_slots[peer] = handle.get_buffer(peer, (world, *slot_shape), dtype)
-        ws.peer_flags[peer] = flag_handle.get_buffer(peer, (FLAG_PAD, ), torch.int32)
+        ws.peer_flags[peer] = flag_handle.get_buffer(peer, (flag_count, ), torch.int32)
     handle.barrier(channel=0)
     torch.cuda.synchronize(device)
     return ws

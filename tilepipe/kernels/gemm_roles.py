@@ -99,9 +99,11 @@ def output_origin(work, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.cons
 
 @gluon.jit
 def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, SOURCES: gl.constexpr,
-               SWAP_AB: gl.constexpr = False, D_BN: gl.constexpr = None):
+               SWAP_AB: gl.constexpr = False, D_BN: gl.constexpr = None, deliveries=None):
     """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees. D_BN: the
-    columns of D's tile where a stage holds a sub-tile of it (a stage each), else None."""
+    columns of D's tile where a stage holds a sub-tile of it (a stage each), else None. Given `deliveries`
+    (pipeline/flags.py: RingDelivery) it picks each tile's destination instead of `d_desc` and flags the tile once
+    stored."""
     BM: gl.constexpr = outputs.tiles.shape[1]  # D's tile (d_desc's block, or its boxes' where the tile is pieced)
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = SUB_N if D_BN is None else D_BN
@@ -112,9 +114,14 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
             for j in gl.static_range(BN // SUB_N):
                 with outputs.consume() as out:
                     row, col = output_origin(work, BM, BN, SWAP_AB)
-                    out.store(d_desc, [row, col + j * SUB_N])
+                    if deliveries is None:
+                        out.store(d_desc, [row, col + j * SUB_N])
+                    else:
+                        deliveries.store(out, work, row, col + j * SUB_N)
                     if SOURCES:
                         sources = sources.release()  # C was used and D stored: the stage may receive the next C
+            if deliveries is not None:
+                deliveries.sent(work)
         else:
             outputs, sources = work.store_partial(outputs, sources)  # stream-K contributor
         work = work.next()
@@ -126,7 +133,7 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     """C of each finished BM x BN tile of D, a source stage at a time (sm_90a: the whole tile, a pieced one box by
     box; sm_100a: the epilogue's sub-tiles, one stage each); under stream-K first the partial sums a finisher adds
     (an empty fill for each stage use without a load: pipeline/partials.py). Given `arrivals` (pipeline/flags.py:
-    ChunkFlags), a tile's C loads wait until the chunk of C holding its rows arrived (another rank's partial sums)."""
+    TileFlags), a tile's C loads wait until its C arrived (another rank's partial sums)."""
     BM: gl.constexpr = sources.tiles.shape[1]  # a stage's tile: c_desc's block, or its boxes' where it is pieced
     SUB_N: gl.constexpr = sources.tiles.shape[2]
     work = sched.work()
@@ -137,7 +144,7 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
                 load_order = load_order.wait()  # this tile's main-loop loads were issued first
                 row, col = output_origin(work, BM, BN, SWAP_AB)
                 if arrivals is not None:
-                    arrivals = arrivals.wait_rows(row)
+                    arrivals = arrivals.wait_for(work)
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.load(c_desc, [row, col + j * SUB_N])
             else:

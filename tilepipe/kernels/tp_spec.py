@@ -4,9 +4,11 @@ epoch, debug-report and per-tensor scale pointers, and the configuration's const
 FP8_NAMES = ("fp8e4nv", "fp8e5")
 
 
-def tp_pointers() -> dict[str, str]:
-    """The pointer arguments after the descriptors, in the kernels' order."""
-    return {"flags": "*i32", "epoch_ptr": "*i32", "report": "*i32", "scale_a": "*fp32", "scale_b": "*fp32"}
+def tp_pointers(ring: bool = False) -> dict[str, str]:
+    """The pointer arguments after the descriptors, in the kernels' order (the ring's with the previous rank's
+    flags)."""
+    peer = {"peer_flags": "*i32"} if ring else {}
+    return {"flags": "*i32", **peer, "epoch_ptr": "*i32", "report": "*i32", "scale_a": "*fp32", "scale_b": "*fp32"}
 
 
 def tp_constexprs(cfg, b_kmajor: bool, debug: bool, dtype: str) -> dict:

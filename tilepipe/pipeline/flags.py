@@ -10,6 +10,12 @@ earlier call never matches, so repeated calls and CUDA-graph replays need no res
 A spinning persistent kernel holds its SMs: whatever feeds a flag must need no SM of the waiting GPU (copy-engine
 copies, stream memory operations, or another GPU's kernels), or it waits behind the kernel that waits for it.
 
+The reduce-scatter's ring (`TileFlags`) flags each tile instead: the store role that TMA-stored a tile into the next
+rank's memory waits until the stores are written (performed), orders them before the generic proxy
+(`fence.proxy.async.global`) and stores the epoch into that rank's flag of the tile with `st.release.sys`; the
+receiving epilogue-load role waits on that one flag before its C loads, as above. No copy engine, no kernel boundary:
+a tile's partial sums are on their way while the kernel computes the next.
+
 Debug mode (a `report` and `timeout_ms`): a wait gives up after that long, stores (1, chunk, epoch, the flag's value,
 program) in the REPORT_WORDS int32 words at `report` and goes on, so the kernel ends and the host names the chunk that
 never came (tilepipe/distributed/).
@@ -20,7 +26,7 @@ from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
-from tilepipe.pipeline.partials import one_per_lane
+from tilepipe.pipeline.partials import lane_0_asm, one_per_lane
 
 REPORT_WORDS = 8
 """int32 words of a debug report: timed out (1), chunk, epoch, the flag's value, program id, 3 spare."""
@@ -58,6 +64,11 @@ def _spin(timed: bool) -> gl.constexpr:
 
 _SPIN = _spin(False)
 _TIMED_SPIN = _spin(True)
+# a one-warp store role, its bulk stores written: every lane orders the async proxy's writes before the generic proxy
+# (the lane that issued them among them), then lane 0 releases the epoch ($2) into the flag ($1) at system scope
+_PUBLISH = lane_0_asm("", """ fence.proxy.async.global;
+ bar.warp.sync -1;
+ @first st.release.sys.global.u32 [$1], $2;""")
 
 
 @gluon.jit
@@ -139,3 +150,92 @@ class ChunkFlags:
                 tiles.load_a(self.own, [own_row, col])
             else:
                 tiles.load_a(a_desc, [row, col])
+
+
+@aggregate
+class TileFlags:
+    """The ring's flags (module docstring), an int32 per tile of each chunk (schedulers/chunked.py ChunkedGrid): this
+    rank's `flags`, which the next rank sets, and `peer_flags`, the previous rank's, which this rank sets, with the
+    call's `epoch`. The ring's first chunk (`first`) adds nothing received and its last, this rank's own (`rank`),
+    goes nowhere. `report` and `timeout_ms`: debug mode (module docstring), else None and 0."""
+    flags: gl.tensor
+    peer_flags: gl.tensor
+    epoch: gl.tensor
+    first: gl.tensor
+    rank: gl.tensor
+    report: gl.tensor | gl.constexpr
+    timeout_ms: gl.tensor | gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, flags, peer_flags, epoch, first, rank, report, timeout_ms):
+        self.flags = flags
+        self.peer_flags = peer_flags
+        self.epoch = epoch
+        self.first = first
+        self.rank = rank
+        self.report = report if isinstance(report, gl.tensor) else gl.constexpr(report)
+        self.timeout_ms = timeout_ms if isinstance(timeout_ms, gl.tensor) else gl.constexpr(timeout_ms)
+
+    @gluon.jit
+    def create(flags, peer_flags, epoch_ptr, rank, world, report=None, timeout_ms=0):
+        """The flags of rank `rank` of `world` in a call whose epoch is at `epoch_ptr`."""
+        return TileFlags(flags, peer_flags, gl.load(epoch_ptr), (rank + 1) % world, gl.to_tensor(rank), report,
+                         timeout_ms)
+
+    @gluon.jit
+    def index(self, work):
+        """(the chunk of the scheduler's current tile, its flag's index)."""
+        chunk, inner = work.grid.chunk_of(work.tile_id)
+        return chunk, chunk * work.grid.chunk.num_tiles + inner
+
+    @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_for(work)`.")
+    @gluon.jit
+    def wait_for(self, work):
+        """Epilogue-load role (one warp): wait until the next rank's partial sums of the current tile arrived (none
+        for the ring's first chunk)."""
+        chunk, index = self.index(work)
+        if chunk != self.first:
+            _wait(self.flags + index, self.epoch, self.timeout_ms, self.report, chunk, one_per_lane(gl.num_ctas()),
+                  32)
+        return self
+
+    @gluon.jit
+    def publish(self, work):
+        """Store role (one warp), after the current tile's stores: unless the tile is of this rank's own chunk (which
+        stays here), wait until they are written, then set the previous rank's flag of the tile."""
+        chunk, index = self.index(work)
+        if chunk != self.rank:
+            tma.store_wait(0, read_only=False)
+            one: gl.constexpr = one_per_lane(gl.num_ctas())
+            gl.inline_asm_elementwise(_PUBLISH, "=r,l,r", [self.peer_flags + index + gl.zeros([32], gl.int32, one),
+                                                           self.epoch + gl.zeros([32], gl.int32, one)],
+                                      dtype=gl.int32, is_pure=False, pack=1)
+
+
+@aggregate
+class RingDelivery:
+    """Where the ring's store role writes a tile: the previous rank's slots (`peer_desc`, over its W chunks' rows,
+    whose tile flags `flags` publishes), or, for this rank's own chunk, `out_desc` (its rows of the result)."""
+    peer_desc: tma.tensor_descriptor
+    out_desc: tma.tensor_descriptor
+    flags: TileFlags
+
+    @gluon.constexpr_function
+    def __init__(self, peer_desc, out_desc, flags):
+        self.peer_desc = peer_desc
+        self.out_desc = out_desc
+        self.flags = flags
+
+    @gluon.jit
+    def store(self, out, work, row, col):
+        """TMA-store output stage `out` at (row, col) of the chunks' rows (OutputStage.store)."""
+        chunk, _ = work.grid.chunk_of(work.tile_id)
+        if chunk == self.flags.rank:
+            out.store(self.out_desc, [row - chunk * work.grid.chunk.M, col])
+        else:
+            out.store(self.peer_desc, [row, col])
+
+    @gluon.jit
+    def sent(self, work):
+        """After the current tile's stores: its flag (TileFlags.publish)."""
+        self.flags.publish(work)

@@ -44,7 +44,7 @@ def partial_box(rows: int, cols: int, out_bits: int) -> tuple[int, int]:
 # `bar.warp.sync` orders the other lanes' operations with lane 0's.
 
 
-def _lane_0(registers: str, body: str) -> gl.constexpr:
+def lane_0_asm(registers: str, body: str) -> gl.constexpr:
     """An asm block that sets predicate `first` on lane 0, declares `registers`, then runs `body`; its result ($0)
     is always 0."""
     return gl.constexpr(f"""{{
@@ -60,12 +60,12 @@ def _lane_0(registers: str, body: str) -> gl.constexpr:
 
 # store role, after its bulk stores completed: every lane orders the async proxy's writes before the generic proxy
 # (the lane that issued them among them), then lane 0 releases the flag
-_SIGNAL = _lane_0("", """ fence.proxy.async.global;
+_SIGNAL = lane_0_asm("", """ fence.proxy.async.global;
  bar.warp.sync -1;
  @first red.release.gpu.global.add.s32 [$1], 1;""")
 # epilogue-load role: lane 0 acquires the flag and retires it (the slot's only reader), then every lane orders the
 # acquire before the TMA reads that follow (whichever lane issues them)
-_TAKE = _lane_0(".reg .s32 seen;\n .reg .pred early;", """ @!first bra taken;
+_TAKE = lane_0_asm(".reg .s32 seen;\n .reg .pred early;", """ @!first bra taken;
  wait_flag:
  ld.acquire.gpu.global.s32 seen, [$1];
  setp.eq.s32 early, seen, 0;

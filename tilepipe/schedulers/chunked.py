@@ -1,8 +1,11 @@
 """`ChunkedTileScheduler`: the static persistent schedule over a GEMM whose A arrives in chunks, one per rank of a
-tensor-parallel group (tilepipe/distributed/: all-gather then GEMM). D's rows are `world` chunks of `chunk_rows`;
-every tile lies inside one chunk (a chunk's last row of tiles starts early, overlapping the one before, as TileGrid's
-INWARD does at D's edge), so a tile waits for one chunk. The tile order starts on this rank's own chunk, which is
-there first, then takes the peers' chunks in the order they arrive: first + 1, first + 2, ... (mod world)."""
+tensor-parallel group (tilepipe/distributed/). D's rows are `world` chunks of `chunk_rows`; every tile lies inside
+one chunk (a chunk's last row of tiles starts early, overlapping the one before, as TileGrid's INWARD does at D's
+edge), so a tile waits for one chunk. The chunks are taken in turn from chunk `first`: first + 1, first + 2, ...
+(mod world). All-gather then GEMM walks them one after the other, from its own chunk in the order the peers' arrive.
+The reduce-scatter's ring staggers them (`lag`): tile k of the s-th chunk goes in slot k + s * lag, slot by slot, so
+a chunk's tile comes `lag` slots after the same tile of the chunk before, and the ring's stores to the next rank
+spread over the whole kernel instead of filling its first half."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
@@ -13,32 +16,64 @@ from tilepipe.schedulers.grid import TileGrid, TileWork
 
 @aggregate
 class ChunkedGrid:
-    """`world` copies of one chunk's tile grid (`chunk`: grouped order, edge tiles inward), walked chunk by chunk
-    from chunk `first`."""
+    """`world` copies of one chunk's tile grid (`chunk`: grouped order, edge tiles inward), walked from chunk
+    `first`: chunk by chunk, or staggered by `lag` slots (module docstring)."""
     chunk: TileGrid
     first: gl.tensor
     world: gl.tensor | gl.constexpr  # a constexpr where the kernel specializes it
     num_tiles: gl.tensor
+    lag: gl.tensor | gl.constexpr
     INWARD: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, chunk, first, world, num_tiles):
+    def __init__(self, chunk, first, world, num_tiles, lag):
         self.chunk = chunk
         self.first = first
         self.world = world if isinstance(world, gl.tensor) else gl.constexpr(world)
         self.num_tiles = num_tiles
+        self.lag = lag if isinstance(lag, gl.tensor) else gl.constexpr(lag)
         self.INWARD = gl.constexpr(True)
 
     @gluon.jit
-    def create(chunk_rows, N, world, first, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    def create(chunk_rows, N, world, first, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, lag=None):
         chunk = TileGrid.create(chunk_rows, N, BM, BN, GROUP_M, True)
-        return ChunkedGrid(chunk, first, world, chunk.num_tiles * world)
+        return ChunkedGrid(chunk, first, world, chunk.num_tiles * world, lag)
 
     @gluon.jit
     def chunk_of(self, tile_id):
         """(the chunk of a tile id, its tile id inside the chunk's grid)."""
-        per_chunk = self.chunk.num_tiles
-        return (self.first + tile_id // per_chunk) % self.world, tile_id % per_chunk
+        if self.lag is None:
+            per_chunk = self.chunk.num_tiles
+            chunk = (self.first + tile_id // per_chunk) % self.world
+            inner = tile_id % per_chunk
+        else:
+            turn, inner = self.staggered(tile_id)
+            chunk = (self.first + turn) % self.world
+        return chunk, inner
+
+    @gluon.jit
+    def staggered(self, tile_id):
+        """(s, k): tile k of the s-th chunk at position `tile_id` of the staggered order. Its slot is the last one
+        that starts at or before the position (a binary search over before()), the chunks of a slot in turn."""
+        low = tile_id * 0
+        high = self.chunk.num_tiles + (self.world - 1) * self.lag  # before(low) <= tile_id < before(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.before(middle) <= tile_id:
+                low = middle
+            else:
+                high = middle
+        first_turn = gl.maximum(gl.cdiv(low - self.chunk.num_tiles + 1, self.lag), 0)  # the slot's earliest chunk
+        turn = first_turn + tile_id - self.before(low)
+        return turn, low - turn * self.lag
+
+    @gluon.jit
+    def before(self, slot):
+        """How many tiles the staggered order puts in the slots before `slot`."""
+        count = slot * 0
+        for turn in range(self.world):
+            count += gl.minimum(gl.maximum(slot - turn * self.lag, 0), self.chunk.num_tiles)
+        return count
 
     @gluon.jit
     def coords(self, tile_id):
@@ -90,9 +125,10 @@ class ChunkedTileScheduler:
         self.grid = grid
 
     @gluon.jit
-    def create(chunk_rows, N, world, first, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-        """`world` chunks of `chunk_rows` rows of D (chunk_rows >= BM), N columns, starting at chunk `first`."""
-        return ChunkedTileScheduler(ChunkedGrid.create(chunk_rows, N, world, first, BM, BN, GROUP_M))
+    def create(chunk_rows, N, world, first, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, lag=None):
+        """`world` chunks of `chunk_rows` rows of D (chunk_rows >= BM), N columns, starting at chunk `first`, one
+        after the other or staggered by `lag` slots."""
+        return ChunkedTileScheduler(ChunkedGrid.create(chunk_rows, N, world, first, BM, BN, GROUP_M, lag))
 
     @gluon.jit
     def work(self, paces: gl.constexpr = False):

@@ -14,10 +14,12 @@ A rank that "skips" a call (seeded) makes no step of it. Findings: "stale" (a re
 (no step can run, naming the rank, the chunk and the peer it waits for).
 
 The reduce-scatter's ring (op "reduce_scatter", distributed/reduce_scatter.py) replaces the copies and the kernel:
-in call n, for step s = 0 .. W-1 over chunk c = rank + 1 + s (mod W), a rank (its kernels, in order) waits until its
-flag of chunk c holds its epoch and reads its slot c (s >= 1: rank + 1's partial sums, which must be call n's), then
-(s < W-1) stores its partial sums of chunk c into rank - 1's slot c and (the copy engine, after the kernel) sets
-rank - 1's flag of chunk c to its epoch; then the barrier as above.
+one kernel per call walks every chunk c = rank + 1 + s (mod W, s = 0 .. W-1), TILES tiles each, in the staggered
+order of schedulers/chunked.py (tile k of step s in slot k + s * LAG), on PROGRAMS programs that take the positions
+in turn. For a tile of step s a program reads its slot of the tile: at s = 0 it must hold nothing any rank wrote (the
+zeroed slot), at s >= 1 it waits until its flag of the tile holds its epoch and must hold rank + 1's partial sums of
+call n. Then (s < W-1) it stores the tile into rank - 1's slot and sets rank - 1's flag of the tile to its epoch (the
+store role, once the stores are written); the own chunk's tiles stay here. Then the barrier as above.
 """
 
 import random
@@ -137,46 +139,65 @@ class _Model:
 
 
 class _RingModel(_Model):
-    """The reduce-scatter's ring: a rank's call is a list of actions, ("read", c) for steps 1.., ("store", c) and
-    ("flag", c) for steps ..W-2 (chunk c = rank + 1 + step); the rank tuple's copy pc counts them."""
+    """The reduce-scatter's ring: a rank's programs each walk a list of actions on (chunk, tile) keys, ("zero", key)
+    or ("read", key), then ("store", key) and ("flag", key) but for the own chunk; the rank tuple's two pcs are its
+    two programs'. Flags and slots are indexed by rank and chunk * TILES + tile."""
+
+    TILES, PROGRAMS, LAG = 2, 2, 1
 
     def __init__(self, world: int, calls: int, seed: str | None) -> None:
         super().__init__(world, calls, seed)
-        self.actions = [[action for s in range(world) for action in
-                         ([("read", (r + 1 + s) % world)] if s else []) +
-                         ([("store", (r + 1 + s) % world), ("flag", (r + 1 + s) % world)] if s < world - 1 else [])]
-                        for r in range(world)]
+        order = sorted((k + s * self.LAG, s, k) for s in range(world) for k in range(self.TILES))
+        self.programs = [[self._actions(r, s, k, world) for _, s, k in order[p::self.PROGRAMS]]
+                         for r in range(world) for p in range(self.PROGRAMS)]
+        self.programs = [[[action for tile in self.programs[r * self.PROGRAMS + p] for action in tile]
+                          for p in range(self.PROGRAMS)] for r in range(world)]
+
+    def _actions(self, r: int, s: int, k: int, world: int) -> list[tuple[str, int]]:
+        key = ((r + 1 + s) % world) * self.TILES + k
+        return [("read" if s else "zero", key)] + ([("store", key), ("flag", key)] if s < world - 1 else [])
+
+    def initial(self) -> tuple:
+        ranks, _, _, arrived = super().initial()
+        zeros = tuple(tuple(0 for _ in range(self.world * self.TILES)) for _ in range(self.world))
+        return ranks, zeros, zeros, arrived
 
     def run_steps(self, state: tuple, r: int):
         ranks, flags, slots, arrived = state
-        call, stage, epoch, pc, _ = ranks[r]
-        if pc == len(self.actions[r]):
+        call, stage, epoch, *pcs = ranks[r]
+        if all(pc == len(actions) for pc, actions in zip(pcs, self.programs[r])):
             yield from self.arrive(state, r)
             return
-        kind, chunk = self.actions[r][pc]
-        after = (call, stage, epoch, pc + 1, 0)
-        to = (r - 1) % self.world
-        if kind == "read" and flags[r][chunk] == epoch:
-            if slots[r][chunk] != call:
-                yield "stale", (f"rank {r} call {call} read chunk {chunk} holding call {slots[r][chunk]}'s partial "
-                                f"sums (its flag held epoch {epoch})")
-            yield f"rank {r} reads chunk {chunk}", self._rank(state, r, after)
-        elif kind == "store":
-            yield f"rank {r} stores chunk {chunk} into rank {to}", self._rank(
-                (ranks, flags, _set(slots, to, chunk, call), arrived), r, after)
-        elif kind == "flag":
-            yield f"rank {r} flags chunk {chunk} at rank {to}", self._rank(
-                (ranks, _set(flags, to, chunk, epoch), slots, arrived), r, after)
+        for p, (pc, actions) in enumerate(zip(pcs, self.programs[r])):
+            if pc == len(actions):
+                continue
+            kind, key = actions[pc]
+            after = (call, stage, epoch, *pcs[:p], pc + 1, *pcs[p + 1:])
+            chunk, tile = divmod(key, self.TILES)
+            to = (r - 1) % self.world
+            if kind == "zero" or (kind == "read" and flags[r][key] == epoch):
+                if slots[r][key] != (0 if kind == "zero" else call):
+                    yield "stale", (f"rank {r} call {call} read chunk {chunk} (tile {tile}) holding call "
+                                    f"{slots[r][key]}'s partial sums (its flag held epoch {flags[r][key]})")
+                yield f"rank {r} reads chunk {chunk} tile {tile}", self._rank(state, r, after)
+            elif kind == "store":
+                yield f"rank {r} stores chunk {chunk} tile {tile} into rank {to}", self._rank(
+                    (ranks, flags, _set(slots, to, key, call), arrived), r, after)
+            elif kind == "flag":
+                yield f"rank {r} flags chunk {chunk} tile {tile} at rank {to}", self._rank(
+                    (ranks, _set(flags, to, key, epoch), slots, arrived), r, after)
 
     def hang(self, state: tuple) -> str:
         ranks, flags, _, arrived = state
         waits = []
-        for r, (call, stage, epoch, pc, _) in enumerate(ranks):
-            if stage == "run" and pc < len(self.actions[r]):
-                chunk = self.actions[r][pc][1]
-                waits.append(f"rank {r} call {call}: role 'epilogue_load' waits for chunk {chunk} from peer "
-                             f"{(r + 1) % self.world} (epoch {epoch}, flag holds {flags[r][chunk]})")
-            elif stage == "barrier":
+        for r, (call, stage, epoch, *pcs) in enumerate(ranks):
+            for pc, actions in zip(pcs, self.programs[r]):
+                if stage == "run" and pc < len(actions):
+                    chunk, tile = divmod(actions[pc][1], self.TILES)
+                    waits.append(f"rank {r} call {call}: role 'epilogue_load' waits for chunk {chunk} from peer "
+                                 f"{(r + 1) % self.world} (tile {tile}, epoch {epoch}, flag holds "
+                                 f"{flags[r][actions[pc][1]]})")
+            if stage == "barrier":
                 waits.append(f"rank {r} call {call}: waits at the barrier ({arrived[call]} of {self.world} arrived)")
         return "; ".join(waits) or "no rank waits"
 
