@@ -15,7 +15,7 @@ import torch.distributed as dist
 from tilepipe.distributed.checks import check_agreement, check_aligned, check_call, check_switches, resolve_group
 from tilepipe.distributed.launch import launch_gemm, local_matmul, scales
 from tilepipe.distributed.library import traced
-from tilepipe.distributed.plan import CHUNK_MIN_ROWS, chunks_fit, for_operands, overlap_pays, tile_config
+from tilepipe.distributed.plan import CHUNK_MIN_ROWS, chunks_fit, for_operands, overlap_pays, ring_config
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index, device_target
@@ -56,7 +56,7 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
     if not overlap:
         dist.reduce_scatter_tensor(out, local_matmul(a, b, scale_a, scale_b, call.out_dtype, None), group=group)
         return out
-    cfg = for_operands(tile_config(N), call.fp8)
+    cfg = for_operands(ring_config(N), call.fp8)
     tiles = -(-rows // cfg.block_m) * -(-N // cfg.block_n)  # a chunk's, each with its flag
     ws = workspace(group, (rows, N), out.dtype, a.device, "reduce_scatter", world * tiles)
     ws.epoch.add_(1)

@@ -646,7 +646,7 @@ def grouped_fp8_protocols() -> list[Protocol]:
 
 def tp_protocols() -> list[Protocol]:
     """tilepipe.distributed's kernels in their catalogue form (distributed/plan.py catalogue_spec): matmul's roles over matmul_plan's
-    pipelines, the all-gather's without C, the reduce-scatter step's with C (its epilogue-load role brings another
+    pipelines, the all-gather's without C, the reduce-scatter ring's with C (its epilogue-load role brings another
     rank's partial sums). Their flag waits on other GPUs are verify/tp_protocol.py's model, not a pipeline here."""
     from tilepipe.distributed.plan import catalogue_spec
 
