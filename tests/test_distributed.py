@@ -62,7 +62,8 @@ OPS = ("all_gather", "reduce_scatter")  # the pushes of A's chunks; the ring of 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("world, walks", [(2, 0), (3, 0), (4, 300), (8, 60)])
 def test_flag_protocol_holds(world, walks, op):
-    result = check_tp_protocol(world, calls=2, walks=walks, op=op)
+    """Three calls of the ring: the third reuses the first's set of slots and flags, with no barrier between."""
+    result = check_tp_protocol(world, calls=2 if op == "all_gather" else 3, walks=walks, op=op)
     assert result.ok, result.findings
     assert result.states > 50
 
@@ -76,13 +77,14 @@ def test_checker_catches_a_stale_epoch(world, walks, op):
     assert "call 2 read chunk" in result.findings[0].message
 
 
-@pytest.mark.parametrize("op, waits", [("all_gather", "role 'load' waits for chunk 1 from peer 1"),
-                                       ("reduce_scatter", "role 'epilogue_load' waits for chunk 0 from peer 1")])
-def test_checker_catches_a_missing_barrier_and_a_skipped_call(op, waits):
-    """Without the closing barrier a fast rank overwrites a slot of the call before; a rank that skips a call leaves
-    the other waiting, named."""
+@pytest.mark.parametrize("op, fault, waits", [
+    ("all_gather", "no_barrier", "role 'load' waits for chunk 1 from peer 1"),
+    ("reduce_scatter", "one_set", "role 'epilogue_load' waits for chunk 0 from peer 1")])
+def test_checker_catches_a_missing_guard_and_a_skipped_call(op, fault, waits):
+    """Without the all-gather's closing barrier, or with the ring's calls all on one set of slots and flags, a fast
+    rank overwrites a slot of the call before; a rank that skips a call leaves the other waiting, named."""
     for world in (2, 3):
-        assert "stale" in {f.kind for f in check_tp_protocol(world, seed="no_barrier", op=op).findings}
+        assert "stale" in {f.kind for f in check_tp_protocol(world, calls=3, seed=fault, op=op).findings}
     skipped = check_tp_protocol(2, seed="skip", op=op).findings
     assert [f.kind for f in skipped] == ["hang"]
     assert waits in skipped[0].message

@@ -1,6 +1,6 @@
 """When the overlapped forms pay: they hide the smaller of the GEMM and the transfer under the other, and cost a few
-fixed steps more than NCCL's sequence (the epoch add, the flags, the closing barrier). Where what they can hide is
-below that cost, or the all-gather kernel cannot tile the chunks, the op runs the sequence instead, as the FP8
+fixed steps more than NCCL's sequence (the epoch add, the flags, the all-gather's closing barrier). Where what they
+can hide is below that cost, or the kernels cannot tile the chunks, the op runs the sequence instead, as the FP8
 all-gather does by default (measured slower overlapped)."""
 
 from dataclasses import replace
@@ -58,7 +58,7 @@ def ring_config(N: int) -> MatmulConfig:
     """matmul_reduce_scatter's tile: tile_config's, and where that is the 128x256 tile in 64-column sub-tiles, an
     output stage per sub-tile (three operand stages, so both fit): a tile's epilogue then writes all four at once and
     their stores over NVLink drain under the next main loop. On 2 H200s 1-2.5% faster than two output stages and four
-    operand stages, in two processes each (8192x8192x28672, 4096x8192x8192 bf16 and FP8; perf-log row 134)."""
+    operand stages, in two processes each (8192x8192x28672, 4096x8192x8192 bf16 and FP8; perf-log row 135)."""
     cfg = tile_config(N)
     if cfg is not LARGE_SUBTILED_16BIT:
         return cfg

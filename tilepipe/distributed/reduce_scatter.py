@@ -6,8 +6,9 @@ into rank r - 1's symmetric slot over NVLink (TMA stores to the peer's memory) a
 tile to the call's epoch; the own chunk's tiles go into `out`. A tile's C waits on its flag at the tile's epilogue,
 and the chunks' tiles are staggered by a wave, so the sends spread over the kernel and a tile's C has landed a wave
 before it is needed. The sums are in fp32 in each tile's epilogue, in ring order (the same bits on every call). No
-reduction kernel follows the GEMM. Where overlap cannot pay (plan.py), or the chunks are under a tile's rows,
-tilepipe.matmul (matmul_fp8) then NCCL's reduce_scatter_tensor."""
+reduction kernel or barrier follows the GEMM (two sets of slots and flags take turns: workspace.py). Where overlap
+cannot pay (plan.py), or the chunks are under a tile's rows, tilepipe.matmul (matmul_fp8) then NCCL's
+reduce_scatter_tensor."""
 
 import torch
 import torch.distributed as dist
@@ -58,15 +59,14 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
         return out
     cfg = for_operands(ring_config(N), call.fp8)
     tiles = -(-rows // cfg.block_m) * -(-N // cfg.block_n)  # a chunk's, each with its flag
-    ws = workspace(group, (rows, N), out.dtype, a.device, "reduce_scatter", world * tiles)
+    ws = workspace(group, (rows, N), out.dtype, a.device, "reduce_scatter", 2 * world * tiles, sets=2)
     ws.epoch.add_(1)
     timeout_s = stall_seconds()
     _launch(ws, a, b.t() if call.b_kmajor else b, out, scales(ws, scale_a, scale_b), cfg, call.b_kmajor, debug,
             int(timeout_s * 1e3), device)
     if debug:
         check_report(ws, "matmul_reduce_scatter", "epilogue_load", timeout_s, sender=(ws.rank + 1) % world)
-    ws.finish(pushed=False)  # the kernel stored the partial sums and set the flags itself
-    return out
+    return out  # no barrier: the call's set of slots and flags is not the next call's (workspace.py)
 
 
 def _launch(ws: Workspace, a: torch.Tensor, b_view: torch.Tensor, out: torch.Tensor,
@@ -74,10 +74,11 @@ def _launch(ws: Workspace, a: torch.Tensor, b_view: torch.Tensor, out: torch.Ten
             timeout_ms: int, device: int) -> None:
     """rs_matmul_kernel: the ring's every chunk of a @ b on a persistent grid, C from this rank's slots, the tiles
     into rank - 1's slots and `out`."""
-    world, rows, N = ws.slots.shape
+    slots, rows, N = ws.slots.shape  # both sets' W slots
+    world = ws.world
     to = (ws.rank - 1) % world  # the ring: partial sums go to rank - 1 and come from rank + 1
-    operands = ((a, "a"), (b_view, "b"), (ws.slots.view(world * rows, N), "c"),
-                (ws.peer_slots[to].view(world * rows, N), "c"), (out, "c"))
+    operands = ((a, "a"), (b_view, "b"), (ws.slots.view(slots * rows, N), "c"),
+                (ws.peer_slots[to].view(slots * rows, N), "c"), (out, "c"))
     scalars = (rows, ws.rank, timeout_ms, N, a.shape[1], world, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug, a.element_size() == 1)
     tiles = world * -(-rows // cfg.block_m) * -(-N // cfg.block_n)

@@ -12,8 +12,10 @@ all_gather_matmul's call:
                 for the side stream and (`finish`) a barrier of the group, so no peer copies the next call's chunk
                 into a slot this rank may still read
 matmul_reduce_scatter's kernel stores into the previous rank's slots itself and sets its flags, one per tile of each
-chunk (reduce_scatter.py); the same epoch and closing barrier. The slots start zeroed: the ring's first chunk adds
-this rank's slot of it, which no rank writes.
+chunk (reduce_scatter.py), the same epoch. Its workspace has two sets of slots and flags (`sets`), call n using set n
+mod 2, and no closing barrier (pipeline/flags.py says why that is safe); a copy-engine push, whose destination a CUDA
+graph would fix, cannot alternate so, hence the all-gather's barrier. The slots start zeroed: the ring's first chunk
+adds this rank's slot of it, which no rank writes.
 Each rank adds 1 to its own epoch once a call, so every rank's call n has epoch n: a flag holding an earlier epoch is
 stale, and CUDA-graph replays (which replay the add) need no reset. The flags start at zero before the first call.
 """
@@ -33,7 +35,7 @@ FLAG_PAD = 32  # int32 flags a workspace allocates at least, in whole 128-byte l
 
 @dataclass
 class Workspace:
-    """One geometry's buffers on one rank: `slots` (W x slot_shape, symmetric), their flags (symmetric), `epoch`
+    """One geometry's buffers on one rank: `slots` (sets x W x slot_shape, symmetric), their flags (symmetric), `epoch`
     (int32 [1]), the peers' slots and flags mapped here, the side stream and `report` (debug mode)."""
     group_name: str
     rank: int
@@ -58,11 +60,9 @@ class Workspace:
         self.peer_slots[peer][self.rank].copy_(chunk)
         self.peer_flags[peer][self.rank:self.rank + 1].copy_(self.epoch)
 
-    def finish(self, pushed: bool = True) -> None:
-        """Main stream: wait for the side stream's copies where this call `pushed` any (a CUDA-graph capture may not
-        wait on a stream it never used), then for every rank of the group to get here."""
-        if pushed:
-            torch.cuda.current_stream().wait_stream(self.stream)
+    def finish(self) -> None:
+        """Main stream (all-gather): wait for the side stream's copies, then for every rank of the group to get here."""
+        torch.cuda.current_stream().wait_stream(self.stream)
         self.handle.barrier(channel=0)
 
 
@@ -70,27 +70,28 @@ _WORKSPACES: dict[tuple, Workspace] = {}
 
 
 def workspace(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.dtype,
-              device: torch.device, purpose: str, flag_count: int = FLAG_PAD) -> Workspace:
-    """The workspace of `purpose` ("all_gather" or "reduce_scatter") for slots of `slot_shape` and `dtype` on `group`
-    with `flag_count` flags, made on first use (collectively: every rank of the group must make the same call)."""
-    key = (group.group_name, purpose, tuple(slot_shape), dtype, device, flag_count)
+              device: torch.device, purpose: str, flag_count: int = FLAG_PAD, sets: int = 1) -> Workspace:
+    """The workspace of `purpose` ("all_gather" or "reduce_scatter") for `sets` sets of W slots of `slot_shape` and
+    `dtype` on `group` with `flag_count` flags, made on first use (collectively: every rank of the group must make the
+    same call)."""
+    key = (group.group_name, purpose, tuple(slot_shape), dtype, device, flag_count, sets)
     found = _WORKSPACES.get(key)
     if found is None and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(f"the first call of a tensor-parallel op for a geometry sets up symmetric memory, which a "
                            f"CUDA graph cannot capture: call it once before capturing ({purpose}, {slot_shape})")
     if found is None:
-        found = _WORKSPACES[key] = _create(group, tuple(slot_shape), dtype, device, flag_count)
+        found = _WORKSPACES[key] = _create(group, (sets * group.size(), *slot_shape), dtype, device, flag_count)
     return found
 
 
-def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+def _create(group: dist.ProcessGroup, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
             flag_count: int) -> Workspace:
-    """Allocate, zero the slots and flags, synchronize, rendezvous (a collective), map the peers' slots and flags, and
-    meet at a barrier, so no peer's first write can land before this rank zeroed its own."""
+    """Allocate the slots (`shape`), zero them and the flags, synchronize, rendezvous (a collective), map the peers'
+    slots and flags, and meet at a barrier, so no peer's first write can land before this rank zeroed its own."""
     from torch.distributed import _symmetric_memory as symm_mem
 
     rank, world = group.rank(), group.size()
-    slots = symm_mem.empty((world, *slot_shape), dtype=dtype, device=device)
+    slots = symm_mem.empty(shape, dtype=dtype, device=device)
     slots.zero_()
     flag_count = -(-max(flag_count, FLAG_PAD) // FLAG_PAD) * FLAG_PAD
     flags = symm_mem.empty((flag_count, ), dtype=torch.int32, device=device)
@@ -102,7 +103,7 @@ def _create(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.
                    torch.zeros(REPORT_WORDS, dtype=torch.int32, device=device), torch.cuda.Stream(device, priority=-1),
                    handle=handle, unit=torch.ones(1, dtype=torch.float32, device=device))
     for peer in ws.push_order():
-        ws.peer_slots[peer] = handle.get_buffer(peer, (world, *slot_shape), dtype)
+        ws.peer_slots[peer] = handle.get_buffer(peer, shape, dtype)
         ws.peer_flags[peer] = flag_handle.get_buffer(peer, (flag_count, ), torch.int32)
     handle.barrier(channel=0)
     torch.cuda.synchronize(device)

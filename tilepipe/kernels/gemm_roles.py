@@ -133,7 +133,8 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
     """C of each finished BM x BN tile of D, a source stage at a time (sm_90a: the whole tile, a pieced one box by
     box; sm_100a: the epilogue's sub-tiles, one stage each); under stream-K first the partial sums a finisher adds
     (an empty fill for each stage use without a load: pipeline/partials.py). Given `arrivals` (pipeline/flags.py:
-    TileFlags), a tile's C loads wait until its C arrived (another rank's partial sums)."""
+    TileFlags), a tile's C loads wait until its C arrived (another rank's partial sums) and read it where arrivals
+    keeps it."""
     BM: gl.constexpr = sources.tiles.shape[1]  # a stage's tile: c_desc's block, or its boxes' where it is pieced
     SUB_N: gl.constexpr = sources.tiles.shape[2]
     work = sched.work()
@@ -145,6 +146,7 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
                 row, col = output_origin(work, BM, BN, SWAP_AB)
                 if arrivals is not None:
                     arrivals = arrivals.wait_for(work)
+                    row = arrivals.slot_row(row)  # where C lies: this call's set of the slots
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.load(c_desc, [row, col + j * SUB_N])
             else:

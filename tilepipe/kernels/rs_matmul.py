@@ -12,6 +12,7 @@ matmul_kernel's roles and pipelines (kernels/matmul.py) with C, under the chunke
   epilogue_load  (1 warp)   before a tile's C loads, waits until rank r + 1's partial sums of the tile arrived
                             (TileFlags), then TMA-loads C from this rank's slots; the first chunk's C is its slot,
                             which no rank writes: zeros
+Slots and flags come in two sets, call n using set n mod 2, so no barrier ends a call (pipeline/flags.py).
 The wait is at the tile's epilogue, not its start: the main loop runs while the peer's partial sums still land.
 """
 
@@ -37,9 +38,9 @@ def rs_matmul_kernel(a_desc, b_desc, c_desc, peer_desc, d_desc, flags, peer_flag
                      C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr, TILE: gl.constexpr,
                      EPILOGUE_N: gl.constexpr, DEBUG: gl.constexpr, SCALED: gl.constexpr):
     """A (a_desc, WORLD * chunk_rows rows of this rank's K) @ B, chunk by chunk of `chunk_rows` rows (>= the tile's),
-    plus C (c_desc: this rank's slots, the chunks' rows). D: chunk `rank` into d_desc (chunk_rows rows), the others
-    into peer_desc (rank - 1's slots), each tile flagged in `peer_flags` (an int32 per tile of each chunk) with the
-    call's epoch (at `epoch_ptr`); C's tile waits on `flags`. DEBUG: a wait gives up after `timeout_ms` and writes
+    plus C (c_desc: this rank's slots, two sets of the chunks' rows). D: chunk `rank` into d_desc (chunk_rows rows),
+    the others into peer_desc (rank - 1's slots), each tile flagged in `peer_flags` (two sets of an int32 per tile of
+    each chunk) with the call's epoch (at `epoch_ptr`; its parity picks the set); C's tile waits on `flags`. DEBUG: a wait gives up after `timeout_ms` and writes
     `report` (pipeline/flags.py). TILE and EPILOGUE_N as matmul_kernel's. SCALED (FP8 A and B, K-major B):
     D = (A @ B) * scale_a[0] * scale_b[0] + C, the per-tensor scales read on the device (else unread)."""
     BM: gl.constexpr = TILE[0]
@@ -51,8 +52,8 @@ def rs_matmul_kernel(a_desc, b_desc, c_desc, peer_desc, d_desc, flags, peer_flag
     smem = PLAN.allocate(Probe.create(None, 0))
     sched = ChunkedTileScheduler.create(chunk_rows, N, WORLD, (rank + 1) % WORLD, BM, BN, GROUP_M,
                                         gl.num_programs(0))
-    ring = TileFlags.create(flags, peer_flags, epoch_ptr, rank, WORLD, report if DEBUG else None,
-                            timeout_ms if DEBUG else 0)
+    ring = TileFlags.create(flags, peer_flags, epoch_ptr, rank, WORLD, chunk_rows, sched.grid.chunk.num_tiles,
+                            report if DEBUG else None, timeout_ms if DEBUG else 0)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     sources, load_order = c_pipelines(smem, smem.c_tiles, True)

@@ -14,7 +14,10 @@ The reduce-scatter's ring (`TileFlags`) flags each tile instead: the store role 
 rank's memory waits until the stores are written (performed), orders them before the generic proxy
 (`fence.proxy.async.global`) and stores the epoch into that rank's flag of the tile with `st.release.sys`; the
 receiving epilogue-load role waits on that one flag before its C loads, as above. No copy engine, no kernel boundary:
-a tile's partial sums are on their way while the kernel computes the next.
+a tile's partial sums are on their way while the kernel computes the next. Its slots and flags come in two sets, call
+n using set n mod 2 (the epoch's parity, read on the device), so no barrier ends a call: rank r + 1 writes call
+n + 1's tiles into set (n + 1) mod 2 only after its call n ended, which waited (through the ring) on rank r's call n,
+which started after rank r's call n - 1, the set's last reader, ended (docs/tp.md).
 
 Debug mode (a `report` and `timeout_ms`): a wait gives up after that long, stores (1, chunk, epoch, the flag's value,
 program) in the REPORT_WORDS int32 words at `report` and goes on, so the kernel ends and the host names the chunk that
@@ -154,39 +157,52 @@ class ChunkFlags:
 
 @aggregate
 class TileFlags:
-    """The ring's flags (module docstring), an int32 per tile of each chunk (schedulers/chunked.py ChunkedGrid): this
-    rank's `flags`, which the next rank sets, and `peer_flags`, the previous rank's, which this rank sets, with the
-    call's `epoch`. The ring's first chunk (`first`) adds nothing received and its last, this rank's own (`rank`),
-    goes nowhere. `report` and `timeout_ms`: debug mode (module docstring), else None and 0."""
+    """The ring's flags (module docstring), an int32 per tile of each chunk (schedulers/chunked.py ChunkedGrid) in each
+    of two sets: this rank's `flags`, which the next rank sets, and `peer_flags`, the previous rank's, which this rank
+    sets, with the call's `epoch`; `set_rows` and `set_flags`: where this call's set of the slots' rows and of the
+    flags starts. The ring's first chunk (`first`) adds nothing received and its last, this rank's own (`rank`), goes
+    nowhere. `report` and `timeout_ms`: debug mode (module docstring), else None and 0."""
     flags: gl.tensor
     peer_flags: gl.tensor
     epoch: gl.tensor
     first: gl.tensor
     rank: gl.tensor
+    set_rows: gl.tensor
+    set_flags: gl.tensor
     report: gl.tensor | gl.constexpr
     timeout_ms: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, flags, peer_flags, epoch, first, rank, report, timeout_ms):
+    def __init__(self, flags, peer_flags, epoch, first, rank, set_rows, set_flags, report, timeout_ms):
         self.flags = flags
         self.peer_flags = peer_flags
         self.epoch = epoch
         self.first = first
         self.rank = rank
+        self.set_rows = set_rows
+        self.set_flags = set_flags
         self.report = report if isinstance(report, gl.tensor) else gl.constexpr(report)
         self.timeout_ms = timeout_ms if isinstance(timeout_ms, gl.tensor) else gl.constexpr(timeout_ms)
 
     @gluon.jit
-    def create(flags, peer_flags, epoch_ptr, rank, world, report=None, timeout_ms=0):
-        """The flags of rank `rank` of `world` in a call whose epoch is at `epoch_ptr`."""
-        return TileFlags(flags, peer_flags, gl.load(epoch_ptr), (rank + 1) % world, gl.to_tensor(rank), report,
-                         timeout_ms)
+    def create(flags, peer_flags, epoch_ptr, rank, world, chunk_rows, chunk_tiles, report=None, timeout_ms=0):
+        """The flags of rank `rank` of `world` in a call whose epoch is at `epoch_ptr`, over chunks of `chunk_rows`
+        rows and `chunk_tiles` tiles."""
+        epoch = gl.load(epoch_ptr)
+        parity = epoch & 1
+        return TileFlags(flags, peer_flags, epoch, (rank + 1) % world, gl.to_tensor(rank), parity * world * chunk_rows,
+                         parity * world * chunk_tiles, report, timeout_ms)
 
     @gluon.jit
     def index(self, work):
-        """(the chunk of the scheduler's current tile, its flag's index)."""
+        """(the chunk of the scheduler's current tile, its flag's index in this call's set)."""
         chunk, inner = work.grid.chunk_of(work.tile_id)
-        return chunk, chunk * work.grid.chunk.num_tiles + inner
+        return chunk, self.set_flags + chunk * work.grid.chunk.num_tiles + inner
+
+    @gluon.jit
+    def slot_row(self, row):
+        """Where row `row` of the chunks lies in this call's set of the slots."""
+        return self.set_rows + row
 
     @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_for(work)`.")
     @gluon.jit
@@ -214,8 +230,9 @@ class TileFlags:
 
 @aggregate
 class RingDelivery:
-    """Where the ring's store role writes a tile: the previous rank's slots (`peer_desc`, over its W chunks' rows,
-    whose tile flags `flags` publishes), or, for this rank's own chunk, `out_desc` (its rows of the result)."""
+    """Where the ring's store role writes a tile: the previous rank's slots (`peer_desc`, over both sets of its W
+    chunks' rows, whose tile flags `flags` publishes), or, for this rank's own chunk, `out_desc` (its rows of the
+    result)."""
     peer_desc: tma.tensor_descriptor
     out_desc: tma.tensor_descriptor
     flags: TileFlags
@@ -233,7 +250,7 @@ class RingDelivery:
         if chunk == self.flags.rank:
             out.store(self.out_desc, [row - chunk * work.grid.chunk.M, col])
         else:
-            out.store(self.peer_desc, [row, col])
+            out.store(self.peer_desc, [self.flags.slot_row(row), col])
 
     @gluon.jit
     def sent(self, work):
