@@ -8,7 +8,7 @@
 # tensors, tests/fuzz_args.py) and `sanitize` (compute-sanitizer memcheck, racecheck and synccheck over every shipped
 # variant, tilepipe/verify/sanitize.py; fails on a report scripts/sanitize-allow.json does not explain). Every log
 # names the Triton it ran. `clusters` (issue 18, about 6 minutes): `python -m tilepipe bench --clusters`.
-# `epilogues` (issue 40, at most 6 minutes): the fused epilogues' GPU cases (test_linear_gpu, test_linear_fp8_gpu,
+# `epilogues` (issue 40, at most 7 minutes): the fused epilogues' GPU cases (test_linear_gpu, test_linear_fp8_gpu,
 # test_grouped_epilogues_gpu, test_llama_gpu), then tools/bench_epilogues.py (epilogues-h200.json) into $OUT.
 # `split` (issue 42, at most 6 minutes): split multicast's GPU cases (tests/gpu/test_split_gpu.py: every split cluster
 # GEMM under every scheduler, a CUDA-graph replay, the debug-mode hang of a release that skips the peer), then
@@ -33,11 +33,12 @@ if [ "$part" = clusters ]; then  # issue 18's table (tilepipe/tools/bench_cluste
     echo "bench --clusters exit=$bench"
     exit $bench
 fi
-if [ "$part" = epilogues ]; then  # issue 40: the fused epilogues' GPU cases, then their bench (at most 6 minutes)
-    timeout 185 python3 -m pytest -q -m gpu tests/gpu/test_linear_gpu.py tests/gpu/test_linear_fp8_gpu.py \
+if [ "$part" = epilogues ]; then  # issue 40: the fused epilogues' GPU cases, then their bench (at most 7 minutes)
+    timeout 240 python3 -m pytest -q -m gpu tests/gpu/test_linear_gpu.py tests/gpu/test_linear_fp8_gpu.py \
         tests/gpu/test_grouped_epilogues_gpu.py tests/gpu/test_llama_gpu.py --junitxml="$out/junit.xml" \
         > "$out/pytest.log" 2>&1
     tests=$?
+    reap_cases
     tail -60 "$out/pytest.log"
     name="${BENCH_NAME:-epilogues-h200}"
     timeout 170 python3 -m tilepipe.tools.bench_epilogues "$name" "$out" > "$out/bench.log" 2>&1
@@ -51,6 +52,7 @@ if [ "$part" = split ]; then  # issue 42: split multicast's GPU cases, then its 
     timeout 150 python3 -m pytest -q -m gpu tests/gpu/test_split_gpu.py --junitxml="$out/junit.xml" \
         > "$out/pytest.log" 2>&1
     tests=$?
+    reap_cases
     tail -60 "$out/pytest.log"
     name="${BENCH_NAME:-split-h200-v2}"  # a budget of 170 s (a child process per launch: a fault is a 'missing' row)
     timeout 190 python3 -m tilepipe.tools.bench_clusters "$name" "$out" 170 > "$out/bench.log" 2>&1
@@ -99,6 +101,7 @@ if runs tests; then  # about 9.5 minutes on an H100 (203 cases), at the edge of 
     esac
     timeout 570 python3 -m pytest -q -m gpu "${selected[@]}" --junitxml="$out/junit.xml" > "$out/pytest.log" 2>&1
     tests=$?
+    reap_cases
 fi
 if runs demo; then
     timeout 110 python3 -m tilepipe demo > "$out/demo.log" 2>&1

@@ -12,7 +12,10 @@ status=0
 for part in ${PARTS:-tests bench}; do
     case "$part" in
     tests)
-        timeout "${TESTS_S:-300}" python3 -m pytest -q -m gpu tests/gpu/test_grouped_gpu.py -p no:cacheprovider > "$out/tests.log" 2>&1 ;;
+        timeout "${TESTS_S:-300}" python3 -m pytest -q -m gpu tests/gpu/test_grouped_gpu.py -p no:cacheprovider > "$out/tests.log" 2>&1
+        code=$?
+        reap_cases
+        (exit $code) ;;
     sanitize)
         only=$(python3 -c "from tilepipe.kernels.catalogue import shipped_variants as s; print(','.join(str(i) for i, v in enumerate(s()) if v.kernel.startswith('grouped')))" 2>/dev/null)
         timeout 420 python3 -m tilepipe.verify.sanitize --only "$only" --budget 300 --json "$out/sanitize.json" > "$out/sanitize.log" 2>&1 ;;
