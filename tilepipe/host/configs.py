@@ -400,9 +400,13 @@ def modelled_rounds(M: int, N: int, K: int, dtype: torch.dtype, out_dtype: torch
     tiles = FP32_SOURCE_CONFIGS if own_source else default_configs(out_dtype)
     aligned = K * dtype.itemsize % SECTOR_BYTES == 0
     wave = wave_round(M, N, K, out_dtype, tiles, aligned, b_kmajor, has_c, gpu, scheduler)
-    schedule = schedule_round(M, N, K, wave.winner.config, gpu) if scheduler is None else Round(
-        "schedule", (predicted(M, N, K, wave.winner.config, scheduler, gpu, why="the caller's"), ))
-    incumbent = predicted(M, N, K, wave.winner.config, schedule.winner.schedule, gpu, why="incumbent: the wave round")
+    if scheduler is None:
+        schedule = schedule_round(M, N, K, wave.winner.config, gpu)
+        incumbent = predicted(M, N, K, wave.winner.config, schedule.winner.schedule, gpu,
+                              why="incumbent: the wave round")
+    else:  # the caller's scheduler is the schedule round's one candidate: one prediction for both
+        incumbent = predicted(M, N, K, wave.winner.config, scheduler, gpu, why="incumbent: the wave round")
+        schedule = Round("schedule", (replace(incumbent, why="the caller's"), ))
     others = aligned and LARGE_16BIT in tiles
     pieced = pieced_candidates(M, N, K, gpu, incumbent, b_kmajor, has_c) if others and scheduler in (
         None, "static", "dynamic") else ()

@@ -88,9 +88,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
 
 @gluon.jit
 def output_origin(work, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.constexpr = False):
-    """Where the ROWS x COLS tile of D of the scheduler's current tile starts: its origin (moved inside the problem's
-    edges where the grid says so: TileGrid), or its transpose's where the kernel computes D^T = B^T A^T (SWAP_AB: the
-    scheduler walks D^T's tiles)."""
+    """Where the ROWS x COLS tile of D of the scheduler's current tile starts: its origin (moved inside D's edges where
+    the grid says so: TileGrid), or its transpose's where the kernel computes D^T = B^T A^T (SWAP_AB)."""
     if SWAP_AB:
         pid_m, pid_n = work.coords()
         return pid_n * ROWS, pid_m * COLS
@@ -100,10 +99,9 @@ def output_origin(work, ROWS: gl.constexpr, COLS: gl.constexpr, SWAP_AB: gl.cons
 @gluon.jit
 def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sched, SOURCES: gl.constexpr,
                SWAP_AB: gl.constexpr = False, D_BN: gl.constexpr = None, deliveries=None):
-    """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees. D_BN: the
-    columns of D's tile where a stage holds a sub-tile of it (a stage each), else None. Given `deliveries`
-    (pipeline/flags.py: RingDelivery) it picks each tile's destination instead of `d_desc` and flags the tile once
-    stored."""
+    """SOURCES: the stages also receive C or partial sums (the epi_load ring), which this role frees. D_BN: D's tile's
+    columns where a stage holds a sub-tile (a stage each), else None. `deliveries` (pipeline/flags.py RingDelivery):
+    each tile's destination in place of `d_desc`, and the tile's flag once it is stored."""
     BM: gl.constexpr = outputs.tiles.shape[1]  # D's tile (d_desc's block, or its boxes' where the tile is pieced)
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = SUB_N if D_BN is None else D_BN
@@ -132,9 +130,8 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
                        SWAP_AB: gl.constexpr = False, HAS_C: gl.constexpr = True, arrivals=None):
     """C of each finished BM x BN tile of D, a source stage at a time (sm_90a: the whole tile, a pieced one box by
     box; sm_100a: the epilogue's sub-tiles, one stage each); under stream-K first the partial sums a finisher adds
-    (an empty fill for each stage use without a load: pipeline/partials.py). Given `arrivals` (pipeline/flags.py:
-    TileFlags), a tile's C loads wait until its C arrived (another rank's partial sums) and read it where arrivals
-    keeps it."""
+    (an empty fill for each stage use without a load: pipeline/partials.py). `arrivals` (pipeline/flags.py
+    TileFlags): a tile's C loads wait until another rank's partial sums arrived, and read them where they lie."""
     BM: gl.constexpr = sources.tiles.shape[1]  # a stage's tile: c_desc's block, or its boxes' where it is pieced
     SUB_N: gl.constexpr = sources.tiles.shape[2]
     work = sched.work()
@@ -145,8 +142,7 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
                 load_order = load_order.wait()  # this tile's main-loop loads were issued first
                 row, col = output_origin(work, BM, BN, SWAP_AB)
                 if arrivals is not None:
-                    arrivals = arrivals.wait_for(work)
-                    row = arrivals.slot_row(row)  # where C lies: this call's set of the slots
+                    arrivals, row = arrivals.wait_for(work, row)  # and where C's rows lie: this call's slots
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.load(c_desc, [row, col + j * SUB_N])
             else:
@@ -172,8 +168,7 @@ def operand_accumulator(acc_layout, dtype):
 @gluon.jit
 def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
                B_KMAJOR: gl.constexpr, A_KMAJOR: gl.constexpr = True):
-    """An sm_90a MMA role's main loop for one scheduler unit (wgmma_steps), the last wgmmas retired. Returns (acc, the
-    consumer)."""
+    """An sm_90a MMA role's main loop for one scheduler unit (wgmma_steps), the last wgmmas retired: (acc, consumer)."""
     acc, consumer = wgmma_steps(consumer, work, k_tiles, BM, BN, acc_layout, B_KMAJOR, A_KMAJOR)
     acc, consumer = consumer.retire(acc)
     if acc_layout is not None:  # FP8 operands under a 16-bit role's layout: the same registers (operand_accumulator)
@@ -185,9 +180,8 @@ def wgmma_unit(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_
 def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc_layout: gl.constexpr,
                 B_KMAJOR: gl.constexpr, A_KMAJOR: gl.constexpr = True):
     """A fresh accumulator, one wgmma per k-step of the unit on the input stages (B transposed when K-major, A when
-    M-major; what a stage holds outside the unit's K zeroed first: work.mask_k), the last ones still in flight.
-    Returns (acc, the consumer). A pieced tile (acc_layout None, pipeline/pieces.py) has a tuple of accumulators and a
-    wgmma per piece."""
+    M-major; what a stage holds outside the unit's K zeroed first: work.mask_k), the last ones still in flight:
+    (acc, consumer). A pieced tile (acc_layout None, pipeline/pieces.py): a tuple of accumulators, a wgmma a piece."""
     if acc_layout is None:
         acc = piece_zeros(BM, BN, gl.num_warps())
     else:

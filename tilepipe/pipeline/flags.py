@@ -204,16 +204,16 @@ class TileFlags:
         """Where row `row` of the chunks lies in this call's set of the slots."""
         return self.set_rows + row
 
-    @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_for(work)`.")
+    @gluon.must_use_result("Rebind it: `arrivals, row = arrivals.wait_for(work, row)`.")
     @gluon.jit
-    def wait_for(self, work):
+    def wait_for(self, work, row):
         """Epilogue-load role (one warp): wait until the next rank's partial sums of the current tile arrived (none
-        for the ring's first chunk)."""
+        for the ring's first chunk); returns (self, where its C row `row` lies: slot_row)."""
         chunk, index = self.index(work)
         if chunk != self.first:
             _wait(self.flags + index, self.epoch, self.timeout_ms, self.report, chunk, one_per_lane(gl.num_ctas()),
                   32)
-        return self
+        return self, self.slot_row(row)
 
     @gluon.jit
     def publish(self, work):
