@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tilepipe.distributed.plan import for_operands, gather_config, medium
+from tilepipe.distributed.plan import for_operands, gather_config, medium, ring_config
 from tilepipe.host.configs import LARGE_SUBTILED_16BIT
 from tilepipe.host.gpus import gpu_model
 from tilepipe.kernels.ag_matmul import ag_matmul_spec
@@ -17,11 +17,10 @@ from tilepipe.kernels.rs_matmul import rs_matmul_spec
 from tilepipe.verify.compile import compile_kernels
 from tilepipe.verify.tp_protocol import check_tp_protocol
 
-FP8_LARGE = for_operands(LARGE_SUBTILED_16BIT, True)
 SPECS = {"ag bf16 row-major": ag_matmul_spec(LARGE_SUBTILED_16BIT, "bf16", False, 2),
          "ag fp8 debug": ag_matmul_spec(for_operands(medium(), True), "fp8e4nv", True, 2, True, "bf16"),
-         "rs bf16 row-major": rs_matmul_spec(LARGE_SUBTILED_16BIT, "bf16", False, 2),
-         "rs fp8 debug": rs_matmul_spec(FP8_LARGE, "fp8e4nv", True, 4, True, "bf16")}
+         "rs bf16 row-major": rs_matmul_spec(ring_config(8192), "bf16", False, 2),  # the ring's tile, as it runs
+         "rs fp8 debug": rs_matmul_spec(for_operands(ring_config(8192), True), "fp8e4nv", True, 4, True, "bf16")}
 SMEM_LIMIT = 232448  # 227 KB per block on sm_90a
 
 
