@@ -58,11 +58,11 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
         dist.reduce_scatter_tensor(out, local_matmul(a, b, scale_a, scale_b, call.out_dtype, None), group=group)
         return out
     cfg = for_operands(ring_config(N), call.fp8)
-    tiles = -(-rows // cfg.block_m) * -(-N // cfg.block_n)  # a chunk's, each with its flag
-    ws = workspace(group, (rows, N), out.dtype, a.device, "reduce_scatter", 2 * world * tiles, sets=2)
+    tiles = world * -(-rows // cfg.block_m) * -(-N // cfg.block_n)  # the chunks' tiles, each with its flag
+    ws = workspace(group, (rows, N), out.dtype, a.device, "reduce_scatter", tiles, sets=2)
     ws.epoch.add_(1)
     timeout_s = stall_seconds()
-    _launch(ws, a, b.t() if call.b_kmajor else b, out, scales(ws, scale_a, scale_b), cfg, call.b_kmajor, debug,
+    _launch(ws, a, b.t() if call.b_kmajor else b, out, scales(ws, scale_a, scale_b), cfg, tiles, call.b_kmajor, debug,
             int(timeout_s * 1e3), device)
     if debug:
         check_report(ws, "matmul_reduce_scatter", "epilogue_load", timeout_s, sender=(ws.rank + 1) % world)
@@ -70,10 +70,10 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: dist.ProcessG
 
 
 def _launch(ws: Workspace, a: torch.Tensor, b_view: torch.Tensor, out: torch.Tensor,
-            scale_pair: tuple[torch.Tensor, torch.Tensor], cfg: MatmulConfig, b_kmajor: bool, debug: bool,
+            scale_pair: tuple[torch.Tensor, torch.Tensor], cfg: MatmulConfig, tiles: int, b_kmajor: bool, debug: bool,
             timeout_ms: int, device: int) -> None:
-    """rs_matmul_kernel: the ring's every chunk of a @ b on a persistent grid, C from this rank's slots, the tiles
-    into rank - 1's slots and `out`."""
+    """rs_matmul_kernel: the ring's every chunk of a @ b (`tiles` tiles) on a persistent grid, C from this rank's
+    slots, the tiles into rank - 1's slots and `out`."""
     slots, rows, N = ws.slots.shape  # both sets' W slots
     world = ws.world
     to = (ws.rank - 1) % world  # the ring: partial sums go to rank - 1 and come from rank + 1
@@ -81,7 +81,6 @@ def _launch(ws: Workspace, a: torch.Tensor, b_view: torch.Tensor, out: torch.Ten
                 (ws.peer_slots[to].view(slots * rows, N), "c"), (out, "c"))
     scalars = (rows, ws.rank, timeout_ms, N, a.shape[1], world, cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor,
                (cfg.block_m, cfg.block_n), cfg.epilogue_n, debug, a.element_size() == 1)
-    tiles = world * -(-rows // cfg.block_m) * -(-N // cfg.block_n)
     launch_gemm(_LAUNCHERS, (cfg, a.dtype, out.dtype, b_kmajor, world, debug, device),
                 "tilepipe.kernels.rs_matmul:rs_matmul_kernel", operands,
                 (ws.flags, ws.peer_flags[to], ws.epoch, ws.report, *scale_pair), scalars, cfg, b_kmajor, tiles, device)

@@ -72,15 +72,16 @@ _WORKSPACES: dict[tuple, Workspace] = {}
 def workspace(group: dist.ProcessGroup, slot_shape: tuple[int, ...], dtype: torch.dtype,
               device: torch.device, purpose: str, flag_count: int = FLAG_PAD, sets: int = 1) -> Workspace:
     """The workspace of `purpose` ("all_gather" or "reduce_scatter") for `sets` sets of W slots of `slot_shape` and
-    `dtype` on `group` with `flag_count` flags, made on first use (collectively: every rank of the group must make the
-    same call)."""
+    `dtype` and of `flag_count` flags on `group`, made on first use (collectively: every rank of the group must make
+    the same call)."""
     key = (group.group_name, purpose, tuple(slot_shape), dtype, device, flag_count, sets)
     found = _WORKSPACES.get(key)
     if found is None and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(f"the first call of a tensor-parallel op for a geometry sets up symmetric memory, which a "
                            f"CUDA graph cannot capture: call it once before capturing ({purpose}, {slot_shape})")
     if found is None:
-        found = _WORKSPACES[key] = _create(group, (sets * group.size(), *slot_shape), dtype, device, flag_count)
+        found = _WORKSPACES[key] = _create(group, (sets * group.size(), *slot_shape), dtype, device,
+                                           sets * flag_count)
     return found
 
 

@@ -164,6 +164,10 @@ class _RingModel(_Model):
         zeros = tuple(tuple(0 for _ in range(2 * self.world * self.TILES)) for _ in range(self.world))
         return ranks, zeros, zeros, arrived
 
+    def set_offset(self, epoch: int) -> int:
+        """Where the set of a call of `epoch` starts in a rank's flags and slots (set 0 always under "one_set")."""
+        return 0 if self.seed == "one_set" else epoch % 2 * self.world * self.TILES
+
     def arrive(self, state: tuple, r: int):
         """Rank r's programs are done: its next call, no barrier."""
         call, _, epoch, *_ = state[0][r]
@@ -176,7 +180,7 @@ class _RingModel(_Model):
         if all(pc == len(actions) for pc, actions in zip(pcs, self.programs[r])):
             yield from self.arrive(state, r)
             return
-        offset = 0 if self.seed == "one_set" else epoch % 2 * self.world * self.TILES  # this call's set
+        offset = self.set_offset(epoch)
         for p, (pc, actions) in enumerate(zip(pcs, self.programs[r])):
             if pc == len(actions):
                 continue
@@ -201,7 +205,7 @@ class _RingModel(_Model):
         ranks, flags, _, arrived = state
         waits = []
         for r, (call, stage, epoch, *pcs) in enumerate(ranks):
-            offset = 0 if self.seed == "one_set" else epoch % 2 * self.world * self.TILES
+            offset = self.set_offset(epoch)
             for pc, actions in zip(pcs, self.programs[r]):
                 if stage == "run" and pc < len(actions):
                     chunk, tile = divmod(actions[pc][1], self.TILES)
