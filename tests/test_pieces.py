@@ -58,11 +58,12 @@ def compiled():
 
 def test_each_pair_of_pieces_is_its_own_wgmma_and_commit_group(compiled):
     """A k-step (BK = 64: four k16 steps) issues one wgmma per pair of A and B pieces at the piece's width (a 64-row
-    piece's columns split over the two warpgroups), each its own commit group, so the MMA role's wait for all but
-    one k-step's groups frees exactly the stage read a k-step before."""
+    piece's columns split over two warpgroups; one warpgroup's whole), each its own commit group, so the MMA role's
+    wait for all but one k-step's groups frees exactly the stage read a k-step before."""
     for (cfg, _), report in compiled:
         assert not isinstance(report, CompileError), report
-        widths = [cols // (2 if rows == 64 else 1) for _, (rows, cols) in TilePieces(cfg.block_m, cfg.block_n).shapes]
+        split = lambda rows: 2 if rows == 64 and cfg.num_warps == 8 else 1  # noqa: E731
+        widths = [cols // split(rows) for _, (rows, cols) in TilePieces(cfg.block_m, cfg.block_n).shapes]
         shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16", report.ptx)
         assert sorted(map(int, shapes)) == sorted(w for w in widths for _ in range(4)), (cfg, shapes)
         assert report.count("wgmma.commit_group.sync.aligned") == len(widths), cfg
@@ -75,7 +76,8 @@ def test_pieces_move_in_their_descriptors_boxes(compiled):
     expected = {(192, 128, True): 3 + 1 + 3 * 2, (192, 128, False): 3 + 2 + 3 * 2, (128, 192, True): 1 + 3 + 6,
                 (128, 192, False): 1 + 3 + 6, (192, 192, True): 3 + 3 + 9, (192, 192, False): 3 + 3 + 9,
                 (128, 160, True): 1 + 5 + 5, (128, 160, False): 1 + 5 + 5, (128, 96, True): 1 + 3 + 3,
-                (128, 96, False): 1 + 3 + 3}  # a 32-wide piece: B and D in 32-wide boxes; 128x192: D in 6 sub-tiles
+                (128, 96, False): 1 + 3 + 3, (64, 192, True): 1 + 3 + 3, (64, 192, False): 1 + 3 + 3}
+    # a 32-wide piece: B and D in 32-wide boxes; 128x192: D in 6 sub-tiles
     for (cfg, kmajor), report in compiled[:-2]:
         assert report.count("cp.async.bulk.tensor") == expected[cfg.block_m, cfg.block_n, kmajor], (cfg, kmajor)
         assert report.spill_stores == report.spill_loads == 0, cfg
@@ -189,7 +191,7 @@ def test_matmul_takes_the_widths_between_where_they_fill_the_waves(monkeypatch):
     tile-widths-moves-h100.json: 50 of the 56 grid shapes this moves ran faster, median 1.116x)."""
     monkeypatch.setattr(configs, "device_model", lambda device: H100)
     monkeypatch.setattr(configs, "cached_config", lambda *args: None)
-    wide, narrow = PIECED_16BIT[2:]
+    wide, narrow = PIECED_16BIT[2:4]
     assert (wide.block_n, narrow.block_n) == (160, 96)
     for shape in ((640, 4096, 14336), (1024, 5120, 5120), (1280, 2048, 8192)):  # 1.12x, 1.12x, 1.12x
         assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == wide, shape
@@ -240,3 +242,23 @@ def test_small_m_takes_the_64x96_tile_where_it_wins_the_tie_on_more_programs(mon
     assert chosen(96, 4096, 4096) == configs.NARROW and chosen(96, 14336, 4096) != narrow_pieced
     assert chosen(128, 6144, 4096, torch.float32) != narrow_pieced
     assert configs.variant_config({"tile": (64, 96)}, torch.bfloat16, None) == narrow_pieced
+
+
+def test_just_over_128_rows_takes_the_64x192_tile_on_one_warpgroup():
+    """NARROW_WIDE_PIECED_16BIT: at 129x8192x8192 its three rows of 64-row tiles (129 tiles, one wave) compute 192 rows
+    where the ping-pong tile's two rows of 128 compute 256 (H200: 53.5 -> 50.3 us, archive/wide64-probe-h200.json);
+    not at 256 rows, nor where its tiles leave a wave short (N = 4096). A catalogue variant names it with its warps."""
+    from tilepipe.host.gpus import gpu_models
+
+    h200, wide = gpu_models()["h200"], configs.NARROW_WIDE_PIECED_16BIT
+    assert (wide.block_m, wide.block_n, wide.num_warps, wide.pieced) == (64, 192, 4, True) and wide in PIECED_16BIT
+
+    def chosen(M, N, K):
+        return configs.modelled_config(M, N, K, torch.bfloat16, torch.bfloat16, True, h200)
+
+    assert chosen(129, 8192, 8192) == chosen(192, 8192, 8192) == wide
+    assert wide not in (chosen(256, 8192, 8192), chosen(129, 4096, 4096), chosen(129, 4096, 14336))
+    assert configs.variant_config({"tile": (64, 192)}, torch.bfloat16, None) == wide
+    check_pieced(wide, "dynamic", "sm_90a", False, torch.bfloat16)
+    with pytest.raises(ValueError, match="num_warps=4"):
+        check_pieced(replace(wide, num_warps=8), "static", "sm_90a", False, torch.bfloat16)

@@ -226,16 +226,15 @@ def check_swap_ab(cfg: MatmulConfig, b_kmajor: bool, arch: str) -> None:
 
 def check_pieced(cfg: MatmulConfig, schedule: str, arch: str, own_source: bool, out_dtype: torch.dtype) -> None:
     """A tile with a side held as power-of-two pieces (pipeline/pieces.py: 192 rows or columns, 96 or 160 columns of
-    128 rows, and 96 columns of 64 rows on 4 MMA warps) is built for the sm_90a GEMM's 8 MMA warps (4 for the 64-row
-    one) with a 16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C), under the static or dynamic
-    schedule, without a cluster or swap-AB; any other side that is not a power of two, or any other use, raises
-    ValueError."""
+    128 rows, and 96 or 192 columns of 64 rows) is built for the sm_90a GEMM's 8 MMA warps (4 for 64 rows) with a
+    16-bit D (and C, if any, of D's dtype: `own_source` is an fp32 C), under the static or dynamic schedule, without
+    a cluster or swap-AB; any other side that is not a power of two, or any other use, raises ValueError."""
     if not row_side_ok(cfg.block_m):
         raise ValueError(f"config.block_m must be a power of two or one of "
                          f"{[side for side in sorted(PIECES) if row_side_ok(side)]}, got {cfg.block_m}")
     if not (is_power_of_two(cfg.block_n) or cfg.block_n in PIECES):
         raise ValueError(f"config.block_n must be a power of two or one of {sorted(PIECES)}, got {cfg.block_n}")
-    narrow = NARROW_PIECED_16BIT  # the one pieced form on one warpgroup
+    narrow = NARROW_PIECED_16BIT  # a pieced form on one warpgroup
     rows_built = (narrow.block_m, 128) if cfg.block_n == narrow.block_n else (128, )
     if cfg.block_n in PIECES and not row_side_ok(cfg.block_n) and cfg.block_m not in rows_built:
         raise ValueError(f"config.block_m must be {' or '.join(map(str, rows_built))} with block_n = {cfg.block_n} "

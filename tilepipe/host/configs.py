@@ -116,8 +116,15 @@ bench/results/archive/pieced-subtiles-probe-h100.json, docs/perf-log.md row 85).
 PIECED_WHOLE_16BIT = MatmulConfig(192, 128, 64, stages=4)
 """192x128 (a 128 and a 64 row piece), four operand stages beside the whole output tile; also the stages every pieced
 tile's catalogue variant runs with (host: variant_config)."""
+NARROW_WIDE_PIECED_16BIT = MatmulConfig(64, 192, 64, stages=6, num_warps=4)
+"""64x192 on one wgmma warpgroup (192 columns as a 128 and a 64 piece), six operand stages: for M just over 128, three
+rows of 64 where two of 128 compute 256 rows. H200, against matmul's choice before it (128x128 ping-pong) and cuBLAS:
+129x8192x8192 50.3 against 53.5 us (cuBLAS 47.2), 160x8192x8192 50.6 against 55.0, 192x8192x8192 51.1 against 54.8
+(cuBLAS 52.6); slower where its tiles leave a wave short (N = 4096: 26.5 against 21.8 at 129x4096x4096) or at M = 256
+(80.3 against 55.3 at 256x8192x8192): bench/results/archive/wide64-probe-h200.json. 64x256 ran 1.2-1.6x slower than it
+on all 20 shapes there."""
 PIECED_16BIT = (PIECED_SUBTILED_16BIT, PIECED_WHOLE_16BIT, MatmulConfig(128, 160, 64, stages=5),
-                MatmulConfig(128, 96, 64, stages=7))
+                MatmulConfig(128, 96, 64, stages=7), NARROW_WIDE_PIECED_16BIT)
 """Tiles with a side held as power-of-two pieces (pipeline/pieces.py), 16-bit D and C, static or dynamic, as many
 operand stages as fit: widths between the powers of two fill waves that those tiles leave short. 128x192 first, which
 takes ties (equal waves) up to gpu.subtiled_first_max_m. At 1536x8960x1536 192x128 measured 71.3 us against 72.3 for
@@ -125,7 +132,8 @@ takes ties (equal waves) up to gpu.subtiled_first_max_m. At 1536x8960x1536 192x1
 128x256 static / stream-K; at 2304x2816x8192 146.0 against 152.6 for 128x256 stream-K
 (bench/results/archive/pieced-tiles-h100.json). 128x160 and 128x96 (a 32-wide piece each) as cuBLAS's 128x160 and 128x96 at
 mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the choice before them, 1024x5120x5120
-82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/archive/tile-widths-probe-h100.json)."""
+82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/archive/tile-widths-probe-h100.json). Last,
+NARROW_WIDE_PIECED_16BIT on one warpgroup."""
 NARROW_PIECED_16BIT = MatmulConfig(64, 96, 64, stages=10, num_warps=4)
 """64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: taken only where it wins a
 tie at the DRAM floor by running more programs in one wave (pieced_candidates, small_m_rounds; on the grid of
@@ -710,13 +718,14 @@ def swap_config(M: int, out_dtype: torch.dtype, block_m: int = 64, kernel: str =
 def variant_config(options: dict, out_dtype: torch.dtype, default: MatmulConfig | None) -> MatmulConfig | None:
     """The configuration a catalogue matmul variant (kernels/catalogue.py) runs in where its options name one:
     swap-AB's tile at M = 32, a pieced tile in PIECED_WHOLE_16BIT's stages (PIECED_SUBTILED_16BIT's with D in
-    sub-tiles; the 64-row one is NARROW_PIECED_16BIT), D in sub-tiles in LARGE_SUBTILED_16BIT's, the ping-pong
+    sub-tiles; the 64-row ones are NARROW_PIECED_16BIT and NARROW_WIDE_PIECED_16BIT), D in sub-tiles in LARGE_SUBTILED_16BIT's, the ping-pong
     tile; else `default`. The report compiles it, the sanitizer launches it."""
     if options.get("swap_ab"):  # 64 rows of N, or its tile's (gated_linear's 128: a gate-up pair), D in sub-tiles
         return replace(swap_config(32, out_dtype, options.get("tile", (64, ))[0]), epilogue_n=options.get("epilogue_n"))
     if options.get("tile"):
-        if tuple(options["tile"]) == (NARROW_PIECED_16BIT.block_m, NARROW_PIECED_16BIT.block_n):
-            return NARROW_PIECED_16BIT  # its own warps and stages
+        one_warpgroup = {(cfg.block_m, cfg.block_n): cfg for cfg in (NARROW_PIECED_16BIT, NARROW_WIDE_PIECED_16BIT)}
+        if tuple(options["tile"]) in one_warpgroup:
+            return one_warpgroup[tuple(options["tile"])]  # its own warps and stages
         base = PIECED_SUBTILED_16BIT if options.get("epilogue_n") else PIECED_WHOLE_16BIT
         return replace(base, block_m=options["tile"][0], block_n=options["tile"][1],
                        epilogue_n=options.get("epilogue_n"))

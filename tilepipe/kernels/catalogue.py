@@ -52,10 +52,11 @@ MATMUL_PIECED = {
     "matmul pieced 128x160": dict(dtype="bf16", c_dtype="bf16", tile=(128, 160)),  # a 32-wide piece: 64-byte swizzle
     "matmul +C pieced 128x96": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(128, 96)),
     "matmul +C pieced 64x96": dict(dtype="bf16", c_dtype="bf16", has_c=True, tile=(64, 96)),  # one warpgroup
+    "matmul pieced 64x192": dict(dtype="bf16", c_dtype="bf16", tile=(64, 192)),  # one warpgroup
 }
 """matmul_kernel with a tile side held as power-of-two pieces (pipeline/pieces.py: 192 = 128 + 64, 160 = 128 + 32,
-96 = 64 + 32; host/configs.py PIECED_16BIT and, 64 rows on one warpgroup, NARROW_PIECED_16BIT; with epilogue_n, D in
-sub-tiles: PIECED_SUBTILED_16BIT), as matmul_spec arguments, under PIECED_SCHEDULES."""
+96 = 64 + 32; host/configs.py PIECED_16BIT, whose 64-row ones run on one warpgroup; with epilogue_n, D in sub-tiles:
+PIECED_SUBTILED_16BIT), as matmul_spec arguments, under PIECED_SCHEDULES."""
 MATMUL_SUBTILED = {
     "matmul subtiled": dict(dtype="bf16", c_dtype="bf16", epilogue_n=64),
     "matmul +C subtiled": dict(dtype="bf16", c_dtype="bf16", has_c=True, epilogue_n=64),  # C in the sub-tile stages
@@ -113,8 +114,7 @@ GROUPED = {
 SwiGLU over packed gate-up experts), over each layout of the groups' rows, and in the tile of few rows (decode)."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
-PIECED_SCHEDULES = ("static", "dynamic")
-"""The schedules a pieced tile runs under (stream-K's partial tiles are not built in pieces)."""
+PIECED_SCHEDULES = ("static", "dynamic")  # a pieced tile's: stream-K's partial tiles are not built in pieces
 SM100_EPILOGUES = {
     "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
     "sm100 matmul +C": dict(dtype="bf16", c_dtype="bf16", has_c=True),  # C sub-tiles in source stages
