@@ -63,14 +63,16 @@ def ctas_splitting(bases) -> int:
 
 
 @gluon.constexpr_function
-def wgmma_accumulator(num_warps, block_n, bases=(), instr_k=16):
+def wgmma_accumulator(num_warps, block_n, bases=(), instr_k=16, rows=None):
     """The wgmma accumulator layout of a [BM, block_n] cluster tile split over the CTAs as `bases` say: each CTA's
     warps cover its own part, one instruction as wide as a CTA's columns (`instr_k`: 16 for 16-bit operands, 32 for
-    FP8)."""
+    FP8). A tile of fewer `rows` than the warps' 16-row slices cover (64 on 8 warps) splits its columns over two
+    warpgroups instead, each an instruction half as wide."""
     bases = [list(basis) for basis in bases]
     cols_per_cta = block_n // 2 if any(basis[1] for basis in bases) else block_n
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                     instr_shape=[16, cols_per_cta, instr_k], cga_layout=bases)
+    warps = [num_warps, 1] if rows is None or rows >= 16 * num_warps else [num_warps // 2, 2]
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=warps,
+                                     instr_shape=[16, cols_per_cta // warps[1], instr_k], cga_layout=bases)
 
 
 @gluon.constexpr_function

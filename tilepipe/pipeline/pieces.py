@@ -22,6 +22,7 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import tma
 from triton.language.core import _unwrap_if_constexpr
 
+from tilepipe.pipeline.cluster import wgmma_accumulator
 from tilepipe.pipeline.multicast import CTAS, is_split_load
 
 PIECES = {96: (64, 32), 160: (128, 32), 192: (128, 64)}
@@ -186,12 +187,7 @@ def tile_boxes(tile, desc, _semantic=None):
 def piece_layouts(rows, cols, num_warps):
     """The wgmma accumulator layout of each piece of a rows x cols tile on `num_warps` (8) MMA warps: a 128-row piece
     splits its rows over the two warpgroups, a 64-row piece its columns (each warpgroup half of its width)."""
-    layouts = []
-    for _, (r, c) in TilePieces(rows, cols).shapes:
-        warps = [num_warps, 1] if r >= 16 * num_warps else [num_warps // 2, 2]
-        layouts.append(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=warps,
-                                                 instr_shape=[16, c // warps[1], 16]))
-    return layouts
+    return [wgmma_accumulator.fn(num_warps, c, rows=r) for _, (r, c) in TilePieces(rows, cols).shapes]
 
 
 @gluon.constexpr_function
