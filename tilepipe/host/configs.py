@@ -718,8 +718,8 @@ def swap_config(M: int, out_dtype: torch.dtype, block_m: int = 64, kernel: str =
 def variant_config(options: dict, out_dtype: torch.dtype, default: MatmulConfig | None) -> MatmulConfig | None:
     """The configuration a catalogue matmul variant (kernels/catalogue.py) runs in where its options name one:
     swap-AB's tile at M = 32, a pieced tile in PIECED_WHOLE_16BIT's stages (PIECED_SUBTILED_16BIT's with D in
-    sub-tiles; the 64-row ones are NARROW_PIECED_16BIT and NARROW_WIDE_PIECED_16BIT), D in sub-tiles in LARGE_SUBTILED_16BIT's, the ping-pong
-    tile; else `default`. The report compiles it, the sanitizer launches it."""
+    sub-tiles; the 64-row ones are NARROW_PIECED_16BIT and NARROW_WIDE_PIECED_16BIT), D in sub-tiles in
+    LARGE_SUBTILED_16BIT's, the ping-pong tile; else `default`. The report compiles it, the sanitizer launches it."""
     if options.get("swap_ab"):  # 64 rows of N, or its tile's (gated_linear's 128: a gate-up pair), D in sub-tiles
         return replace(swap_config(32, out_dtype, options.get("tile", (64, ))[0]), epilogue_n=options.get("epilogue_n"))
     if options.get("tile"):
