@@ -120,7 +120,9 @@ def test_the_ping_pong_tile_replaces_the_cooperative_128x128_under_static(monkey
         if shape[0] == 256:  # a pieced tile on more programs takes the tie at the DRAM floor first (perf-log row 95)
             assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0).block_n == 96
             continue
-        assert configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0) == PINGPONG_16BIT, shape
+        plain = configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0)
+        # just over 128 rows the tile round's 64x192 on one warpgroup came first (perf-log row 138)
+        assert plain == (configs.NARROW_WIDE_PIECED_16BIT if shape[0] == 129 else PINGPONG_16BIT), shape
         with_c = configs.config_for(*shape, torch.bfloat16, torch.bfloat16, True, 0, has_c=True)
         assert with_c == replace(MEDIUM, stages=6), shape  # the cooperative tile, its stages filled (perf-log row 89)
 
