@@ -9,7 +9,7 @@ import torch.distributed as dist
 from tilepipe.distributed.checks import check_agreement, check_aligned, check_call, check_switches, resolve_group
 from tilepipe.distributed.launch import launch_gemm, local_matmul, scales
 from tilepipe.distributed.library import traced
-from tilepipe.distributed.plan import CHUNK_MIN_ROWS, for_operands, chunks_fit, gather_config, gather_overlaps
+from tilepipe.distributed.plan import CHUNK_MIN_ROWS, chunks_fit, for_operands, gather_config, gather_overlaps
 from tilepipe.distributed.workspace import Workspace, check_report, workspace
 from tilepipe.host.configs import MatmulConfig
 from tilepipe.host.device import device_index, device_target

@@ -96,43 +96,39 @@ class ChunkFlags:
     """A role's view of the chunk flags: `flags` (an int32 per chunk), the call's `epoch`, `chunk_rows` rows of A a
     chunk, and `ready`, a mask of the chunks this role saw arrive (it waits on each chunk once). With `own` (a TMA
     descriptor over this rank's shard, chunk `rank`) that chunk is read where it lies: no copy, no flag to wait on.
-    `base`: the chunk of row 0 (a kernel whose operand is one chunk, chunk `base`, of a call's several). `report` and
-    `timeout_ms`: debug mode (module docstring), else None and 0."""
+    `report` and `timeout_ms`: debug mode (module docstring), else None and 0."""
     flags: gl.tensor
     epoch: gl.tensor
     chunk_rows: gl.tensor
     rank: gl.tensor
-    base: gl.tensor
     ready: gl.tensor
     own: tma.tensor_descriptor | gl.constexpr
     report: gl.tensor | gl.constexpr
     timeout_ms: gl.tensor | gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, flags, epoch, chunk_rows, rank, base, ready, own, report, timeout_ms):
+    def __init__(self, flags, epoch, chunk_rows, rank, ready, own, report, timeout_ms):
         self.flags = flags
         self.epoch = epoch
         self.chunk_rows = chunk_rows
         self.rank = rank
-        self.base = base
         self.ready = ready
         self.own = own if isinstance(own, tma.tensor_descriptor) else gl.constexpr(own)
         self.report = report if isinstance(report, gl.tensor) else gl.constexpr(report)
         self.timeout_ms = timeout_ms if isinstance(timeout_ms, gl.tensor) else gl.constexpr(timeout_ms)
 
     @gluon.jit
-    def create(flags, epoch_ptr, chunk_rows, rank, own=None, report=None, timeout_ms=0, base=0):
+    def create(flags, epoch_ptr, chunk_rows, rank, own=None, report=None, timeout_ms=0):
         """The flags of a call whose epoch is at `epoch_ptr`, no chunk seen yet but the own one where `own` reads it."""
         ready = gl.to_tensor(0) if own is None else gl.to_tensor(1) << rank
-        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, rank, gl.to_tensor(base), ready, own, report,
-                          timeout_ms)
+        return ChunkFlags(flags, gl.load(epoch_ptr), chunk_rows, rank, ready, own, report, timeout_ms)
 
     @gluon.must_use_result("Rebind it: `arrivals = arrivals.wait_rows(row)`.")
     @gluon.jit
     def wait_rows(self, row):
         """Wait (a one-warp role) until the chunk holding A's row `row` arrived, unless this role saw it already. A
         tile's rows lie in one chunk (schedulers/chunked.py)."""
-        chunk = row // self.chunk_rows + self.base
+        chunk = row // self.chunk_rows
         ready = self.ready
         if (ready >> chunk) & 1 == 0:
             gl.static_assert(gl.num_warps() == 1, "a one-warp role waits on a chunk flag")

@@ -150,9 +150,7 @@ class _RingModel(_Model):
     def __init__(self, world: int, calls: int, seed: str | None) -> None:
         super().__init__(world, calls, seed)
         order = sorted((k + s * self.LAG, s, k) for s in range(world) for k in range(self.TILES))
-        self.programs = [[self._actions(r, s, k, world) for _, s, k in order[p::self.PROGRAMS]]
-                         for r in range(world) for p in range(self.PROGRAMS)]
-        self.programs = [[[action for tile in self.programs[r * self.PROGRAMS + p] for action in tile]
+        self.programs = [[[action for _, s, k in order[p::self.PROGRAMS] for action in self._actions(r, s, k, world)]
                           for p in range(self.PROGRAMS)] for r in range(world)]
 
     def _actions(self, r: int, s: int, k: int, world: int) -> list[tuple[str, int]]:
