@@ -262,3 +262,19 @@ def test_just_over_128_rows_takes_the_64x192_tile_on_one_warpgroup():
     check_pieced(wide, "dynamic", "sm_90a", False, torch.bfloat16)
     with pytest.raises(ValueError, match="num_warps=4"):
         check_pieced(replace(wide, num_warps=8), "static", "sm_90a", False, torch.bfloat16)
+
+
+def test_no_pieced_tile_is_taller_than_the_problem():
+    """A pieced tile taller than M cannot move inside D, and its last row piece loads boxes mostly past A's last row:
+    192x128 at 129x14336x4096 ran 55.7 us where 64x192 ran 49.3 (bench/results/archive/choices-tall-pieced-ab-h200.json).
+    From 192 rows it competes again."""
+    from tilepipe.host.gpus import gpu_models
+
+    h200 = gpu_models()["h200"]
+    incumbent = configs.predicted(129, 14336, 4096, configs.MEDIUM, "static", h200)
+    for M in (129, 160, 191):
+        tiles = [c.config for c in configs.pieced_candidates(M, 14336, 4096, h200, incumbent, True, False)]
+        assert tiles and all(tile.block_m <= M for tile in tiles), M
+        assert configs.modelled_config(M, 14336, 4096, torch.bfloat16, torch.bfloat16, True, h200).block_m <= M
+    tiles = [c.config for c in configs.pieced_candidates(192, 14336, 4096, h200, incumbent, True, False)]
+    assert configs.PIECED_WHOLE_16BIT in tiles

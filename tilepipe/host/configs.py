@@ -476,16 +476,21 @@ def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidat
     (dram_tie_pays, which weighs both static; NARROW_PIECED_16BIT too) comes first, unhandicapped, the one on the most
     programs first: on the 366 cases of a 3840-case grid (M 65-512) where this moves matmul's choice 1.038x faster
     (geomean; 0.943-1.23): narrow-pieced-moves-h100.json, perf-log row 103; under a caller-named dynamic scheduler
-    it keeps 192x4096x4096 K-major on 64x96 (64x128 ran 0.901x: scheduler-moves-h200.json, perf-log row 126)."""
+    it keeps 192x4096x4096 K-major on 64x96 (64x128 ran 0.901x: scheduler-moves-h200.json, perf-log row 126).
+    None taller than M: it cannot move inside D (TileGrid INWARD), so its last row piece loads boxes mostly past A's
+    last row, which run slowly (perf-log row 77); 192x128 at 129x14336x4096 ran 55.4 us where the model said 44, the
+    64x192 tile 49.7 (archive/wide64-probe-h200.json; perf-log row 146)."""
     cfg, schedule = incumbent.config, incumbent.schedule
     order = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                                 *PIECED_16BIT[2:])
+    order = tuple(tile for tile in order if tile.block_m <= M)
     static = lambda tile, handicap, why: predicted(M, N, K, tile, "static", gpu, handicap, why)  # noqa: E731
     if schedule == "streamk":
         sub_tiled = (LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT else ()
         return tuple(static(tile, PIECED_OVER_STREAMK_GAIN, "pieced vs stream-K") for tile in order + sub_tiled)
     tied = () if not (b_kmajor and schedule in ("static", "dynamic")) else tuple(sorted(
-        (tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT) if dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)),
+        (tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT)
+         if tile.block_m <= M and dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)),
         key=lambda tile: -tile_count(M, N, tile)))
     return (*(static(tile, 1.0, "tie at the DRAM floor") for tile in tied),
             *(static(tile, PIECED_MIN_GAIN, "pieced") for tile in order if tile not in tied))

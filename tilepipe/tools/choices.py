@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         start, name = time.time(), args.name or name
         records = ab_moves(before, gpu)
         path = RESULTS_DIR / f"{name}.json"
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)  # a fresh clone or snapshot has no bench/results
         path.write_text(json.dumps({**run_environment(name), "seconds": round(time.time() - start, 1),
                                     "method": ab_moves.__doc__, "moves": records}, indent=1) + "\n")
         print(f"{len(records)} moves timed: wrote {path}")
