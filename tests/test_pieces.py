@@ -278,3 +278,20 @@ def test_no_pieced_tile_is_taller_than_the_problem():
         assert configs.modelled_config(M, 14336, 4096, torch.bfloat16, torch.bfloat16, True, h200).block_m <= M
     tiles = [c.config for c in configs.pieced_candidates(192, 14336, 4096, h200, incumbent, True, False)]
     assert configs.PIECED_WHOLE_16BIT in tiles
+
+
+def test_the_64x96_tile_challenges_the_tile_round_with_b_kmajor():
+    """NARROW_PIECED_16BIT in the tile round, handicapped, with B K-major and not with C over a half-empty last row:
+    on the H200 129x4096x14336 K-major 52.9 -> 47.9 us against 64x128, row-major 0.82x and with C at M = 129 0.89x,
+    which it leaves out (bench/results/archive/choices-narrow-round-ab-h200.json)."""
+    from tilepipe.host.gpus import gpu_models
+
+    h200, narrow = gpu_models()["h200"], configs.NARROW_PIECED_16BIT
+
+    def chosen(M, N, K, b_kmajor=True, has_c=False):
+        return configs.modelled_config(M, N, K, torch.bfloat16, torch.bfloat16, b_kmajor, h200, has_c=has_c)
+
+    assert chosen(129, 4096, 14336) == chosen(192, 4096, 14336, has_c=True) == narrow
+    assert narrow not in (chosen(129, 4096, 14336, b_kmajor=False), chosen(129, 4096, 14336, has_c=True))
+    assert configs.c_past_edge(129, narrow, True) and not configs.c_past_edge(129, narrow, False)
+    assert not configs.c_past_edge(192, narrow, True) and not configs.c_past_edge(161, narrow, True)

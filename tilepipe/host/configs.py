@@ -135,12 +135,12 @@ mid-size M: 640x4096x14336 117.1 us against 124.4 for 128x192 and 138.8 for the 
 82.3 against 91.4, 384x4096x4096 31.2 against 32.5 (bench/results/archive/tile-widths-probe-h100.json). Last,
 NARROW_WIDE_PIECED_16BIT on one warpgroup."""
 NARROW_PIECED_16BIT = MatmulConfig(64, 96, 64, stages=10, num_warps=4)
-"""64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: taken only where it wins a
-tie at the DRAM floor by running more programs in one wave (pieced_candidates, small_m_rounds; on the grid of
-bench/results/archive/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144). On the 16 shapes of
-bench/results/archive/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then
-(192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27), and leaves it out of the twelve where it was 1-11%
-slower."""
+"""64x96 on one wgmma warpgroup (96 columns as a 64 and a 32 piece), ten operand stages: it wins a tie at the DRAM
+floor by running more programs in one wave (pieced_candidates, small_m_rounds; on the grid of
+bench/results/archive/narrow-pieced-moves-h100.json M 65-384 by N 2048-6144; on the 16 shapes of
+bench/results/archive/narrow-pieced-probe-h100.json that rule takes it on four, each faster than matmul's choice then:
+192x4096x4096 26.39 -> 24.58 us, 128x6144x4096 31.11 -> 30.27, and leaves it out of the twelve where it was 1-11%
+slower), and with B K-major it challenges in the tile round (129x4096x14336 on the H200 52.9 -> 47.9 us)."""
 # gpu.subtiled_first_max_m: Up to this M (10 rows of 128-row tiles) PIECED_SUBTILED_16BIT takes the ties with 192x128,
 # above it 192x128 does: where it took them on a 192-shape grid it ran 1.002-1.112x at M <= 1280 (20 shapes:
 # 768x4096x4096 44.1 -> 41.8 us, 384x7168x2048 30.1 -> 27.0) and 0.969-1.064x above (9 of 14 slower: 2304x4096x11008
@@ -477,13 +477,17 @@ def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidat
     programs first: on the 366 cases of a 3840-case grid (M 65-512) where this moves matmul's choice 1.038x faster
     (geomean; 0.943-1.23): narrow-pieced-moves-h100.json, perf-log row 103; under a caller-named dynamic scheduler
     it keeps 192x4096x4096 K-major on 64x96 (64x128 ran 0.901x: scheduler-moves-h200.json, perf-log row 126).
-    None taller than M: it cannot move inside D (TileGrid INWARD), so its last row piece loads boxes mostly past A's
+    NARROW_PIECED_16BIT is a challenger too, handicapped, with B K-major (row-major B's 32-column boxes load slowly)
+    and not over a half-empty last row with C (c_past_edge): on the 34 H200 grid calls that moves, 1.050x faster
+    (geomean; 0.948-1.125, the lows on launch-bound 1024x1024), and on the 23 it leaves out 0.82-1.10
+    (choices-narrow-round-ab-h200.json, perf-log row 147). None taller than M: it cannot move inside D (TileGrid INWARD), so its last row piece loads boxes mostly past A's
     last row, which run slowly (perf-log row 77); 192x128 at 129x14336x4096 ran 55.4 us where the model said 44, the
     64x192 tile 49.7 (archive/wide64-probe-h200.json; perf-log row 146)."""
     cfg, schedule = incumbent.config, incumbent.schedule
     order = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                                 *PIECED_16BIT[2:])
-    order = tuple(tile for tile in order if tile.block_m <= M)
+    narrow = (NARROW_PIECED_16BIT, ) if b_kmajor and not c_past_edge(M, NARROW_PIECED_16BIT, has_c) else ()
+    order = tuple(tile for tile in (*order, *narrow) if tile.block_m <= M)
     static = lambda tile, handicap, why: predicted(M, N, K, tile, "static", gpu, handicap, why)  # noqa: E731
     if schedule == "streamk":
         sub_tiled = (LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT else ()
@@ -508,9 +512,16 @@ def dram_tie_pays(M: int, N: int, K: int, gpu: GpuModel, cfg: MatmulConfig, piec
     docs/perf-log.md row 95."""
     at_floor = all(loop_bound(predicted_parts(M, N, K, tile, "static", gpu)) == "dram" for tile in (cfg, pieced))
     one_wave = tile_count(M, N, pieced) <= gpu.sms
-    last_rows = M % pieced.tile_m
     return (at_floor and one_wave and tile_count(M, N, pieced) > tile_count(M, N, cfg)
-            and not (has_c and 0 < last_rows <= pieced.tile_m // 2))
+            and not c_past_edge(M, pieced, has_c))
+
+
+def c_past_edge(M: int, tile: MatmulConfig, has_c: bool) -> bool:
+    """With C, whether the last row of `tile`'s tiles is half empty or less: with C an edge tile stays where it is
+    (TileGrid INWARD is for kernels without C), so its C boxes lie mostly past C's last row and load slowly (perf-log
+    rows 77, 95)."""
+    last_rows = M % tile.tile_m
+    return has_c and 0 < last_rows <= tile.tile_m // 2
 
 
 def tile_count(M: int, N: int, cfg: MatmulConfig) -> int:
