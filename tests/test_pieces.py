@@ -266,8 +266,8 @@ def test_just_over_128_rows_takes_the_64x192_tile_on_one_warpgroup():
 
 def test_no_pieced_tile_is_taller_than_the_problem():
     """A pieced tile taller than M cannot move inside D, and its last row piece loads boxes mostly past A's last row:
-    192x128 at 129x14336x4096 ran 55.7 us where 64x192 ran 49.3 (bench/results/archive/choices-tall-pieced-ab-h200.json).
-    From 192 rows it competes again."""
+    192x128 at 129x14336x4096 ran 55.7 us where 64x192 ran 49.3
+    (bench/results/archive/choices-tall-pieced-ab-h200.json). From 192 rows it competes again."""
     from tilepipe.host.gpus import gpu_models
 
     h200 = gpu_models()["h200"]

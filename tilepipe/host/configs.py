@@ -480,9 +480,10 @@ def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidat
     NARROW_PIECED_16BIT is a challenger too, handicapped, with B K-major (row-major B's 32-column boxes load slowly)
     and not over a half-empty last row with C (c_past_edge): on the 34 H200 grid calls that moves, 1.050x faster
     (geomean; 0.948-1.125, the lows on launch-bound 1024x1024), and on the 23 it leaves out 0.82-1.10
-    (choices-narrow-round-ab-h200.json, perf-log row 147). None taller than M: it cannot move inside D (TileGrid INWARD), so its last row piece loads boxes mostly past A's
-    last row, which run slowly (perf-log row 77); 192x128 at 129x14336x4096 ran 55.4 us where the model said 44, the
-    64x192 tile 49.7 (archive/wide64-probe-h200.json; perf-log row 146)."""
+    (choices-narrow-round-ab-h200.json, perf-log row 147). None taller than M: it cannot move inside D (TileGrid
+    INWARD), so its last row piece loads boxes mostly past A's last row, which run slowly (perf-log row 77); 192x128
+    at 129x14336x4096 ran 55.4 us where the model said 44, the 64x192 tile 49.7 (archive/wide64-probe-h200.json;
+    perf-log row 146)."""
     cfg, schedule = incumbent.config, incumbent.schedule
     order = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                                 *PIECED_16BIT[2:])
