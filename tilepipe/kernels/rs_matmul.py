@@ -40,9 +40,10 @@ def rs_matmul_kernel(a_desc, b_desc, c_desc, peer_desc, d_desc, flags, peer_flag
     """A (a_desc, WORLD * chunk_rows rows of this rank's K) @ B, chunk by chunk of `chunk_rows` rows (>= the tile's),
     plus C (c_desc: this rank's slots, two sets of the chunks' rows). D: chunk `rank` into d_desc (chunk_rows rows),
     the others into peer_desc (rank - 1's slots), each tile flagged in `peer_flags` (two sets of an int32 per tile of
-    each chunk) with the call's epoch (at `epoch_ptr`; its parity picks the set); C's tile waits on `flags`. DEBUG: a wait gives up after `timeout_ms` and writes
-    `report` (pipeline/flags.py). TILE and EPILOGUE_N as matmul_kernel's. SCALED (FP8 A and B, K-major B):
-    D = (A @ B) * scale_a[0] * scale_b[0] + C, the per-tensor scales read on the device (else unread)."""
+    each chunk) with the call's epoch (at `epoch_ptr`; its parity picks the set); C's tile waits on `flags`. DEBUG:
+    a wait gives up after `timeout_ms` and writes `report` (pipeline/flags.py). TILE and EPILOGUE_N as matmul_kernel's.
+    SCALED (FP8 A and B, K-major B): D = (A @ B) * scale_a[0] * scale_b[0] + C, the per-tensor scales read on the
+    device (else unread)."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
