@@ -128,3 +128,42 @@ def test_compile_fullgraph_traces_matmul_fp8(fake):
                  fake(1, dtype=torch.float32))
     assert y.shape == (64, 96) and y.dtype == torch.bfloat16 and counter.frame_count == 1
     assert "tilepipe.matmul_fp8" in counter.graphs[0].code
+
+
+def test_outputs_of_grad_inputs_have_a_backward_that_raises(scale_op):
+    x = torch.randn(5, 3, requires_grad=True)
+    y = torch.ops.tilepipe._test_scale(x, alpha=2.0)
+    torch.testing.assert_close(y.detach(), 2 * x.detach())
+    assert y.requires_grad
+    with pytest.raises(RuntimeError, match="tilepipe::_test_scale, which has no derivative formula"):
+        y.sum().backward()
+    with torch.no_grad():
+        assert not torch.ops.tilepipe._test_scale(x).requires_grad
+    with pytest.raises(RuntimeError, match="does not support automatic differentiation"):
+        torch.ops.tilepipe._test_scale_out(torch.empty(5, 3), x)
+
+
+def test_out_op_bumps_the_version_of_out(scale_op):
+    """As for any in-place write, so autograd can tell a saved `out` was changed (a Triton kernel's write is not seen
+    by torch: the op bumps it)."""
+    out = torch.empty(5, 3)
+    version = out._version
+    torch.ops.tilepipe._test_scale_out(out, torch.randn(5, 3))
+    assert out._version > version
+
+
+def test_ops_run_directly_where_nothing_intercepts_them(scale_op, monkeypatch):
+    """The Autograd kernel's fast path calls the op's kernel without a redispatch; a tracing mode still sees the op."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4, 2)
+    with Recorder():
+        torch.testing.assert_close(torch.ops.tilepipe._test_scale(x, alpha=3.0), 3 * x)
+    assert "tilepipe._test_scale.default" in seen

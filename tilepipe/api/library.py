@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
-from torch._library.custom_ops import CustomOpDef
 
 from tilepipe.api.fp8 import matmul_fp8
 from tilepipe.api.grouped import grouped_gated_mm, grouped_mm, grouped_mm_masked
@@ -25,10 +24,16 @@ from tilepipe.host.checks import (BATCHED, MASKED, check_activation, check_expec
                                   check_matmul, check_matmul_fp8, group_rows)
 
 
+LIBRARY = torch.library.Library("tilepipe", "FRAGMENT")
+"""The ops' registrations: defined here rather than by torch.library.custom_op, whose own Python layers (its autograd
+wrapper, redispatch and aliasing check) cost host time on every call: 21.0 against 9.2 us on an H200 machine
+(docs/perf-log.md row 148), which decides a compiled decode step."""
+
+
 class PublicOp(NamedTuple):
     """The pair of custom ops of one public function."""
-    functional: CustomOpDef  # tilepipe::NAME(...) -> Tensor
-    out: CustomOpDef  # tilepipe::NAME_out(..., out) -> (): writes out
+    functional: torch._ops.OpOverload  # tilepipe::NAME(...) -> Tensor
+    out: torch._ops.OpOverload  # tilepipe::NAME_out(..., out) -> (): writes out
 
 
 def register(name: str, tensors: str, options: str, impl: Callable[..., torch.Tensor],
@@ -53,13 +58,63 @@ def register(name: str, tensors: str, options: str, impl: Callable[..., torch.Te
 
         return call
 
-    functional = torch.library.custom_op(f"tilepipe::{name}", by_name(impl, names[1:]), mutates_args=(),
-                                         schema=f"({arguments}) -> Tensor")
-    functional.register_fake(by_name(result_like, names[1:]))
-    out = torch.library.custom_op(f"tilepipe::{name}_out", returning_none(impl), mutates_args=("out", ),
-                                  schema=f"({out_arguments}) -> ()")
-    out.register_fake(returning_none(result_like))
-    return PublicOp(functional, out)
+    return PublicOp(define(name, f"({arguments}) -> Tensor", by_name(impl, names[1:]), by_name(result_like, names[1:])),
+                    define(f"{name}_out", f"({out_arguments}) -> ()", returning_none(impl),
+                           returning_none(result_like), mutated=0))
+
+
+def define(name: str, schema: str, kernel: Callable, fake: Callable, mutated: int | None = None
+           ) -> torch._ops.OpOverload:
+    """tilepipe::NAME with `schema`, run by `kernel` on every device (the checks name a CPU tensor), traced through
+    `fake` (torch.compile, FakeTensorMode), and without a backward: its outputs' backward raises, as custom_op's do
+    without a formula. `mutated`: the index of the argument the op writes (an `out`), whose version it bumps."""
+    LIBRARY.define(name + schema)
+    LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"tilepipe::{name}", fake, lib=LIBRARY)
+    op = getattr(torch.ops.tilepipe, name).default
+    LIBRARY.impl(name, autograd_kernel(op, kernel, mutated), "Autograd", with_keyset=True)
+    return op
+
+
+def autograd_kernel(op: torch._ops.OpOverload, kernel: Callable, mutated: int | None) -> Callable:
+    """`op`'s Autograd kernel. Where no input wants a gradient and nothing else sees the call (plain tensors, no
+    dispatch mode: not tracing, not fake), `kernel` itself, called directly (a redispatch costs ~3 us a call); else
+    the op below autograd, its outputs joined to the inputs by a backward that raises. An op that writes an input
+    takes none that wants a gradient (torch's out= functions do the same)."""
+    below = torch._C._after_autograd_keyset
+
+    def autograd(keys: torch._C.DispatchKeySet, *args, **kwargs):
+        tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+        wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        if not wants_grad and not torch._C._len_torch_dispatch_stack() and all(type(t) is torch.Tensor
+                                                                                for t in tensors):
+            result = kernel(*args, **kwargs)
+            if mutated is not None:
+                torch.autograd.graph.increment_version(args[mutated])
+            return result
+        if not wants_grad:
+            return op.redispatch(keys & below, *args, **kwargs)
+        if mutated is not None:
+            raise RuntimeError(f"{op._schema.name}: an op that writes `out` does not support automatic "
+                               f"differentiation, but one of its arguments requires grad")
+        return NoBackward.apply(op, keys & below, args, kwargs, *tensors)
+
+    return autograd
+
+
+class NoBackward(torch.autograd.Function):
+    """Runs an op below autograd and gives its outputs a backward that raises: tilepipe's ops have no derivative."""
+
+    @staticmethod
+    def forward(ctx, op: torch._ops.OpOverload, keys: torch._C.DispatchKeySet, args: tuple, kwargs: dict,
+                *tensors: torch.Tensor):
+        ctx.name = op._schema.name
+        return op.redispatch(keys, *args, **kwargs)
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor):
+        raise RuntimeError(f"Trying to backward through {ctx.name}, which has no derivative formula: tilepipe's ops "
+                           f"are for inference (call them under torch.no_grad(), or on tensors that need no grad)")
 
 
 def _matmul_like(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -207,11 +262,8 @@ def _linear_fp8_tensor_like(x: torch.Tensor, w: torch.Tensor, scale: torch.Tenso
     return x.new_empty(check_linear_fp8(x, w, scale)[3], dtype=FP8)
 
 
-LINEAR_FP8 = torch.library.custom_op("tilepipe::linear_fp8", _linear_fp8, mutates_args=(),
-                                     schema="(Tensor x, Tensor w) -> (Tensor, Tensor)")
-LINEAR_FP8.register_fake(_linear_fp8_like)
-LINEAR_FP8_TENSOR = torch.library.custom_op("tilepipe::linear_fp8_tensor", _linear_fp8_tensor, mutates_args=(),
-                                            schema="(Tensor x, Tensor w, Tensor scale) -> Tensor")
-LINEAR_FP8_TENSOR.register_fake(_linear_fp8_tensor_like)
+LINEAR_FP8 = define("linear_fp8", "(Tensor x, Tensor w) -> (Tensor, Tensor)", _linear_fp8, _linear_fp8_like)
+LINEAR_FP8_TENSOR = define("linear_fp8_tensor", "(Tensor x, Tensor w, Tensor scale) -> Tensor", _linear_fp8_tensor,
+                           _linear_fp8_tensor_like)
 """linear_fp8's two forms (1x128 scales returned beside D; a given per-tensor scale), without an out variant: D's
 scales are made with it."""
