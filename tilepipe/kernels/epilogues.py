@@ -16,14 +16,16 @@ from tilepipe.pipeline.pieces import piece_col, piece_count, piece_row
 @gluon.jit
 def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, beta, bias_ptr, N, first_col,
                HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, STREAMK: gl.constexpr, EPILOGUE: gl.constexpr = None,
-               first_row=0, bias=None):
+               first_row=0, bias=None, adds_c=True):
     """The sm_90a epilogue of D's finished tile `d` (at first_row, first_col of the GEMM's output): the EPILOGUE
     function (epilogue_function; C waited for in `sources` where HAS_C, landed in the output stage or its own source
     stage) into the output stages, a stage per sub-tile where a stage is narrower than the tile (each split off in
     registers, COLUMNS_IN accumulator columns per column of the stage); under STREAMK each stage use takes its empty
     fill; a swap-AB tile's parts are first brought into each thread's registers (paired_columns). `bias`: the tile's
-    read ahead (tile_bias; None: the epilogue reads its own). Returns (outputs, sources), advanced."""
+    read ahead (tile_bias; None: the epilogue reads its own). `adds_c` (the work's): False where C's stages got an
+    empty fill (the ring's first chunk), so the epilogue runs without C. Returns (outputs, sources), advanced."""
     epilogue: gl.constexpr = epilogue_function(EPILOGUE, HAS_C)
+    without_c: gl.constexpr = epilogue_function(EPILOGUE, False)
     gl.static_assert(columns_in(EPILOGUE) == 1 or not (HAS_C or STREAMK), "a gated epilogue runs without C or stream-K")
     PART_N: gl.constexpr = outputs.tiles.shape[2] * columns_in(EPILOGUE)
     PARTS: gl.constexpr = d.shape[1] // PART_N
@@ -32,13 +34,15 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
         part = column_part(d, j, PARTS)
         args = EpilogueArgs(alpha, beta, bias_ptr, N, HAS_BIAS, bias=bias_part(bias, j))
         with outputs.produce() as out:
-            c = None
-            if HAS_C:
-                source, sources = sources.wait()
-                c = source.load(part.type.layout).to(gl.float32)
-            elif STREAMK:
-                _, sources = sources.wait()  # this use's empty fill
-            part = epilogue(part, c, args, first_row, first_col + j * PART_N)
+            col = first_col + j * PART_N
+            if HAS_C or STREAMK:
+                source, sources = sources.wait()  # C, or (stream-K, the ring's first chunk) this use's empty fill
+            if not HAS_C:
+                part = epilogue(part, None, args, first_row, col)
+            elif adds_c:
+                part = epilogue(part, source.load(part.type.layout).to(gl.float32), args, first_row, col)
+            else:
+                part = without_c(part, None, args, first_row, col)
             out.tile().store(part.to(outputs.tiles.dtype))
             out.arrive()
     return outputs, sources

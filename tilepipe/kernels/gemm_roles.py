@@ -77,9 +77,8 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                     arrivals.load_a(tiles, a_desc, row, k * BK)
                 b_row, b_col = work.b_coords(col, k * BK, B_KMAJOR)
                 tiles.load_b(b_desc, [b_row, b_col])
-        if HAS_C:
-            if work.finishes:
-                load_order = load_order.signal()  # this tile's main-loop loads are on their way
+        if HAS_C and work.finishes:
+            load_order = load_order.signal()  # this tile's main-loop loads are on their way
         work = work.next()
     producer.drain()
     if HAS_C:
@@ -129,9 +128,8 @@ def store_role(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d_desc, sc
 def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c_desc, sched, BN: gl.constexpr,
                        SWAP_AB: gl.constexpr = False, HAS_C: gl.constexpr = True, arrivals=None):
     """C of each finished BM x BN tile of D, a source stage at a time (sm_90a: the whole tile, a pieced one box by
-    box; sm_100a: the epilogue's sub-tiles, one stage each); under stream-K first the partial sums a finisher adds
-    (an empty fill for each stage use without a load: pipeline/partials.py). `arrivals` (pipeline/flags.py
-    TileFlags): a tile's C loads wait until another rank's partial sums arrived, and read them where they lie."""
+    box; sm_100a: a sub-tile a stage), after stream-K's partial sums; an empty fill for a stage use without a load
+    (pipeline/partials.py, work.adds_c). `arrivals` (flags.py TileFlags): C waits for another rank's partial sums."""
     BM: gl.constexpr = sources.tiles.shape[1]  # a stage's tile: c_desc's block, or its boxes' where it is pieced
     SUB_N: gl.constexpr = sources.tiles.shape[2]
     work = sched.work()
@@ -143,8 +141,12 @@ def epilogue_load_role(sources: EpiLoadPipeline, load_order: LoadOrderBarrier, c
                 row, col = output_origin(work, BM, BN, SWAP_AB)
                 if arrivals is not None:
                     arrivals, row = arrivals.wait_for(work, row)  # and where C's rows lie: this call's slots
+                adds = work.adds_c()
                 for j in gl.static_range(BN // SUB_N):
-                    sources = sources.load(c_desc, [row, col + j * SUB_N])
+                    if adds:
+                        sources = sources.load(c_desc, [row, col + j * SUB_N])
+                    else:
+                        sources = sources.skip()
             else:
                 for j in gl.static_range(BN // SUB_N):
                     sources = sources.skip()
@@ -182,10 +184,8 @@ def wgmma_steps(consumer, work, k_tiles, BM: gl.constexpr, BN: gl.constexpr, acc
     """A fresh accumulator, one wgmma per k-step of the unit on the input stages (B transposed when K-major, A when
     M-major; what a stage holds outside the unit's K zeroed first: work.mask_k), the last ones still in flight:
     (acc, consumer). A pieced tile (acc_layout None, pipeline/pieces.py): a tuple of accumulators, a wgmma a piece."""
-    if acc_layout is None:
-        acc = piece_zeros(BM, BN, gl.num_warps())
-    else:
-        acc = gl.zeros([BM, BN], gl.float32, operand_accumulator(acc_layout, consumer.payload.a_tiles.dtype))
+    acc = piece_zeros(BM, BN, gl.num_warps()) if acc_layout is None else gl.zeros(
+        [BM, BN], gl.float32, operand_accumulator(acc_layout, consumer.payload.a_tiles.dtype))
     k_begin, k_end = work.k_steps(k_tiles)
     for k in range(k_begin, k_end):
         tiles = consumer.acquire()

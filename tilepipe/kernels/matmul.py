@@ -105,7 +105,8 @@ def mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sources: Ep
         elif work.finishes:
             acc, outputs, sources = work.add_partials(acc, outputs, sources)
             outputs, sources = store_tile(outputs, sources, gl.permute(acc, (1, 0)) if SWAP_AB else acc, alpha, beta,
-                                          bias_ptr, D_COLS, col, HAS_C, HAS_BIAS, STREAMK, EPILOGUE, row, bias)
+                                          bias_ptr, D_COLS, col, HAS_C, HAS_BIAS, STREAMK, EPILOGUE, row, bias,
+                                          work.adds_c())
         else:
             outputs, sources = work.publish_partial(acc, outputs, sources)
         work = work.next()
@@ -157,7 +158,6 @@ def matmul_kernel(a_desc, b_desc, d_desc, c_desc, bias_ptr, workspace, M, N, K, 
                                                   INWARD)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
-    # C of D's dtype lands in the output stage it is stored from, fp32 C in its own source stages
     sources, load_order = c_pipelines(smem, smem.src_tiles if OWN_SOURCE else smem.c_tiles, HAS_C, STREAMK)
     warp_specialize([(mma_role, (inputs, outputs, sources, sched, k_tiles, alpha, beta, bias_ptr, M if SWAP_AB else N,
                                  D_BN * RATIO, B_KMAJOR, HAS_C, HAS_BIAS, SWAP_AB, STREAMK, EPILOGUE)),

@@ -10,8 +10,8 @@ matmul_kernel's roles and pipelines (kernels/matmul.py) with C, under the chunke
                             stores written) sets that rank's flag of the tile to the call's epoch; the own chunk's into
                             `out` (pipeline/flags.py RingDelivery)
   epilogue_load  (1 warp)   before a tile's C loads, waits until rank r + 1's partial sums of the tile arrived
-                            (TileFlags), then TMA-loads C from this rank's slots; the first chunk's C is its slot,
-                            which no rank writes: zeros
+                            (TileFlags), then TMA-loads C from this rank's slots; the first chunk's tiles receive
+                            nothing: their stages get an empty fill and the mma role adds no C (work.adds_c)
 Slots and flags come in two sets, call n using set n mod 2, so no barrier ends a call (pipeline/flags.py).
 The wait is at the tile's epilogue, not its start: the main loop runs while the peer's partial sums still land.
 """
@@ -26,6 +26,7 @@ from tilepipe.kernels.spec import KernelSpec, tile_desc
 from tilepipe.kernels.tp_spec import tp_constexprs, tp_pointers
 from tilepipe.pipeline.flags import RingDelivery, TileFlags
 from tilepipe.pipeline.output import OutputTilePipeline
+from tilepipe.pipeline.pieces import pieced
 from tilepipe.pipeline.probe import Probe
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.tiles import InputTilePipeline
@@ -47,6 +48,7 @@ def rs_matmul_kernel(a_desc, b_desc, c_desc, peer_desc, d_desc, flags, peer_flag
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
+    gl.static_assert(not pieced(BM, BN), "the ring's tile is not pieced (store_pieced reads C on every tile)")
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR, True,
                                      c_desc.dtype, epilogue_n=EPILOGUE_N)
     k_tiles = gl.cdiv(K, BK)

@@ -192,8 +192,7 @@ class TileFlags:
     @gluon.jit
     def index(self, work):
         """(the chunk of the scheduler's current tile, its flag's index in this call's set)."""
-        chunk, inner = work.grid.chunk_of(work.tile_id)
-        return chunk, self.set_flags + chunk * work.grid.chunk.num_tiles + inner
+        return work.chunk, self.set_flags + work.chunk * work.grid.chunk.num_tiles + work.inner
 
     @gluon.jit
     def slot_row(self, row):
@@ -242,7 +241,7 @@ class RingDelivery:
     @gluon.jit
     def store(self, out, work, row, col):
         """TMA-store output stage `out` at (row, col) of the chunks' rows (OutputStage.store)."""
-        chunk, _ = work.grid.chunk_of(work.tile_id)
+        chunk = work.chunk
         if chunk == self.flags.rank:
             out.store(self.out_desc, [row - chunk * work.grid.chunk.M, col])
         else:

@@ -76,38 +76,59 @@ class ChunkedGrid:
         return count
 
     @gluon.jit
-    def coords(self, tile_id):
-        """(pid_m, pid_n) of a tile id: pid_m counts the rows of tiles of the chunks before it."""
-        chunk, inner = self.chunk_of(tile_id)
+    def coords(self, chunk, inner):
+        """(pid_m, pid_n) of tile `inner` of chunk `chunk`: pid_m counts the rows of tiles of the chunks before it."""
         pid_m, pid_n = self.chunk.coords(inner)
         return chunk * self.chunk.num_pid_m + pid_m, pid_n
 
     @gluon.jit
-    def origin(self, tile_id, BM: gl.constexpr, BN: gl.constexpr):
-        """(row, col) where the BM x BN tile of a tile id starts, inside its chunk's rows and D's columns."""
-        chunk, inner = self.chunk_of(tile_id)
+    def origin(self, chunk, inner, BM: gl.constexpr, BN: gl.constexpr):
+        """(row, col) where the BM x BN tile `inner` of chunk `chunk` starts, inside the chunks' rows and D's
+        columns."""
         row, col = self.chunk.origin(inner, BM, BN)
         return chunk * self.chunk.M + row, col
 
 
 @aggregate
 class ChunkedWork(TileWork):
-    """One role's current tile: program p takes tiles p, p + P, p + 2P, ... of the ChunkedGrid, each whole."""
+    """One role's current tile: program p takes tiles p, p + P, p + 2P, ... of the ChunkedGrid, each whole; its
+    `chunk` and its tile id `inner` in the chunk's grid are found once a tile (the staggered order's search)."""
     tile_id: gl.tensor
     valid: gl.tensor
     grid: ChunkedGrid
+    chunk: gl.tensor
+    inner: gl.tensor
     finishes: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, tile_id, valid, grid):
+    def __init__(self, tile_id, valid, grid, chunk, inner):
         self.tile_id = tile_id
         self.valid = valid
         self.grid = grid
+        self.chunk = chunk
+        self.inner = inner
         self.finishes = gl.constexpr(True)
 
     @gluon.jit
     def at(tile_id, grid: ChunkedGrid):
-        return ChunkedWork(tile_id, tile_id < grid.num_tiles, grid)
+        chunk, inner = grid.chunk_of(tile_id)
+        return ChunkedWork(tile_id, tile_id < grid.num_tiles, grid, chunk, inner)
+
+    @gluon.jit
+    def coords(self):
+        """(pid_m, pid_n) of the current tile."""
+        return self.grid.coords(self.chunk, self.inner)
+
+    @gluon.jit
+    def origin(self, BM: gl.constexpr, BN: gl.constexpr):
+        """(row, col) where the current BM x BN tile starts."""
+        return self.grid.origin(self.chunk, self.inner, BM, BN)
+
+    @gluon.jit
+    def adds_c(self):
+        """Every chunk's tiles but the first chunk's: the reduce-scatter ring's first chunk receives no partial sums,
+        so its epilogue adds no C (kernels/rs_matmul.py)."""
+        return self.chunk != self.grid.first
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit

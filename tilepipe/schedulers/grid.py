@@ -114,6 +114,12 @@ class TileWork:
         pass
 
     @gluon.jit
+    def adds_c(self):
+        """Whether the tile's C holds values to add: every tile's here (the reduce-scatter ring's first chunk's holds
+        none: schedulers/chunked.py)."""
+        return True
+
+    @gluon.jit
     def k_steps(self, k_tiles):
         """The unit's k-steps [begin, end) of the tile's k_tiles."""
         return 0, k_tiles
