@@ -167,3 +167,17 @@ def test_ops_run_directly_where_nothing_intercepts_them(scale_op, monkeypatch):
     with Recorder():
         torch.testing.assert_close(torch.ops.tilepipe._test_scale(x, alpha=3.0), 3 * x)
     assert "tilepipe._test_scale.default" in seen
+
+
+@pytest.mark.filterwarnings("ignore:Error detected in NoBackwardBackward")  # aot_autograd's anomaly mode, tracing it
+def test_compiling_a_call_that_wants_grad_names_the_missing_backward(scale_op):
+    """torch.compile traces the backward of a call whose input requires grad: the op says it has none (as custom_op's
+    do without a formula), and compiles under no_grad."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: torch.ops.tilepipe._test_scale(x, alpha=2.0).sin(), backend="aot_eager",
+                             fullgraph=True)
+    x = torch.randn(4, 3, requires_grad=True)
+    with pytest.raises(Exception, match="tilepipe::_test_scale, which has no derivative formula"):
+        compiled(x)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), (2 * x).sin())
