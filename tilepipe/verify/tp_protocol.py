@@ -16,9 +16,9 @@ A rank that "skips" a call (seeded) makes no step of it. Findings: "stale" (a re
 The reduce-scatter's ring (op "reduce_scatter", distributed/reduce_scatter.py) replaces the copies and the kernel:
 one kernel per call walks every chunk c = rank + 1 + s (mod W, s = 0 .. W-1), TILES tiles each, in the staggered
 order of schedulers/chunked.py (tile k of step s in slot k + s * LAG), on PROGRAMS programs that take the positions
-in turn. Slots and flags come in two sets, call n using set n mod 2 (its epoch's parity). For a tile of step s a
-program reads its slot of the tile: at s = 0 it must hold nothing any rank wrote (the zeroed slot), at s >= 1 it waits
-until its flag of the tile holds its epoch and must hold rank + 1's partial sums of call n. Then (s < W-1) it stores
+in turn. Slots and flags come in two sets, call n using set n mod 2 (its epoch's parity). For a tile of step s >= 1 a
+program waits until its flag of the tile holds its epoch, then reads its slot of the tile, which must hold rank + 1's
+partial sums of call n (at s = 0 it reads nothing: the first chunk's epilogue adds no C). Then (s < W-1) it stores
 the tile into rank - 1's slot and sets rank - 1's flag of the tile to its epoch (the store role, once the stores are
 written); the own chunk's tiles stay here. No barrier: a rank whose programs are done goes on to its next call. The
 ring's seeded fault is "one_set" (every call on set 0).
@@ -141,9 +141,9 @@ class _Model:
 
 
 class _RingModel(_Model):
-    """The reduce-scatter's ring: a rank's programs each walk a list of actions on (chunk, tile) keys, ("zero", key)
-    or ("read", key), then ("store", key) and ("flag", key) but for the own chunk; the rank tuple's two pcs are its
-    two programs'. Flags and slots are indexed by rank and (set * W + chunk) * TILES + tile."""
+    """The reduce-scatter's ring: a rank's programs each walk a list of actions on (chunk, tile) keys, ("read", key)
+    but for the first chunk, then ("store", key) and ("flag", key) but for the own chunk; the rank tuple's two pcs are
+    its two programs'. Flags and slots are indexed by rank and (set * W + chunk) * TILES + tile."""
 
     TILES, PROGRAMS, LAG = 2, 2, 1
 
@@ -155,7 +155,7 @@ class _RingModel(_Model):
 
     def _actions(self, r: int, s: int, k: int, world: int) -> list[tuple[str, int]]:
         key = ((r + 1 + s) % world) * self.TILES + k
-        return [("read" if s else "zero", key)] + ([("store", key), ("flag", key)] if s < world - 1 else [])
+        return ([("read", key)] if s else []) + ([("store", key), ("flag", key)] if s < world - 1 else [])
 
     def initial(self) -> tuple:
         ranks, _, _, arrived = super().initial()
@@ -187,8 +187,8 @@ class _RingModel(_Model):
             chunk, tile = divmod(key, self.TILES)
             key += offset
             to = (r - 1) % self.world
-            if kind == "zero" or (kind == "read" and flags[r][key] == epoch):
-                if slots[r][key] != (0 if kind == "zero" else call):
+            if kind == "read" and flags[r][key] == epoch:
+                if slots[r][key] != call:
                     yield "stale", (f"rank {r} call {call} read chunk {chunk} (tile {tile}) holding call "
                                     f"{slots[r][key]}'s partial sums (its flag held epoch {flags[r][key]})")
                 yield f"rank {r} reads chunk {chunk} tile {tile}", self._rank(state, r, after)
