@@ -14,8 +14,8 @@ all_gather_matmul's call:
 matmul_reduce_scatter's kernel stores into the previous rank's slots itself and sets its flags, one per tile of each
 chunk (reduce_scatter.py), the same epoch. Its workspace has two sets of slots and flags (`sets`), call n using set n
 mod 2, and no closing barrier (pipeline/flags.py says why that is safe); a copy-engine push, whose destination a CUDA
-graph would fix, cannot alternate so, hence the all-gather's barrier. The slots start zeroed: the ring's first chunk
-adds this rank's slot of it, which no rank writes.
+graph would fix, cannot alternate so, hence the all-gather's barrier. The slots start zeroed, though no tile reads a
+slot its call did not write: the ring's first chunk adds no C.
 Each rank adds 1 to its own epoch once a call, so every rank's call n has epoch n: a flag holding an earlier epoch is
 stale, and CUDA-graph replays (which replay the add) need no reset. The flags start at zero before the first call.
 """
