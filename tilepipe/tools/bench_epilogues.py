@@ -10,7 +10,7 @@ bench/results/epilogues-h200.json) with the GPU, versions and command. Rows (iss
 - FP8 output with 1x128 scales: tilepipe.linear_fp8 against F.linear followed by a torch.compile'd 1x128
   quantization (DeepGEMM's per-token cast), same shapes;
 - an MLP block (tilepipe.nn.GatedMLP: gated_linear then the down projection) under torch.compile(fullgraph=True)
-  against the same block on torch's nn.Linear layers, compiled, same shapes;
+  against the same block on torch's nn.Linear layers, compiled, same shapes, called and replayed from CUDA graphs;
 - a MoE expert MLP (SwiGLU): tilepipe.grouped_gated_mm then grouped_mm against torch._grouped_mm, silu * mul and
   torch._grouped_mm, at Mixtral-8x7B (8 experts, 16384 routed rows) and DeepSeek-V3 at EP8 (32 experts of 2048 x
   7168, 32768 rows), uniform and Zipf (s = 1.1) expert sizes.
@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 import tilepipe
-from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_environment, run_record, write_results
+from tilepipe.tools.bench import (RESULTS_DIR, Row, _rel_err, compare, run_environment, run_record, warmed_graph,
+                                  write_results)
 from tilepipe.tools.bench_grouped import expert_sizes
 
 MLP = (14336, 4096)
@@ -110,18 +111,24 @@ def bench_fp8_output(M: int, pairs: int, rep_ms: int) -> list[Row]:
 
 def bench_mlp_block(M: int, pairs: int, rep_ms: int) -> list[Row]:
     """A Llama MLP block, down(silu(gate(x)) * up(x)), under torch.compile(fullgraph=True): tilepipe.nn.GatedMLP
-    (from the same nn.Linear layers) against the block on torch's layers, compiled the same way."""
+    (from the same nn.Linear layers) against the block on torch's layers, compiled the same way; then both compiled
+    blocks replayed from CUDA graphs, the GPU's time alone (the compiled calls at M = 16 are decided by the host's:
+    perf-log row 140)."""
     H, D = MLP
     gate, up = (torch.nn.Linear(D, H, bias=False, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     down = torch.nn.Linear(H, D, bias=False, device="cuda", dtype=torch.bfloat16)
     ours_block = torch.compile(tilepipe.nn.GatedMLP.from_linears(gate, up, down), fullgraph=True, dynamic=False)
     theirs_block = torch.compile(lambda x: down(F.silu(gate(x)) * up(x)), fullgraph=True, dynamic=False)
     x = torch.randn(M, D, device="cuda", dtype=torch.bfloat16)
+    shape, variant, theirs = (f"{M}x{2 * H}x{D} + {M}x{D}x{H}", "nn.GatedMLP, torch.compile(fullgraph=True)",
+                              "down(silu(gate(x)) * up(x)) on nn.Linear, torch.compile")
     with torch.no_grad():
         err = _rel_err(ours_block(x), theirs_block(x))
-        return timed_rows(f"{M}x{2 * H}x{D} + {M}x{D}x{H}", "nn.GatedMLP, torch.compile(fullgraph=True)",
-                          lambda: ours_block(x), {"down(silu(gate(x)) * up(x)) on nn.Linear, torch.compile":
-                                                  lambda: theirs_block(x)}, 6 * M * H * D, pairs, rep_ms, err)
+        rows = timed_rows(shape, variant, lambda: ours_block(x), {theirs: lambda: theirs_block(x)}, 6 * M * H * D,
+                          pairs, rep_ms, err)
+        ours_graph, theirs_graph = warmed_graph(lambda: ours_block(x)), warmed_graph(lambda: theirs_block(x))
+    return rows + timed_rows(shape, f"{variant}, CUDA-graph replay", ours_graph.replay,
+                             {f"{theirs}, CUDA-graph replay": theirs_graph.replay}, 6 * M * H * D, pairs, rep_ms, err)
 
 
 def bench_moe(name: str, G: int, H: int, D: int, rows: int, distribution: str, pairs: int, rep_ms: int) -> list[Row]:
