@@ -152,8 +152,9 @@ def test_out_op_bumps_the_version_of_out(scale_op):
     assert out._version > version
 
 
-def test_ops_run_directly_where_nothing_intercepts_them(scale_op, monkeypatch):
-    """The Autograd kernel's fast path calls the op's kernel without a redispatch; a tracing mode still sees the op."""
+def test_a_dispatch_mode_still_sees_the_op(scale_op):
+    """The Autograd kernel calls the op's kernel directly only where nothing intercepts the call: a dispatch mode (a
+    tracer) still sees the op."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen = []

@@ -485,17 +485,17 @@ def pieced_candidates(M: int, N: int, K: int, gpu: GpuModel, incumbent: Candidat
     at 129x14336x4096 ran 55.4 us where the model said 44, the 64x192 tile 49.7 (archive/wide64-probe-h200.json;
     perf-log row 146)."""
     cfg, schedule = incumbent.config, incumbent.schedule
+    fits = tuple(tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT) if tile.block_m <= M)  # none taller than M
     order = PIECED_16BIT if M <= gpu.subtiled_first_max_m else (PIECED_WHOLE_16BIT, PIECED_SUBTILED_16BIT,
                                                                 *PIECED_16BIT[2:])
     narrow = (NARROW_PIECED_16BIT, ) if b_kmajor and not c_past_edge(M, NARROW_PIECED_16BIT, has_c) else ()
-    order = tuple(tile for tile in (*order, *narrow) if tile.block_m <= M)
+    order = tuple(tile for tile in (*order, *narrow) if tile in fits)
     static = lambda tile, handicap, why: predicted(M, N, K, tile, "static", gpu, handicap, why)  # noqa: E731
     if schedule == "streamk":
         sub_tiled = (LARGE_SUBTILED_16BIT, ) if cfg == LARGE_16BIT else ()
         return tuple(static(tile, PIECED_OVER_STREAMK_GAIN, "pieced vs stream-K") for tile in order + sub_tiled)
     tied = () if not (b_kmajor and schedule in ("static", "dynamic")) else tuple(sorted(
-        (tile for tile in (*PIECED_16BIT, NARROW_PIECED_16BIT)
-         if tile.block_m <= M and dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)),
+        (tile for tile in fits if dram_tie_pays(M, N, K, gpu, cfg, tile, has_c)),
         key=lambda tile: -tile_count(M, N, tile)))
     return (*(static(tile, 1.0, "tie at the DRAM floor") for tile in tied),
             *(static(tile, PIECED_MIN_GAIN, "pieced") for tile in order if tile not in tied))

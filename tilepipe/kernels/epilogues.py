@@ -38,7 +38,7 @@ def store_tile(outputs: OutputTilePipeline, sources: EpiLoadPipeline, d, alpha, 
             if HAS_C or STREAMK:
                 source, sources = sources.wait()  # C, or (stream-K, the ring's first chunk) this use's empty fill
             if not HAS_C:
-                part = epilogue(part, None, args, first_row, col)
+                part = without_c(part, None, args, first_row, col)
             elif adds_c:
                 part = epilogue(part, source.load(part.type.layout).to(gl.float32), args, first_row, col)
             else:
