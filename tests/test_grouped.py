@@ -289,6 +289,7 @@ SPECS = {"bf16 kmajor": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True),
          "bf16 kmajor swiglu": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, epilogue=f"{EPILOGUES}:swiglu"),
          "fp16 fp32 rowmajor swiglu": grouped_spec(grouped_config(4096, torch.float32, False, gated=True), "fp16",
                                                    "fp32", False, epilogue=f"{EPILOGUES}:swiglu"),
+         "bf16 kmajor dynamic": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "dynamic"),
          "bf16 kmajor masked": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "masked"),
          "bf16 kmajor batched": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "batched"),
          "bf16 kmajor few rows": grouped_spec(GROUPED_SMALL, "bf16", "bf16", True),
@@ -325,6 +326,14 @@ def test_epilogues_read_the_bias_and_apply_their_function(reports):
     assert plain.count("ex2.approx") == 0
 
 
+def test_only_the_dynamic_schedule_draws_tiles_from_its_counter(reports):
+    """The dynamic kernel's scheduler role draws tickets with a global atomic add and sets the counter back to 0 with
+    an exchange (the last ticket's drawer); the static kernel touches no atomics."""
+    dynamic, static = reports["bf16 kmajor dynamic"], reports["bf16 kmajor"]
+    assert dynamic.count("atom.global.gpu.acq_rel.add") >= 1 and dynamic.count("atom.global.gpu.acq_rel.exch") >= 1
+    assert static.count("atom.global") == 0
+
+
 def test_row_layouts_read_what_they_need(reports):
     """The masked layout loads each group's count (as the contiguous one loads its end); the batched one reads no
     memory but its operands' (every group's rows follow from M / G)."""
@@ -350,7 +359,8 @@ def protocols():
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
     assert [p.config.split(" stages")[0] for p in protocols] == ["grouped_mm", "grouped_mm fp32",
                                                                   "grouped_mm +bias gelu", "grouped_mm swiglu",
-                                                                  "grouped_mm_masked", "grouped_mm 3D",
+                                                                  "grouped_mm ring-fed", "grouped_mm_masked",
+                                                                  "grouped_mm 3D",
                                                                   "grouped_mm few rows"]
     for protocol in protocols:
         result = check(protocol, trace=True)
@@ -376,5 +386,35 @@ def test_capacity_layouts_launch_with_their_counts_or_none():
         tilepipe.grouped_mm_masked(a, w.transpose(1, 2), masked_m)
         tilepipe.grouped_mm(a, w.transpose(1, 2))
     (masked_key, _, masked_args), (batched_key, _, batched_args) = (launch[1:] for launch in launches)
-    assert masked_key[5] == masked_args[14] == "masked" and masked_args[4] == masked_m.data_ptr()
-    assert batched_key[5] == batched_args[14] == "batched" and batched_args[4] is None
+    assert masked_key[5] == masked_args[15] == "masked" and masked_args[4] == masked_m.data_ptr()
+    assert batched_key[5] == batched_args[15] == "batched" and batched_args[4] is None
+
+
+def test_dynamic_schedule_launches_with_the_streams_workspace():
+    """On a fake H200: scheduler="dynamic" passes SCHEDULE "dynamic", its own binary key and the stream's scheduler
+    workspace (the tile counter at word 0), the default passes the static schedule and D's address as the unread
+    workspace; grouped_gated_mm takes the same argument."""
+    from tests.launch_record import fake_h200
+    from tilepipe.host.launch import scheduler_workspace
+
+    with fake_h200() as launches:
+        a, w = torch.randn(300, 64, dtype=torch.bfloat16), torch.randn(4, 128, 64, dtype=torch.bfloat16)
+        offs = torch.tensor([10, 10, 200, 300], dtype=torch.int32)
+        out = tilepipe.grouped_mm(a, w.transpose(1, 2), offs, scheduler="dynamic")
+        static_out = tilepipe.grouped_mm(a, w.transpose(1, 2), offs)
+        tilepipe.grouped_gated_mm(a, w.transpose(1, 2), offs, scheduler="dynamic")
+        (key, _, args), (static_key, _, static_args), (gated_key, _, gated_args) = (launch[1:] for launch in launches)
+        cfg = key[0]
+        workspace = scheduler_workspace(0, 7, cfg)
+    assert key[5] == args[15] == gated_key[5] == gated_args[15] == "dynamic" and static_key[5] == "static"
+    assert args[5] == gated_args[5] == workspace.data_ptr() and static_args[5] == static_out.data_ptr()
+
+
+@pytest.mark.parametrize("op", [tilepipe.grouped_mm, torch.ops.tilepipe.grouped_mm])
+def test_bad_scheduler_names_the_argument(op):
+    """The eager function and the op torch.compile traces refuse a schedule they do not run; a non-str fails the
+    schema's or our type check."""
+    with FakeTensorMode(), pytest.raises(ValueError, match="^scheduler must be one of"):
+        op(**valid(), scheduler="streamk")
+    with FakeTensorMode(), pytest.raises(TypeError, match="^scheduler must be a str"):
+        tilepipe.grouped_mm(**valid(), scheduler=1)

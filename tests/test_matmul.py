@@ -231,13 +231,13 @@ def test_predicted_time_agrees_with_the_tile_model_where_compute_bound():
 
 
 def test_predicted_time_is_within_10_percent_of_the_h100_scheduler_bench():
-    """Calibration: predict_us against every static and stream-K row of bench/results/scheduler-h100-v7.json (H100,
-    the tile and schedule each ran), except K = 3000, whose rows start off 32-byte sectors (13-18% slower there:
+    """Calibration: predict_us against every static and stream-K row of
+    bench/results/archive/scheduler-h100-v7.json (H100, the tile and schedule each ran), except K = 3000, whose rows start off 32-byte sectors (13-18% slower there:
     docs/perf-log.md rows 17-18, not in the model)."""
     import json
     from pathlib import Path
 
-    record = json.loads((Path(__file__).parents[1] / "bench/results/scheduler-h100-v7.json").read_text())
+    record = json.loads((Path(__file__).parents[1] / "bench/results/archive/scheduler-h100-v7.json").read_text())
     tiles = {"64x128": SMALL, "128x128": MEDIUM, "128x256": LARGE_16BIT}
     checked = 0
     for row in record["rows"]:

@@ -195,3 +195,21 @@ def test_repro_kernels_compile_with_the_hand_offs_they_stand_for(monkeypatch):
     assert tma_ring.count("mbarrier.try_wait") >= 2 and tma_ring.count("mbarrier.arrive") >= 1
     assert smem_ring.count("cp.async.bulk") == 0 and smem_ring.count("st.shared") > 0
     assert smem_ring.count("mbarrier.arrive") >= 2  # the producer's full and the consumers' empty arrivals
+
+
+def test_an_entry_names_any_line_of_a_function_and_kernels_it_covers():
+    """'in MODULE:FUNCTION' names every line of that function (the ring slot's store in _publish wherever it moves);
+    an entry listing several kernels explains a group of any of them, and not a line outside the function."""
+    import inspect
+
+    from tilepipe.schedulers.dynamic import _publish
+
+    lines, first = inspect.getsourcelines(_publish.fn)
+    entry = {"tool": "racecheck", "kernels": ["grouped_matmul_kernel", "matmul_kernel"],
+             "locations": ["in tilepipe.schedulers.dynamic:_publish"], "verdict": "tool limitation", "reason": "ring"}
+    for kernel in ("matmul_kernel", "grouped_matmul_kernel"):
+        inside = Group("racecheck", "Error: Race", (kernel, ), (f"dynamic.py:{first + len(lines) - 2}", ))
+        assert explain(inside, [entry]) == "tool limitation: ring"
+    outside = Group("racecheck", "Error: Race", ("matmul_kernel", ), (f"dynamic.py:{first + len(lines) + 3}", ))
+    assert explain(outside, [entry]) is None
+    assert explain(Group("racecheck", "Error: Race", ("other_kernel", ), inside.locations), [entry]) is None

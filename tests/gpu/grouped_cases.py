@@ -3,10 +3,13 @@
 `python -m tests.gpu.grouped_cases ragged bf16 bf16 kmajor`: ragged group sizes (empty groups, one-row groups, sizes
 not multiples of 8, 64 or 128, offs[-1] < M) against a float64 reference per group, on fresh random inputs, with the
 output poisoned with NaN first: the groups' rows must match and the rows past offs[-1] stay NaN.
-`... cudagraph`: grouped_mm captured in a CUDA graph and replayed with new offs values (and new inputs).
+`... ragged bf16 bf16 kmajor dynamic`: the same under the dynamic schedule, each size called twice, the tile counter
+back at 0 after each call. `... cudagraph [dynamic]`: grouped_mm captured in a CUDA graph and replayed with new offs
+values (and new inputs).
 `... compile`: grouped_mm under torch.compile(fullgraph=True).
 `... epilogue gelu bf16 bf16 kmajor bias`: grouped_mm with a per-expert bias and an activation, on SIZES.
-`... gated silu bf16 bf16 rowmajor`: grouped_gated_mm over pack_gate_up's experts against act(a Wg^T) * (a Wu^T).
+`... gated silu bf16 bf16 rowmajor [dynamic]`: grouped_gated_mm over pack_gate_up's experts against act(a Wg^T) *
+(a Wu^T).
 `... moe`: a MoE expert MLP (grouped_gated_mm SwiGLU, then grouped_mm down with a bias), eager and under
 torch.compile(fullgraph=True), against float64.
 `... masked bf16 bf16 kmajor`: grouped_mm_masked over (G, C, K) capacities with counts of 0, 1, odd, C and past C
@@ -68,7 +71,8 @@ def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, sizes: list[int],
     return failures
 
 
-def run_ragged(dtype: str, out_dtype: str, layout: str) -> dict:
+def run_ragged(dtype: str, out_dtype: str, layout: str, scheduler: str = "static") -> dict:
+    """SIZES under `scheduler`; the dynamic one twice a size (its tile counter must be back at 0 after each call)."""
     torch.manual_seed(0)
     failures = []
     for sizes, extra, N, K in SIZES:
@@ -76,14 +80,30 @@ def run_ragged(dtype: str, out_dtype: str, layout: str) -> dict:
         M = sum(sizes) + extra
         a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
         b = weights(len(sizes), K, N, DTYPES[dtype], layout)
-        out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
-        got = tilepipe.grouped_mm(a, b, offsets(sizes), out=out)
-        torch.cuda.synchronize()
-        found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]])
-        if got is not out:
-            found.append({"returned": "not out"})
-        failures += [{"sizes": sizes[:10], "N": N, "K": K, **f} for f in found]
-    return {"case": f"grouped {dtype}->{out_dtype} b={layout}", "ok": not failures, "failures": failures[:10]}
+        for call in range(2 if scheduler == "dynamic" else 1):
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
+            got = tilepipe.grouped_mm(a, b, offsets(sizes), out=out, scheduler=scheduler)
+            torch.cuda.synchronize()
+            found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]])
+            if got is not out:
+                found.append({"returned": "not out"})
+            failures += [{"sizes": sizes[:10], "N": N, "K": K, "call": call, **f} for f in found]
+            failures += tile_counter_left_at_zero(scheduler, a.shape[0], len(sizes), DTYPES[out_dtype], layout)
+    return {"case": f"grouped {dtype}->{out_dtype} b={layout} {scheduler}", "ok": not failures,
+            "failures": failures[:10]}
+
+
+def tile_counter_left_at_zero(scheduler: str, M: int, G: int, out_dtype: torch.dtype, layout: str,
+                              gated: bool = False) -> list[dict]:
+    """A failure where the dynamic schedule's tile counter (word 0 of the stream's workspace) is not 0 after a call."""
+    if scheduler != "dynamic":
+        return []
+    from tilepipe.host.choose import grouped_config
+    from tilepipe.host.launch import scheduler_workspace
+
+    cfg = grouped_config(64, out_dtype, layout == "kmajor", gated, M / G)
+    counter = int(scheduler_workspace(0, torch.cuda.current_stream().cuda_stream, cfg)[0])
+    return [{"tile_counter": counter}] if counter else []
 
 
 def fused_reference(activation: str | None, bias: torch.Tensor | None):
@@ -132,8 +152,8 @@ def run_epilogue(activation: str, dtype: str, out_dtype: str, layout: str, bias:
             "failures": failures[:10]}
 
 
-def run_gated(activation: str, dtype: str, out_dtype: str, layout: str) -> dict:
-    """grouped_gated_mm on SIZES with H = N rounded up to 64 (D of H columns)."""
+def run_gated(activation: str, dtype: str, out_dtype: str, layout: str, scheduler: str = "static") -> dict:
+    """grouped_gated_mm on SIZES with H = N rounded up to 64 (D of H columns), under `scheduler`."""
     torch.manual_seed(5)
     failures = []
     for sizes, extra, N, K in SIZES:
@@ -142,11 +162,12 @@ def run_gated(activation: str, dtype: str, out_dtype: str, layout: str) -> dict:
         a = torch.randn(M, K, device="cuda", dtype=DTYPES[dtype])
         w, b = gate_up_experts(len(sizes), K, H, DTYPES[dtype], layout)
         out = torch.full((M, H), float("nan"), device="cuda", dtype=DTYPES[out_dtype])
-        tilepipe.grouped_gated_mm(a, b, offsets(sizes), activation, out=out)
+        tilepipe.grouped_gated_mm(a, b, offsets(sizes), activation, out=out, scheduler=scheduler)
         torch.cuda.synchronize()
         found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]], gated_reference(activation, w))
+        found += tile_counter_left_at_zero(scheduler, M, len(sizes), DTYPES[out_dtype], layout, gated=True)
         failures += [{"sizes": sizes[:10], "H": H, "K": K, **f} for f in found]
-    return {"case": f"grouped gated {activation} {dtype}->{out_dtype} b={layout}", "ok": not failures,
+    return {"case": f"grouped gated {activation} {dtype}->{out_dtype} b={layout} {scheduler}", "ok": not failures,
             "failures": failures[:10]}
 
 
@@ -177,7 +198,7 @@ def run_moe() -> dict:
     return {"case": "grouped moe mlp", "ok": not failures, "failures": failures}
 
 
-def run_cudagraph() -> dict:
+def run_cudagraph(scheduler: str = "static") -> dict:
     """One capture, three replays with new offs (including empty groups and a shorter total) and new inputs."""
     torch.manual_seed(1)
     G, N, K, M = 6, 512, 256, 700
@@ -185,7 +206,7 @@ def run_cudagraph() -> dict:
     b = weights(G, K, N, torch.bfloat16, "kmajor")
     offs = offsets([100, 100, 100, 100, 100, 100])
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    graph = warmed_graph(lambda: tilepipe.grouped_mm(a, b, offs, out=out))
+    graph = warmed_graph(lambda: tilepipe.grouped_mm(a, b, offs, out=out, scheduler=scheduler))
     failures = []
     for sizes in ([0, 300, 1, 0, 129, 200], [700, 0, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5]):
         a.copy_(torch.randn_like(a))
@@ -194,7 +215,7 @@ def run_cudagraph() -> dict:
         graph.replay()
         torch.cuda.synchronize()
         failures += [{"sizes": sizes, **f} for f in check(out, a, b, sizes, TOLERANCE[torch.bfloat16])]
-    return {"case": "grouped cudagraph", "ok": not failures, "failures": failures}
+    return {"case": f"grouped cudagraph {scheduler}", "ok": not failures, "failures": failures}
 
 
 def run_compile() -> dict:

@@ -10,7 +10,8 @@ CASES = [("epilogue", act, dtype, out, layout, bias) for act, dtype, out, layout
     ("gelu", "bf16", "bf16", "kmajor", "bias"), ("silu", "fp16", "fp32", "rowmajor", "bias"),
     ("none", "bf16", "fp32", "kmajor", "bias"), ("relu", "bf16", "bf16", "rowmajor", "nobias"))]
 CASES += [("gated", "silu", "bf16", "bf16", "kmajor"), ("gated", "gelu", "fp16", "fp16", "rowmajor"),
-          ("gated", "gelu_tanh", "bf16", "fp32", "kmajor"), ("gated", "relu", "fp16", "fp32", "rowmajor"), ("moe", )]
+          ("gated", "gelu_tanh", "bf16", "fp32", "kmajor"), ("gated", "relu", "fp16", "fp32", "rowmajor"), ("moe", ),
+          ("gated", "silu", "bf16", "bf16", "kmajor", "dynamic")]
 TIMEOUT_S = 240
 
 

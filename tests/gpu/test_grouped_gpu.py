@@ -1,5 +1,5 @@
-"""GPU: tilepipe.grouped_mm against a float64 reference per group, both B layouts, bf16 and fp16, fp32 out, a CUDA
-graph replayed with new offs, torch.compile, and invalid CUDA arguments leaving out untouched; the masked decode
+"""GPU: tilepipe.grouped_mm against a float64 reference per group, both B layouts, bf16 and fp16, fp32 out, the
+dynamic schedule, a CUDA graph replayed with new offs (static and dynamic), torch.compile, and invalid CUDA arguments leaving out untouched; the masked decode
 form (grouped_mm_masked, a graph replayed with new counts) and the 3D x 3D form; each case in its own process under
 a timeout."""
 
@@ -9,7 +9,8 @@ from tests.gpu.guarded import assert_ok, run_cases
 
 CASES = [("ragged", dtype, out, layout) for dtype in ("bf16", "fp16") for out in (dtype, "fp32")
          for layout in ("kmajor", "rowmajor")]
-CASES += [("cudagraph", ), ("compile", ), ("badargs", )]
+CASES += [("ragged", "bf16", "bf16", "kmajor", "dynamic"), ("ragged", "fp16", "fp32", "rowmajor", "dynamic")]
+CASES += [("cudagraph", ), ("cudagraph", "dynamic"), ("compile", ), ("badargs", )]
 CASES += [("masked", "bf16", "bf16", "kmajor"), ("masked", "fp16", "fp32", "rowmajor"), ("masked_epilogue", ),
           ("masked", "bf16", "bf16", "kmajor", "16"), ("masked", "fp16", "fp32", "rowmajor", "300"),
           ("masked_cudagraph", ), ("batched", "bf16", "bf16", "kmajor"), ("batched", "bf16", "fp32", "rowmajor")]

@@ -18,7 +18,7 @@ from tilepipe.kernels.spec import KernelSpec
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = None, *,
                out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
-               activation: str | None = None) -> torch.Tensor:
+               activation: str | None = None, scheduler: str | None = None) -> torch.Tensor:
     """out[offs[g-1]:offs[g]] = a[offs[g-1]:offs[g]] @ b[g] for each group g (offs[-1] taken as 0), as
     torch._grouped_mm(a, b, offs) computes it, on a Hopper GPU without a host sync or a padding copy; with `bias`
     (G, N) of a's dtype each group's row added, and `activation` (None, "relu", "gelu", "gelu_tanh", "silu") applied
@@ -30,7 +30,10 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = Non
     offs[-1] on are left untouched (a new D holds whatever torch.empty gave them). Row strides must be multiples of
     16 bytes (K and N multiples of 8 for 16-bit tensors); a row-major b needs K a multiple of 16.
     offs is not read on the host: a group whose end is below an earlier end is empty, and ends past M count as M, so
-    decreasing or too large offs never write outside D, but those rows' values are not torch's. Raises TypeError /
+    decreasing or too large offs never write outside D, but those rows' values are not torch's. `scheduler`: "static"
+    (the default: each of one program per SM takes its share of the tiles) or "dynamic" (programs draw tiles from a
+    counter as they go, for a GEMM that shares the GPU with kernels that hold SMs, such as a MoE layer's all-to-all:
+    a program that starts late takes fewer tiles). Raises TypeError /
     ValueError naming the argument for bad input, before anything is written. Under torch.compile this calls the
     custom op tilepipe::grouped_mm; it records into CUDA graphs, and a replay reads offs' new values.
 
@@ -48,12 +51,13 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = Non
                              f"{type(offs).__name__}; masked groups are grouped_mm_masked's")
         return _layout_call(a, b, None, bias, out, out_dtype, activation, BATCHED, None)
     if torch.compiler.is_compiling():
+        options = dict(out_dtype=out_dtype, activation=activation, scheduler=scheduler)
         if out is None:
-            return torch.ops.tilepipe.grouped_mm(a, b, offs, bias, out_dtype=out_dtype, activation=activation)
-        torch.ops.tilepipe.grouped_mm_out(out, a, b, offs, bias, out_dtype=out_dtype, activation=activation)
+            return torch.ops.tilepipe.grouped_mm(a, b, offs, bias, **options)
+        torch.ops.tilepipe.grouped_mm_out(out, a, b, offs, bias, **options)
         return out
     check_activation(activation, ACTIVATIONS, optional=True)
-    return _grouped(a, b, offs, bias, out, out_dtype, activation, ACTIVATIONS.get(activation), 1)
+    return _grouped(a, b, offs, bias, out, out_dtype, activation, ACTIVATIONS.get(activation), 1, scheduler=scheduler)
 
 
 def grouped_mm_masked(a: torch.Tensor, b: torch.Tensor, masked_m: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -90,7 +94,8 @@ def _layout_call(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, 
 
 
 def grouped_gated_mm(a: torch.Tensor, b_gate_up: torch.Tensor, offs: torch.Tensor, activation: str = "silu", *,
-                     out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+                     out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
+                     scheduler: str | None = None) -> torch.Tensor:
     """A Mixture-of-Experts gate-up projection with its gated activation fused: for each group g, rows
     offs[g-1]:offs[g] of D are act(a @ Wg[g]^T) * (a @ Wu[g]^T) (SwiGLU with "silu"; "gelu", "gelu_tanh": GeGLU;
     "relu": ReGLU), in one grouped GEMM that writes only D's H columns.
@@ -98,24 +103,27 @@ def grouped_gated_mm(a: torch.Tensor, b_gate_up: torch.Tensor, offs: torch.Tenso
     b_gate_up is (G, K, 2H) as grouped_mm takes b, each expert's 2H columns packed by pack_gate_up (gate and up
     interleaved in blocks of 64: `pack_gate_up(w)` of the experts' (G, 2H, K) [Wg; Wu] weights, `.transpose(1, 2)`
     for the K-major layout); H a multiple of 64. D is (M, H) of a's dtype or fp32. Everything else (offs, rows past
-    offs[-1], errors, torch.compile and CUDA graphs) is grouped_mm's; the custom op is tilepipe::grouped_gated_mm."""
+    offs[-1], scheduler, errors, torch.compile and CUDA graphs) is grouped_mm's; the custom op is
+    tilepipe::grouped_gated_mm."""
     if torch.compiler.is_compiling():
+        options = dict(activation=activation, out_dtype=out_dtype, scheduler=scheduler)
         if out is None:
-            return torch.ops.tilepipe.grouped_gated_mm(a, b_gate_up, offs, activation=activation, out_dtype=out_dtype)
-        torch.ops.tilepipe.grouped_gated_mm_out(out, a, b_gate_up, offs, activation=activation, out_dtype=out_dtype)
+            return torch.ops.tilepipe.grouped_gated_mm(a, b_gate_up, offs, **options)
+        torch.ops.tilepipe.grouped_gated_mm_out(out, a, b_gate_up, offs, **options)
         return out
     check_activation(activation, GATED, optional=False)
-    return _grouped(a, b_gate_up, offs, None, out, out_dtype, activation, GATED[activation], 2)
+    return _grouped(a, b_gate_up, offs, None, out, out_dtype, activation, GATED[activation], 2, scheduler=scheduler)
 
 
 def _grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: torch.Tensor | None,
              out: torch.Tensor | None, out_dtype: torch.dtype | None, activation: str | None, epilogue: object,
-             columns_in: int, layout: str = CONTIGUOUS, expected_m: int | None = None) -> torch.Tensor:
+             columns_in: int, layout: str = CONTIGUOUS, expected_m: int | None = None,
+             scheduler: str | None = None) -> torch.Tensor:
     """grouped_mm, grouped_gated_mm and the masked and batched forms (`layout`, offs their counts) after their
     activation check, one pass down the host layers: validate, K = 0 without a launch, else choose (the tile by the
-    rows a group holds: `expected_m`, else the mean), plan and launch the kernel with `epilogue` (None: D = A @ B, no
-    epilogue function) over the groups' rows."""
-    problem = validate_grouped(a, b, offs, bias, out, out_dtype, columns_in, layout)
+    rows a group holds: `expected_m`, else the mean; the schedule: `scheduler`'s, else the layout's), plan and launch
+    the kernel with `epilogue` (None: D = A @ B, no epilogue function) over the groups' rows."""
+    problem = validate_grouped(a, b, offs, bias, out, out_dtype, columns_in, layout, scheduler)
     if out is None:
         out = torch.empty((*a.shape[:-1], problem.N // columns_in), device=a.device, dtype=problem.out_dtype)
     out_rows = problem.out if problem.out is not None else out.view(problem.M, problem.N // columns_in)
@@ -125,7 +133,7 @@ def _grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: 
         out_rows.copy_(empty_k_result(out_rows, offs, bias, activation, layout=layout, G=problem.G))  # stays on the GPU
         return out
     choice = choose_grouped(problem, expected_m)
-    launch_grouped(plan_grouped(problem, choice.cfg, out_rows, epilogue))
+    launch_grouped(plan_grouped(problem, choice.cfg, out_rows, epilogue, choice.schedule))
     return out
 
 

@@ -20,8 +20,8 @@ from tilepipe.api.linear import ACTIVATIONS, GATED, gated_linear, linear
 from tilepipe.api.linear_fp8 import FP8, SCALE_GROUP, linear_fp8, padded_rows
 from tilepipe.api.matmul import addmm, addmm_residual, matmul
 from tilepipe.host.checks import (BATCHED, MASKED, check_activation, check_expected_m, check_grouped,
-                                  check_grouped_mm_fp8, check_grouped_wgrad, check_linear, check_linear_fp8,
-                                  check_matmul, check_matmul_fp8, group_rows)
+                                  check_grouped_mm_fp8, check_grouped_scheduler, check_grouped_wgrad, check_linear,
+                                  check_linear_fp8, check_matmul, check_matmul_fp8, group_rows)
 
 
 LIBRARY = torch.library.Library("tilepipe", "FRAGMENT")
@@ -148,15 +148,18 @@ MATMUL_FP8 = register("matmul_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor 
 
 def _grouped_mm_like(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, bias: torch.Tensor | None = None, *,
                      out_dtype: torch.dtype | None = None, activation: str | None = None,
-                     out: torch.Tensor | None = None) -> torch.Tensor:
+                     scheduler: str | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     check_activation(activation, ACTIVATIONS, optional=True)
+    check_grouped_scheduler(scheduler)
     _, M, N, _, out_dtype, _ = check_grouped(a, b, offs, bias, out, out_dtype, 1)
     return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
 
 
 def _grouped_gated_mm_like(a: torch.Tensor, b_gate_up: torch.Tensor, offs: torch.Tensor, *, activation: str = "silu",
-                           out_dtype: torch.dtype | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+                           out_dtype: torch.dtype | None = None, scheduler: str | None = None,
+                           out: torch.Tensor | None = None) -> torch.Tensor:
     check_activation(activation, GATED, optional=False)
+    check_grouped_scheduler(scheduler)
     _, M, N, _, out_dtype, _ = check_grouped(a, b_gate_up, offs, None, out, out_dtype, 2)
     return out if out is not None else a.new_empty((M, N // 2), dtype=out_dtype)
 
@@ -198,9 +201,10 @@ GROUPED_MM_BATCHED = register("grouped_mm_batched", "Tensor a, Tensor b, Tensor?
                               "ScalarType? out_dtype=None, str? activation=None", _grouped_mm_batched,
                               _grouped_mm_batched_like)
 GROUPED_MM = register("grouped_mm", "Tensor a, Tensor b, Tensor offs, Tensor? bias=None",
-                      "ScalarType? out_dtype=None, str? activation=None", grouped_mm, _grouped_mm_like)
+                      "ScalarType? out_dtype=None, str? activation=None, str? scheduler=None", grouped_mm,
+                      _grouped_mm_like)
 GROUPED_GATED_MM = register("grouped_gated_mm", "Tensor a, Tensor b_gate_up, Tensor offs",
-                            'str activation="silu", ScalarType? out_dtype=None', grouped_gated_mm,
+                            'str activation="silu", ScalarType? out_dtype=None, str? scheduler=None', grouped_gated_mm,
                             _grouped_gated_mm_like)
 
 

@@ -652,7 +652,8 @@ class GroupedProblem(NamedTuple):
     """A checked grouped_mm call (grouped_gated_mm's where `columns_in` is 2: D has half the GEMM's N columns) in one
     of the rows' `layout`s, the input of choosing and planning its launch: `a` and `out` (the caller's, or None) as
     the kernel reads and writes them, (M, K) and (M, D's columns) (group_rows); `offs` the layout's ends or counts
-    (None: batched); `b_kmajor` b's layout as given; `device` a's index."""
+    (None: batched); `b_kmajor` b's layout as given; `device` a's index; `scheduler` the caller's (None: the
+    layout's static schedule)."""
     a: torch.Tensor
     b: torch.Tensor
     offs: torch.Tensor | None
@@ -667,18 +668,34 @@ class GroupedProblem(NamedTuple):
     layout: str
     columns_in: int
     device: int
+    scheduler: str | None
 
 
 def validate_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: torch.Tensor | None,
-                     out: torch.Tensor | None, out_dtype: torch.dtype | None, columns_in: int, layout: str
-                     ) -> GroupedProblem:
+                     out: torch.Tensor | None, out_dtype: torch.dtype | None, columns_in: int, layout: str,
+                     scheduler: str | None = None) -> GroupedProblem:
     """Every check of grouped_mm's arguments (grouped_gated_mm's, the masked and batched forms': `layout`, offs their
-    counts) that needs no configuration, the overlap of `out` with the inputs and TMA's start addresses included."""
+    counts; `scheduler` the contiguous layout's) that needs no configuration, the overlap of `out` with the inputs and
+    TMA's start addresses included."""
+    check_grouped_scheduler(scheduler)
     rows, out_rows = group_rows(a, b, offs, out, columns_in, layout)
     G, M, N, K, out_dtype, b_kmajor = check_grouped(rows, b, offs, bias, out_rows, out_dtype, columns_in, layout)
     check_grouped_addresses(a, b, out, bias=bias)
     return GroupedProblem(rows, b, offs, bias, out_rows, G, M, N, K, out_dtype, b_kmajor, layout, columns_in,
-                          device_index(a))
+                          device_index(a), scheduler)
+
+
+GROUPED_SCHEDULERS = ("static", "dynamic")
+"""The schedules grouped_mm and grouped_gated_mm take (schedulers/grouped.py): each program's static share of the
+tiles, or tiles drawn at run time, for GEMMs whose CTAs may start late beside other kernels."""
+
+
+def check_grouped_scheduler(scheduler: str | None) -> None:
+    """grouped_mm's `scheduler`: None or one of GROUPED_SCHEDULERS (TypeError / ValueError naming it)."""
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise TypeError(f"scheduler must be a str or None, got {type(scheduler).__name__}")
+    if scheduler is not None and scheduler not in GROUPED_SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {GROUPED_SCHEDULERS} or None, got {scheduler!r}")
 
 
 def group_rows(a: torch.Tensor, b: torch.Tensor, counts: torch.Tensor | None, out: torch.Tensor | None,

@@ -178,11 +178,12 @@ measured decode rows had 16-32; above 64 a group fills a 128-row tile's rows on 
 
 def choose_grouped(problem: GroupedProblem, expected_m: int | None) -> GemmChoice:
     """The grouped GEMM for a problem with work (grouped_matmul_kernel, sm_90a only): grouped_config's tile for the
-    rows a group holds (`expected_m`, the masked form's hint, else the mean M / G), the layout's schedule."""
+    rows a group holds (`expected_m`, the masked form's hint, else the mean M / G), the layout's schedule (the
+    dynamic one where the caller asked for it)."""
     arch = hopper_target(problem.device, "grouped_mm")
     per_group = expected_m if expected_m is not None else problem.M / max(problem.G, 1)
     cfg = grouped_config(problem.K, problem.out_dtype, problem.b_kmajor, problem.columns_in == 2, per_group)
-    return GemmChoice(arch, cfg, problem.layout, problem.b_kmajor)
+    return GemmChoice(arch, cfg, "dynamic" if problem.scheduler == "dynamic" else problem.layout, problem.b_kmajor)
 
 
 def hopper_target(device: int, op: str) -> str:

@@ -212,22 +212,26 @@ class PlanCache(dict):
         self[key] = plan
 
 
-def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, epilogue: object) -> GroupedLaunch:
+def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, epilogue: object, schedule: str
+                 ) -> GroupedLaunch:
     """The launch of grouped_matmul_kernel over `problem`'s rows, D's rows `out` (N: the GEMM's columns, D's times the
-    epilogue's COLUMNS_IN; the layout its SCHEDULE, offs its ends or counts, none batched) through `epilogue` (None:
-    D = A @ B): B's experts stacked as one TMA operand, the bias pointer D's where there is no bias (never read)."""
+    epilogue's COLUMNS_IN; `schedule` its SCHEDULE: the layout's, offs its ends or counts, none batched, or "dynamic"
+    with the stream's scheduler workspace) through `epilogue` (None: D = A @ B): B's experts stacked as one TMA
+    operand, the bias pointer D's where there is no bias (never read), D the workspace where none is read."""
     from tilepipe.kernels.grouped_matmul import grouped_blocks
 
     a, bias, G, M, N, b_kmajor, device = (problem.a, problem.bias, problem.G, problem.M, problem.N, problem.b_kmajor,
                                           problem.device)
     b_rows = stacked_experts(problem.b, b_kmajor)
-    scalars = (G, M, N, problem.K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, problem.layout,
+    scalars = (G, M, N, problem.K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, schedule,
                (cfg.block_m, cfg.block_n))
     fused = (bias is not None, epilogue)  # HAS_BIAS, EPILOGUE: after the bias pointer
-    rest = (out, problem.offs, *scalars, out if bias is None else bias, *fused)
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    workspace = scheduler_workspace(device, stream, cfg) if schedule == "dynamic" else out
+    rest = (out, problem.offs, workspace, *scalars, out if bias is None else bias, *fused)
     blocks = grouped_blocks(cfg, b_kmajor)
     return _grouped_launch("tilepipe.kernels.grouped_matmul:grouped_matmul_kernel",
-                           (cfg, a.dtype, out.dtype, b_kmajor, device, problem.layout, *fused),
+                           (cfg, a.dtype, out.dtype, b_kmajor, device, schedule, *fused),
                            grouped_grid(M, N, G, cfg, device), device,
                            ((a, blocks["a"]), (b_rows, blocks["b"]), (out, blocks["d"])), rest, cfg.num_warps)
 

@@ -107,11 +107,13 @@ GROUPED = {
     "grouped_mm": dict(dtype="bf16", c_dtype="bf16"), "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),
     "grouped_mm +bias gelu": dict(dtype="bf16", c_dtype="bf16", bias=True, epilogue=f"{EPILOGUES}:gelu"),
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
+    "grouped_mm ring-fed": dict(dtype="bf16", c_dtype="bf16", schedule="dynamic"),  # for CTAs that start late
     "grouped_mm_masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),
     "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched"),
     "grouped_mm few rows": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16)}
 """grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (a per-expert bias and GELU;
-SwiGLU over packed gate-up experts), over each layout of the groups' rows, and in the tile of few rows (decode)."""
+SwiGLU over packed gate-up experts), over each layout of the groups' rows (contiguous: static and dynamic), and in
+the tile of few rows (decode)."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
 PIECED_SCHEDULES = ("static", "dynamic")  # a pieced tile's: stream-K's partial tiles are not built in pieces
@@ -145,14 +147,11 @@ WGMMA_STAGES = (2, 4, 8)
 
 
 def shipped_variants() -> list[Variant]:
-    """Every variant the library ships: each matmul epilogue under each scheduler (split-K runs the stream-K
-    variants on its own grid), the two-CTA cluster GEMMs (static, dynamic and stream-K), swap-AB (plain and +C under
-    each scheduler; FP8 per-tensor and per-row static and stream-K), the pieced tiles (plain, +bias and +C, static and
-    dynamic), D in sub-tiles (plain, +C and +bias under each scheduler), ping-pong (plain, +bias, +bias with GELU and
-    SwiGLU, static), the activation epilogues (static and stream-K), the gated ones (static and dynamic), the
-    quantizing ones (FP8 output, static), the sm_100a GEMM's epilogues under its schedulers and its two-CTA form, the
-    FP8 kernels (also under stream-K, and in 2x1/1x2 clusters, split too), the grouped GEMMs (bf16, fp32 D, FP8), the
-    sm_100a FP8 (scaled, blockwise) and block-scaled GEMMs, the tensor-parallel kernels, the restaging copy, demos."""
+    """Every variant the library ships: matmul's epilogues under each scheduler (split-K runs stream-K's), its
+    clusters, swap-AB, pieced tiles, sub-tiles, ping-pong, activation, gated and quantizing epilogues (each under the
+    schedulers it runs: the lists above), the sm_100a GEMMs (epilogues, two-CTA form, FP8, block-scaled), the FP8
+    kernels (stream-K, clusters, split), the grouped GEMMs (bf16 also dynamic, fp32 D, FP8), the tensor-parallel
+    kernels, the restaging copies and the demos."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
     variants += [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})

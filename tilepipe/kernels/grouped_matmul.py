@@ -10,6 +10,7 @@ Roles (one CTA per SM; each group's tiles in grouped order, the groups one after
   mma    (8 warps)  the GEMM's wgmma main loop; D's tile in BM x EPILOGUE_N sub-tiles through the EPILOGUE function
                     and the output stages
   store  (1 warp)   TMA-stores each sub-tile while the mma role runs the next tile's main loop
+  scheduler (1 warp, SCHEDULE "dynamic")  draws tile ids from a global counter and hands them to the other roles
 
 Group boundaries, on the device. A tile's rows start at its group's first row and a group's last row of tiles is
 moved up inside the group (TileGrid INWARD), so a group of at least BM rows has every tile inside it and TMA stores
@@ -35,6 +36,7 @@ from tilepipe.pipeline.epilogue import LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline, column_part
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers.dynamic import scheduler_role
 from tilepipe.schedulers.grouped import grouped_scheduler_class
 
 
@@ -116,24 +118,27 @@ def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched, RATIO: gl.con
         work = work.next()
 
 
-@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d", "bias_ptr"])  # one binary per configuration
-def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d, STAGES: gl.constexpr,
+@gluon.jit(do_not_specialize=["offs", "workspace", "G", "M", "N", "K", "ld_d", "bias_ptr"])  # a binary a config
+def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, workspace, G, M, N, K, ld_d, STAGES: gl.constexpr,
                           C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
                           SCHEDULE: gl.constexpr, TILE: gl.constexpr, bias_ptr, HAS_BIAS: gl.constexpr,
                           EPILOGUE: gl.constexpr):
     """a_desc over A [M, K]; b_desc over the G experts stacked, [G * N, K] K-major or [G * K, N] row-major; d_desc
     over D [M, N / COLUMNS_IN] in BM x EPILOGUE_N blocks, d_ptr its address (row stride ld_d) for masked stores;
     offs: G int32 row ends, or counts (SCHEDULE "masked"), or None ("batched": every row). TILE: (BM, BN).
-    SCHEDULE: a grouped scheduler's name (schedulers/grouped.py). bias_ptr: the experts' biases [G, N] (read only where HAS_BIAS); EPILOGUE: an epilogue function or its "module:name"
-    (kernels/epilogue_functions.py; a gated one takes B's experts packed by pack_gate_up), None: D = A @ B (+ bias)."""
+    SCHEDULE: a grouped scheduler's name (schedulers/grouped.py; "dynamic": its tile counter is `workspace`'s word 0,
+    else `workspace` is unread). bias_ptr: the experts' biases [G, N] (read only where HAS_BIAS); EPILOGUE: an
+    epilogue function or its "module:name" (kernels/epilogue_functions.py; a gated one takes B's experts packed by
+    pack_gate_up), None: D = A @ B (+ bias)."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
+    DYNAMIC: gl.constexpr = SCHEDULE == "dynamic"
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
-                                     epilogue_n=d_desc.block_type.shape[1])
+                                     dynamic=DYNAMIC, epilogue_n=d_desc.block_type.shape[1])
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate()
-    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M)
+    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M, smem.pipelines, workspace)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
@@ -141,7 +146,8 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d,
                                          EPILOGUE, wgmma_unit, None)),
                      (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
                       WORKER_REGS),
-                     (grouped_store_role, (outputs, d_desc, sched, columns_in(EPILOGUE)), WORKER_WARPS, WORKER_REGS)])
+                     (grouped_store_role, (outputs, d_desc, sched, columns_in(EPILOGUE)), WORKER_WARPS, WORKER_REGS),
+                     (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if DYNAMIC else None])
 
 
 def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
@@ -159,7 +165,7 @@ def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = 
     blocks = grouped_blocks(cfg, b_kmajor)
     signature = {"a_desc": tile_desc(dtype, blocks["a"]), "b_desc": tile_desc(dtype, blocks["b"]),
                  "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}",
-                 "offs": "constexpr" if schedule == "batched" else "*i32", "G": "i32",
+                 "offs": "constexpr" if schedule == "batched" else "*i32", "workspace": "*i32", "G": "i32",
                  "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                  "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "SCHEDULE": "constexpr", "TILE": "constexpr",
                  "bias_ptr": f"*{dtype}", "HAS_BIAS": "constexpr", "EPILOGUE": "constexpr"}

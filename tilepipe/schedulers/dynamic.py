@@ -34,6 +34,7 @@ from tilepipe.pipeline.partials import FLAG_WORDS, one_per_lane
 from tilepipe.pipeline.ring import ProducerConsumerPipeline, _trace
 from tilepipe.schedulers.grid import TileGrid
 from tilepipe.schedulers.ringfed import RingWork, paced
+from tilepipe.schedulers.static import StaticWork
 
 TICKET_BASE = gl.constexpr(FLAG_WORDS.value)
 """The workspace's int32 word where the clusters' ticket rows start: past stream-K's flags, which must rest at 0
@@ -85,6 +86,16 @@ def _slot(response, index):
     return response.index(index).slice(0, 1)
 
 
+@gluon.jit
+def take_tile_id(ring: ProducerConsumerPipeline, response, ROLE: gl.constexpr):
+    """The next tile id the scheduler role published (every role takes each one), its ring slot freed: (id, ring).
+    ROLE: the calling role's name, so each role traces its own copy (_trace.current_role)."""
+    with ring.consume() as slot:
+        words = _slot(response, slot.index()).load(_response_layout(gl.num_warps(), gl.num_ctas()))
+        tile_id = gl.max(gl.max(words, axis=1), axis=0)
+    return tile_id, ring
+
+
 _FIRST_TICKET = _ticket_asm(False)
 _NEXT_TICKET = _ticket_asm(True)
 
@@ -97,9 +108,7 @@ class DynamicWork(RingWork):
     def take(grid: TileGrid, ring: ProducerConsumerPipeline, throttle: ProducerConsumerPipeline, response,
              PACES: gl.constexpr, ROLE: gl.constexpr):
         """Wait for the next tile id in the ring, free its slot; a pacing role then lets the scheduler fetch on."""
-        with ring.consume() as slot:
-            words = _slot(response, slot.index()).load(_response_layout(gl.num_warps(), gl.num_ctas()))
-            tile_id = gl.max(gl.max(words, axis=1), axis=0)
+        tile_id, ring = take_tile_id(ring, response, ROLE)
         valid = tile_id < grid.num_tiles
         return DynamicWork(tile_id, valid, grid, ring, paced(throttle, valid, PACES), response, PACES, ROLE)
 
@@ -137,6 +146,11 @@ class DynamicTileScheduler:
                          "a two-CTA cluster shares its tile ids through the ticket rows' descriptor (and only it)")
         return DynamicTileScheduler(TileGrid.create(M, N, BM, BN, GROUP_M, INWARD), clc.pipeline, clc.throttle,
                                     clc.response, counter, tickets)
+
+    @gluon.jit
+    def cursor(self, tile_id):
+        """Where tile id `tile_id` lies (the scheduler role's own view of the ids it publishes)."""
+        return StaticWork.at(tile_id, self.grid)
 
     @builtin
     def work(self, paces=False, _semantic=None, _generator=None):
@@ -204,19 +218,19 @@ def scheduler_role(sched: DynamicTileScheduler):
 
 
 @gluon.jit
-def _scheduler_loop(sched: DynamicTileScheduler):
-    """scheduler_role in a one-CTA program."""
+def _scheduler_loop(sched):
+    """scheduler_role in a one-CTA program. `sched.cursor(tile_id)` follows the ids it publishes (their validity, and
+    the tiles counted up to them: all of them once an id is past the end, which the last ticket's drawer sees)."""
     ring = sched.ring
     throttle = sched.throttle
     programs = gl.num_programs(0)
-    tile_id = gl.program_id(0)
-    ring = _publish(ring, sched.response, tile_id)
-    last_ticket = sched.grid.num_tiles - 1
-    while tile_id < sched.grid.num_tiles:
+    tiles = sched.cursor(gl.program_id(0))
+    ring = _publish(ring, sched.response, tiles.tile_id)
+    while tiles.valid:
         with throttle.consume() as taken:  # the load role started the tile published last
             ticket = gl.atomic_add(sched.counter, 1)
-        if ticket == last_ticket:  # every other ticket of this launch was drawn: leave the counter at 0
+        tiles = tiles.moved(ticket + programs)
+        if ticket == tiles.counted() - 1:  # every other ticket of this launch was drawn: leave the counter at 0
             gl.atomic_xchg(sched.counter, 0)
-        tile_id = ticket + programs
-        ring = _publish(ring, sched.response, tile_id)
+        ring = _publish(ring, sched.response, tiles.tile_id)
     ring.drain()

@@ -7,8 +7,11 @@ Group g owns rows [start_g, end_g) of A and D. Three layouts of those rows, in t
   masked form ("masked": the decode form) its first counts[g] (clamped to [0, C]) hold tokens, in the batched form
   ("batched": 3D x 3D, no counts pointer) every row does.
 Its tiles are its own TileGrid (GROUP_M raster over cdiv(rows, BM) x cdiv(N, BN)), numbered after the tiles of the
-groups before it; program p takes tiles p, p + P, ... as the static scheduler does. Each role walks the groups
-forward once per program (one load of offs per group), so no host sync and no table of tile counts are needed.
+groups before it; program p takes tiles p, p + P, ... as the static scheduler does, or (`DynamicGroupedScheduler`,
+SCHEDULE "dynamic", the contiguous layout) the ids the dynamic schedule's scheduler role draws from a counter
+(schedulers/dynamic.py), so a program that starts late, its SM held by another kernel (a MoE layer's all-to-all),
+takes fewer tiles instead of delaying its static share. Each role walks the groups forward once per program (one
+load of offs per group: a program's ids only grow), so no host sync and no table of tile counts are needed.
 A group with at least BM rows has its last row of tiles moved up inside it (TileGrid INWARD: the overlapped rows
 are written twice with the same values), so only groups smaller than BM leave a tile that reaches past their end:
 `work.spills` says so, and the kernel masks that tile's store.
@@ -17,8 +20,13 @@ are written twice with the same values), so only groups smaller than BM leave a 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.language.core import _unwrap_if_constexpr
 
+from tilepipe.pipeline.ring import ProducerConsumerPipeline, _trace
+from tilepipe.schedulers.dynamic import take_tile_id
 from tilepipe.schedulers.grid import TileGrid, TileWork
+from tilepipe.schedulers.ringfed import paced
 
 
 @aggregate
@@ -46,7 +54,9 @@ class GroupedTileScheduler:
         self.GROUP_M = gl.constexpr(GROUP_M)
 
     @gluon.jit
-    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
+               workspace=None):
+        """`pipelines` and `workspace`: the kernel's (DynamicGroupedScheduler's ring and counter; unused here)."""
         return GroupedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
 
     @gluon.jit
@@ -55,11 +65,16 @@ class GroupedTileScheduler:
         return end, gl.maximum(gl.minimum(gl.load(self.offs + group), self.M), end)
 
     @gluon.jit
+    def cursor(self, tile_id):
+        """The work of `tile_id`, the groups walked from the first."""
+        none = gl.to_tensor(0)
+        return GroupedWork.seek(tile_id, none - 1, none, none, none,
+                                TileGrid.create(none, self.N, self.BM, self.BN, self.GROUP_M, True), self)
+
+    @gluon.jit
     def work(self, paces: gl.constexpr = False):
         """This program's first tile (`paces`: the GEMM roles' signature; a static schedule paces nothing)."""
-        none = gl.to_tensor(0)
-        return GroupedWork.seek(gl.program_id(0), none - 1, none, none, none,
-                                TileGrid.create(none, self.N, self.BM, self.BN, self.GROUP_M, True), self)
+        return self.cursor(gl.program_id(0))
 
 
 @aggregate
@@ -68,7 +83,8 @@ class CapacityTileScheduler(GroupedTileScheduler):
     masked form, grouped_mm_masked), or is None (the batched 3D x 3D form: every row, no load)."""
 
     @gluon.jit
-    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
+               workspace=None):
         return CapacityTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
 
     @gluon.jit
@@ -84,6 +100,47 @@ class CapacityTileScheduler(GroupedTileScheduler):
 
 
 @aggregate
+class DynamicGroupedScheduler(GroupedTileScheduler):
+    """The contiguous layout's tiles in the dynamic schedule: scheduler_role (schedulers/dynamic.py) publishes each tile
+    id through the kernel's ring (`pipelines.clc`), drawing tickets from the counter at `workspace` (left at zero by
+    every launch: the drawer of the last ticket walked every group, so it knows the tile count), and each role
+    walks the groups forward to the ids it takes (DynamicGroupedWork)."""
+    ring: ProducerConsumerPipeline
+    throttle: ProducerConsumerPipeline
+    response: gl.shared_memory_descriptor
+    counter: gl.tensor
+
+    @gluon.constexpr_function
+    def __init__(self, offs, G, M, N, K, BM, BN, GROUP_M, ring, throttle, response, counter):
+        self.offs = offs
+        self.G = G
+        self.M = M
+        self.N = N
+        self.K = K
+        self.BM = gl.constexpr(BM)
+        self.BN = gl.constexpr(BN)
+        self.GROUP_M = gl.constexpr(GROUP_M)
+        self.ring = ring
+        self.throttle = throttle
+        self.response = response
+        self.counter = counter
+
+    @gluon.jit
+    def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
+               workspace=None):
+        clc = pipelines.clc
+        return DynamicGroupedScheduler(offs, G, M, N, K, BM, BN, GROUP_M, clc.pipeline, clc.throttle, clc.response,
+                                       workspace)
+
+    @builtin
+    def work(self, paces=False, _semantic=None, _generator=None):
+        """This role's first tile; the role created with `paces=True` (the load role) paces the scheduler, and each
+        role's work carries its name (as DynamicTileScheduler's)."""
+        args = [self, gl.constexpr(_unwrap_if_constexpr(paces)), gl.constexpr(_trace.current_role())]
+        return _generator.call_JitFunction(DynamicGroupedWork.first, args, {})
+
+
+@aggregate
 class GroupedWork(TileWork):
     """One role's current tile: its id among all groups' tiles (`tile_id`), its group (`group`, whose tiles start at
     `base` and whose rows are [start, end)) and the group's TileGrid (`grid`, over the group's rows only)."""
@@ -94,7 +151,7 @@ class GroupedWork(TileWork):
     start: gl.tensor
     end: gl.tensor
     grid: TileGrid
-    sched: GroupedTileScheduler | CapacityTileScheduler
+    sched: GroupedTileScheduler | CapacityTileScheduler | DynamicGroupedScheduler
     finishes: gl.constexpr
 
     @gluon.constexpr_function
@@ -122,8 +179,18 @@ class GroupedWork(TileWork):
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
     def next(self):
-        return GroupedWork.seek(self.tile_id + gl.num_programs(0), self.group, self.base, self.start, self.end,
-                                self.grid, self.sched)
+        return self.moved(self.tile_id + gl.num_programs(0))
+
+    @gluon.jit
+    def moved(self, tile_id):
+        """The work of `tile_id` (this one's or a later id), the groups walked on from this one's."""
+        return GroupedWork.seek(tile_id, self.group, self.base, self.start, self.end, self.grid, self.sched)
+
+    @gluon.jit
+    def counted(self):
+        """The tiles of the groups walked so far: all of them once an id is past the last (the dynamic scheduler
+        role's end of the counter)."""
+        return self.base + self.grid.num_tiles
 
     @gluon.jit
     def coords(self):
@@ -150,10 +217,57 @@ class GroupedWork(TileWork):
         return self.end - self.start < self.sched.BM
 
 
-GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler, "masked": CapacityTileScheduler,
-                             "batched": CapacityTileScheduler}
-"""The grouped GEMM's SCHEDULE names, one per layout of the groups' rows (a dynamic form across groups, for skewed
-experts, is not built yet)."""
+@aggregate
+class DynamicGroupedWork(GroupedWork):
+    """A role's current tile under DynamicGroupedScheduler, and its cursor into the scheduler ring and throttle (PACES,
+    ROLE: as RingWork's)."""
+    ring: ProducerConsumerPipeline
+    throttle: ProducerConsumerPipeline
+    response: gl.shared_memory_descriptor
+    PACES: gl.constexpr
+    ROLE: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, work, ring, throttle, response, PACES, ROLE):
+        self.tile_id = work.tile_id
+        self.valid = work.valid
+        self.group = work.group
+        self.base = work.base
+        self.start = work.start
+        self.end = work.end
+        self.grid = work.grid
+        self.sched = work.sched
+        self.finishes = gl.constexpr(True)
+        self.ring = ring
+        self.throttle = throttle
+        self.response = response
+        self.PACES = gl.constexpr(PACES)
+        self.ROLE = gl.constexpr(ROLE)
+
+    @gluon.jit
+    def first(sched: DynamicGroupedScheduler, PACES: gl.constexpr, ROLE: gl.constexpr):
+        """The role's first tile: the first id published, the groups walked from the first."""
+        before = sched.cursor(gl.to_tensor(-1))
+        return DynamicGroupedWork.take(before, sched.ring, sched.throttle, sched.response, PACES, ROLE)
+
+    @gluon.jit
+    def take(walked, ring: ProducerConsumerPipeline, throttle: ProducerConsumerPipeline, response, PACES: gl.constexpr,
+             ROLE: gl.constexpr):
+        """The next published id's work, the groups walked on from `walked` (a GroupedWork, or the role's last
+        DynamicGroupedWork); a pacing role then lets the scheduler draw on."""
+        tile_id, ring = take_tile_id(ring, response, ROLE)
+        work = walked.moved(tile_id)
+        return DynamicGroupedWork(work, ring, paced(throttle, work.valid, PACES), response, PACES, ROLE)
+
+    @gluon.must_use_result("Rebind it: `work = work.next()`.")
+    @gluon.jit
+    def next(self):
+        return DynamicGroupedWork.take(self, self.ring, self.throttle, self.response, self.PACES, self.ROLE)
+
+
+GROUPED_SCHEDULER_CLASSES = {"static": GroupedTileScheduler, "dynamic": DynamicGroupedScheduler,
+                             "masked": CapacityTileScheduler, "batched": CapacityTileScheduler}
+"""The grouped GEMM's SCHEDULE names: one per layout of the groups' rows, and the contiguous layout's dynamic form."""
 
 
 @gluon.constexpr_function

@@ -32,7 +32,17 @@ class StaticWork(TileWork):
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
     @gluon.jit
     def next(self):
-        return StaticWork.at(self.tile_id + self.turns * gl.num_programs(0), self.grid, self.turns)
+        return self.moved(self.tile_id + self.turns * gl.num_programs(0))
+
+    @gluon.jit
+    def moved(self, tile_id):
+        """The same walk at tile id `tile_id` (the dynamic scheduler role's cursor)."""
+        return StaticWork.at(tile_id, self.grid, self.turns)
+
+    @gluon.jit
+    def counted(self):
+        """The tiles a valid id lies below: all of them."""
+        return self.grid.num_tiles
 
     @gluon.jit
     def followed(self):

@@ -9,9 +9,13 @@ epilogue) from what G distinct experts cost (each one's B read from DRAM where t
 `... NAME masked`: the decode case in the masked form (grouped_mm_masked over a capacity of 4x the mean rows per
 expert), each call a CUDA-graph replay, against torch._grouped_mm and tilepipe.grouped_mm over the same rows packed,
 each replayed from its own graph.
+`... NAME busy`: grouped_mm's dynamic schedule against its static one, on an idle GPU and with 20 SMs held by another
+kernel for half the GEMM's time (as a MoE layer's all-to-all holds them: tools/busy_sms.py), and against
+torch._grouped_mm there.
 """
 
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -113,13 +117,64 @@ def bench_masked(name: str, G: int, N: int, K: int, rows: int, distribution: str
     return found
 
 
+BUSY_SMS = 20
+"""SMs held beside the GEMM in the "busy" mode: DeepEP's all-to-all kernels take 20-24 beside a MoE layer's GEMMs."""
+
+
+def bench_busy(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
+               ) -> list[Row]:
+    """grouped_mm's dynamic schedule against its static one on an idle GPU (do_bench), then each call (both schedules
+    and torch._grouped_mm) with BUSY_SMS SMs held for half the static call's idle time and alone, timed by CUDA events
+    (tools/busy_sms.py): the dynamic schedule against the static one and torch there, and each schedule's call with
+    the SMs held against itself alone. Medians of interleaved calls."""
+    from tilepipe.tools.busy_sms import timed_beside_holders
+
+    sizes = expert_sizes(rows, G, distribution)
+    offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+    a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    outs = {scheduler: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for scheduler in ("static",
+                                                                                                      "dynamic")}
+    calls = {f"grouped_mm {scheduler}": (lambda s=scheduler: tilepipe.grouped_mm(a, b, offs, out=outs[s], scheduler=s))
+             for scheduler in outs}
+    calls["torch._grouped_mm"] = lambda: torch._grouped_mm(a, b, offs=offs)
+    for call in calls.values():
+        call()
+    err = _rel_err(outs["dynamic"], torch._grouped_mm(a, b, offs=offs))
+    flops = 2.0 * rows * N * K
+    shape = f"{name}: G={G} {rows}x{N}x{K} {distribution}"
+    idle = compare(calls["grouped_mm dynamic"], calls["grouped_mm static"], flops, pairs, rep_ms, settle=1)
+    found = [Row(f"{shape}, idle GPU", "grouped_mm dynamic", "grouped_mm static", *idle[:3], err, idle[3])]
+    hold_us = 0.5 * flops / idle[1] * 1e-6
+    times: dict[tuple[str, int], list[float]] = {(key, sms): [] for key in calls for sms in (BUSY_SMS, 0)}
+    for _ in range(1 + 5 * pairs):  # the first round dropped, as compare's settle
+        for (key, sms), found_times in times.items():
+            found_times.append(timed_beside_holders(calls[key], sms, hold_us))
+    held = f"{BUSY_SMS} SMs held for {hold_us:.0f} us"
+    pairs_timed = [(("grouped_mm dynamic", BUSY_SMS), ("grouped_mm static", BUSY_SMS), held),
+                   (("grouped_mm dynamic", BUSY_SMS), ("torch._grouped_mm", BUSY_SMS), held),
+                   (("grouped_mm dynamic", BUSY_SMS), ("grouped_mm dynamic", 0), f"{held} / alone"),
+                   (("grouped_mm static", BUSY_SMS), ("grouped_mm static", 0), f"{held} / alone")]
+    for ours, theirs, setting in pairs_timed:
+        ratios = [t / o for o, t in zip(times[ours][1:], times[theirs][1:])]
+        found.append(Row(f"{shape}, {setting}", ours[0], theirs[0] + ("" if theirs[1] else " alone (events)"),
+                         flops / statistics.median(times[ours][1:]) * 1e-9,
+                         flops / statistics.median(times[theirs][1:]) * 1e-9, statistics.median(ratios), err,
+                         [round(r, 4) for r in ratios]))
+    return found
+
+
 def run(name: str = "grouped-h200", mode: str = "groups", pairs: int = 3, rep_ms: int = 50,
         out_dir: Path = RESULTS_DIR) -> Path:
-    """Every case in every distribution (`mode` "groups"), each case as one group ("one-group"), or the decode case
-    in the masked form ("masked"); prints the table and writes OUT_DIR/NAME.json."""
+    """Every case in every distribution (`mode` "groups"), each case as one group ("one-group"), the decode case
+    in the masked form ("masked"), or the dynamic schedule beside held SMs ("busy": the first three cases, uniform and
+    Zipf); prints the table and writes OUT_DIR/NAME.json."""
     start = time.time()
     if mode == "one-group":
         rows = [bench_one_group(*case, pairs, rep_ms) for case in CASES if case[-1] > 512]
+    elif mode == "busy":
+        rows = [row for case in CASES[:3] for distribution in ("uniform", "zipf")
+                for row in bench_busy(*case, distribution, pairs, rep_ms)]
     elif mode == "masked":
         rows = [row for distribution in DISTRIBUTIONS for row in bench_masked(*CASES[-1], distribution, pairs, rep_ms)]
     else:

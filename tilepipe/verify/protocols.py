@@ -72,19 +72,24 @@ def dynamic_roles(has_c: bool, cluster: bool = False, subtiles: int = 1) -> tupl
     sentinel), and drains the ring. In a `cluster` the ring is a multicast ring (the first CTA's ticket lands in
     both CTAs' slots) and each scheduler, after arming its slot, waits for the fill, reads it back and frees the slot
     as one of its consumers (its wait is the direct API: no consumer stage handle)."""
-    roles = []
-    for role in matmul_roles(has_c, subtiles=subtiles):
+    return ring_fed(matmul_roles(has_c, subtiles=subtiles), cluster)
+
+
+def ring_fed(roles: tuple[Role, ...], cluster: bool = False) -> tuple[Role, ...]:
+    """`roles` (a tile loop each, first in its program) under the dynamic scheduler, as dynamic_roles describes."""
+    fed = []
+    for role in roles:
         tiles, *tail = role.program
         pace = produce("clc_throttle") if role.name == "load" else ()
         program = (*consume("clc"), loop(tiles.var, tiles.count, *pace, *tiles.body, *consume("clc")), *tail)
-        roles.append(Role(role.name, role.function, program, role.release_lag))
+        fed.append(Role(role.name, role.function, program, role.release_lag))
     publish = produce("clc")
     if cluster:
         publish = (Wait("clc", "producer"), Signal("clc", "producer"), Wait("clc", "consumer", traced=False),
                    Signal("clc", "consumer"), Step("clc"))
     scheduler = Role("scheduler", "scheduler_role", (
         *publish, loop("tile", "tiles", *consume("clc_throttle"), *publish), Drain("clc")))
-    return (*roles, scheduler)
+    return (*fed, scheduler)
 
 
 def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role",
@@ -579,18 +584,21 @@ def wgmma_protocol(stages: int) -> Protocol:
 def grouped_protocols() -> list[Protocol]:
     """grouped_matmul_kernel in each catalogue form (kernels/grouped_matmul.py): matmul's roles without C over
     matmul_plan's pipelines, D's sub-tiles a stage each (a gated epilogue's half as many), its own mma and store
-    roles (a tile that spills past its group passes its stages through unwritten: the same pipeline steps); its
-    tiles' number comes from the device (schedulers/grouped.py), which the tile cases cover as any tile count does."""
+    roles (a tile that spills past its group passes its stages through unwritten: the same pipeline steps), under the
+    dynamic schedule fed by the scheduler ring (ring_fed); its tiles' number comes from the device
+    (schedulers/grouped.py), which the tile cases cover as any tile count does."""
     from tilepipe.api.grouped import variant_spec
 
     protocols = []
     for name, options in GROUPED.items():
         cfg, _ = variant_spec(options)
+        dynamic = options.get("schedule") == "dynamic"
         plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
-                              options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
+                              options["c_dtype"], True, dynamic=dynamic, epilogue_n=cfg.epilogue_n)
         subtiles = d_subtiles(cfg, options.get("epilogue"))
         mma, load, store = matmul_roles(False, "grouped_mma_role", subtiles=subtiles)
         roles = (mma, load, replace(store, function="grouped_store_role"))
+        roles = ring_fed(roles) if dynamic else roles
         protocols.append(Protocol("grouped_matmul_kernel", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
                                   plan_storages(plan), roles, tile_cases(cfg.stages),
                                   lambda options=options: variant_spec(options)[1]))

@@ -212,8 +212,8 @@ def run_block_scaled(fmt: str) -> bool:
 def run_grouped(options: dict) -> bool:
     """grouped_matmul_kernel (tilepipe.grouped_mm, or grouped_gated_mm for a gated epilogue, D of N rounded down to
     64 columns) over ragged groups (an empty one, one under a tile, one past a tile; of few rows for the variant of
-    the decode tile) of SHAPE's K and N, B K-major,
-    with the variant's bias and epilogue, against a float64 reference; the rows past the groups must stay NaN."""
+    the decode tile) of SHAPE's K and N, B K-major, with the variant's bias, epilogue and schedule (static or
+    dynamic), against a float64 reference; the rows past the groups must stay NaN."""
     import torch
 
     import tilepipe
@@ -231,10 +231,11 @@ def run_grouped(options: dict) -> bool:
     bias = torch.randn(len(sizes), N, dtype=a.dtype, device="cuda") if options.get("bias") else None
     offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
     out = torch.full((a.shape[0], N), float("nan"), dtype=dtypes[options["c_dtype"]], device="cuda")
+    scheduler = options["schedule"]
     if gated:
-        tilepipe.grouped_gated_mm(a, pack_gate_up(w).transpose(1, 2), offs, gated, out=out)
+        tilepipe.grouped_gated_mm(a, pack_gate_up(w).transpose(1, 2), offs, gated, out=out, scheduler=scheduler)
     else:
-        tilepipe.grouped_mm(a, w.transpose(1, 2), offs, out=out, bias=bias, activation=activation)
+        tilepipe.grouped_mm(a, w.transpose(1, 2), offs, out=out, bias=bias, activation=activation, scheduler=scheduler)
     ends = [0] + offs.tolist()
     parts = []
     for g, (start, end) in enumerate(zip(ends, ends[1:])):
@@ -383,7 +384,7 @@ def launcher(variant: Variant, index: int) -> Callable[[], bool]:
     if variant.kernel == "matmul_fp8 blockwise cluster":
         return lambda: run_fp8("blockwise", options["cluster"], split=options.get("split_multicast", False))
     if variant.kernel == "grouped_matmul_kernel":
-        return lambda: run_grouped(options) if options["schedule"] == "static" else run_grouped_3d(options)
+        return lambda: run_grouped(options) if options["schedule"] in ("static", "dynamic") else run_grouped_3d(options)
     if variant.kernel == "grouped_wgrad_kernel":
         return lambda: run_grouped_wgrad(options)
     if variant.kernel == "grouped_mm_fp8":
@@ -570,27 +571,41 @@ def resolve(location: str) -> str:
     """An allow-list location as reports write it, worked out once per location (explain asks for every group).
     'def MODULE:FUNCTION' is the line of that @gluon.jit function's `def`, where racecheck places code Triton
     generates for the whole kernel (warp_specialize's dispatch), so the entry follows the function when lines above
-    it move; any other location is taken as written."""
-    if not location.startswith("def "):
+    it move; 'in MODULE:FUNCTION' is any line of that function ('FILE:FIRST-LAST'), so an entry for an access the
+    function makes (a ring slot's load or store) follows it too; any other location is taken as written."""
+    kind, _, where = location.partition(" ")
+    if kind not in ("def", "in"):
         return location
     import importlib
     import inspect
 
-    module, _, name = location[len("def "):].partition(":")
+    module, _, name = where.partition(":")
     fn = getattr(importlib.import_module(module), name)
     fn = getattr(fn, "fn", fn)  # a JITFunction wraps the Python function
     lines, first = inspect.getsourcelines(fn)
     offset = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
-    return f"{Path(inspect.getsourcefile(fn)).name}:{first + offset}"
+    file = Path(inspect.getsourcefile(fn)).name
+    return f"{file}:{first + offset}" if kind == "def" else f"{file}:{first + offset}-{first + len(lines) - 1}"
+
+
+def _covers(where: str, location: str) -> bool:
+    """Whether an allow-list location, resolved ('FILE:LINE' or 'FILE:FIRST-LAST'), names a report's location."""
+    file, _, lines = Path(resolve(where)).name.partition(":")
+    reported_file, _, line = Path(location).name.partition(":")
+    first, _, last = lines.partition("-")
+    return file == reported_file and (line == first if not last else int(first) <= int(line) <= int(last))
 
 
 def explain(group: Group, entries: list[dict[str, Any]]) -> str | None:
-    """The reason of the allow-list entry that names this group's tool, kernels and exact source lines (file name and
-    line; and, if it says, what the report says), else None."""
+    """The reason of the allow-list entry that names this group's tool, kernels (the group's among the entry's) and
+    source lines (each of the group's named by one of the entry's, and each of the entry's naming one; and, if it
+    says, what the report says), else None."""
     for entry in entries:
-        if (entry["tool"] == group.tool and sorted(entry["kernels"]) == list(group.kernels)
-                and sorted(Path(resolve(where)).name for where in entry["locations"])
-                == sorted(Path(where).name for where in group.locations)
+        wheres = entry["locations"]
+        if (entry["tool"] == group.tool and set(group.kernels) <= set(entry["kernels"])
+                and bool(group.kernels) == bool(entry["kernels"]) and len(wheres) == len(group.locations)
+                and all(any(_covers(w, loc) for w in wheres) for loc in group.locations)
+                and all(any(_covers(w, loc) for loc in group.locations) for w in wheres)
                 and entry.get("what", group.what) == group.what):
             return f"{entry['verdict']}: {entry['reason']}"
     return None
