@@ -357,11 +357,9 @@ def protocols():
 
 
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
-    assert [p.config.split(" stages")[0] for p in protocols] == ["grouped_mm", "grouped_mm fp32",
-                                                                  "grouped_mm +bias gelu", "grouped_mm swiglu",
-                                                                  "grouped_mm ring-fed", "grouped_mm_masked",
-                                                                  "grouped_mm 3D",
-                                                                  "grouped_mm few rows"]
+    assert [p.config.split(" stages")[0] for p in protocols] == [
+        "grouped_mm static", "grouped_mm dynamic", "grouped_mm fp32 static", "grouped_mm +bias gelu static",
+        "grouped_mm swiglu static", "grouped_mm_masked masked", "grouped_mm 3D batched", "grouped_mm few rows static"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result

@@ -82,6 +82,7 @@ BAD = [  # (scales, argument changes, error, message naming the argument)
     (blockwise, lambda: dict(out=empty(256, 100, dtype=torch.bfloat16).t()), ValueError, "^out must be row-major"),
     (blockwise, lambda: dict(out=empty(100, 256, dtype=torch.int32)), TypeError, "^out must be bfloat16, float16"),
     (blockwise, lambda: dict(out_dtype=torch.int8), TypeError, "^out_dtype must be"),
+    (blockwise, lambda: dict(scheduler="streamk"), ValueError, "^scheduler must be one of"),
     (blockwise, lambda: dict(a=empty(100, 256, dtype=E4M3, device="cpu"), b=empty(4, 256, 256, dtype=E4M3,
                                                                                    device="cpu").transpose(1, 2)),
      ValueError, "^a must be on a CUDA device"),
@@ -145,6 +146,8 @@ def test_configs():
 SPECS = {f"{'blockwise' if bw else 'per-row'} {c}": grouped_fp8_spec(
     grouped_fp8_config(bw, torch.float32 if c == "fp32" else torch.bfloat16), c, bw)
     for bw in (False, True) for c in ("bf16", "fp32")}
+SPECS.update({f"{'blockwise' if bw else 'per-row'} bf16 dynamic": grouped_fp8_spec(
+    grouped_fp8_config(bw, torch.bfloat16), "bf16", bw, "dynamic") for bw in (False, True)})
 
 
 @pytest.fixture(scope="module")
@@ -173,19 +176,29 @@ def test_per_row_reads_the_scales_in_its_epilogue(reports):
     assert reports["per-row bf16"].count("ld.global") > reports["blockwise bf16"].count("ld.global")
 
 
+@pytest.mark.parametrize("kind", ["per-row", "blockwise"])
+def test_only_the_dynamic_schedule_draws_tiles_from_its_counter(reports, kind):
+    """As grouped_mm's: the dynamic kernel's scheduler role draws tickets and resets the counter; static has none."""
+    dynamic, static = reports[f"{kind} bf16 dynamic"], reports[f"{kind} bf16"]
+    assert dynamic.count("atom.global.gpu.acq_rel.add") >= 1 and dynamic.count("atom.global.gpu.acq_rel.exch") >= 1
+    assert static.count("atom.global") == 0
+
+
 @pytest.fixture(scope="module")
 def protocols():
     return grouped_fp8_protocols()
 
 
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
-    assert [p.config.split(" stages")[0] for p in protocols] == ["grouped_mm_fp8 per-row", "grouped_mm_fp8 blockwise"]
+    assert [p.config.split(" stages")[0] for p in protocols] == [
+        "grouped_mm_fp8 per-row static", "grouped_mm_fp8 per-row dynamic", "grouped_mm_fp8 blockwise static",
+        "grouped_mm_fp8 blockwise dynamic"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, 2])  # per-row, blockwise
 def test_seeded_wrong_arrive_count_deadlocks_the_load_role(protocols, index):
     """The input ring declared with two consumer arrivals (only the mma role releases): the load role is stuck."""
     result = check(replace(with_pipeline(protocols[index], "input", consumer_arrivals=2), trace=None))

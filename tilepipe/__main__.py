@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grouped", action="store_true",
                         help="bench: issue 39's grouped GEMMs on MoE shapes against torch._grouped_mm and the dense "
                              "GEMM over the same rows (tilepipe.tools.bench_grouped: NAME), the masked decode form "
-                             "(NAME with grouped-masked), the weight gradient (grouped-wgrad) and FP8 (grouped-fp8)")
+                             "(NAME with grouped-masked), the weight gradient (grouped-wgrad), FP8 (grouped-fp8) and "
+                             "the dynamic schedule beside held SMs (grouped-busy, grouped-fp8-busy)")
     parser.add_argument("--epilogues", action="store_true",
                         help="bench: issue 40's fused epilogues (gated_linear, linear + bias + GELU, linear_fp8, a MoE "
                              "expert MLP) against torch eager and torch.compile (tilepipe.tools.bench_epilogues)")
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
         bench_shapes.run(name, pairs=args.pairs)
         return 0
-    if args.command == "bench" and args.grouped:  # NAME, then NAME with -masked, -wgrad, -fp8 after "grouped"
+    if args.command == "bench" and args.grouped:  # NAME, then NAME with -masked, -wgrad, -fp8, -busy after "grouped"
         from tilepipe.tools import bench_grouped, bench_grouped_fp8, bench_grouped_wgrad
 
         form = lambda tag: name.replace("grouped", f"grouped-{tag}", 1)  # noqa: E731
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_grouped.run(form("masked"), "masked", pairs=args.pairs)
         bench_grouped_wgrad.run(form("wgrad"), pairs=args.pairs)
         bench_grouped_fp8.run(form("fp8"), pairs=args.pairs)
+        bench_grouped.run(form("busy"), "busy", pairs=args.pairs)
+        bench_grouped_fp8.run(form("fp8-busy"), "busy", pairs=args.pairs)
         return 0
     if args.command == "bench" and args.epilogues:
         from tilepipe.tools import bench_epilogues

@@ -5,7 +5,8 @@ not multiples of 8, 64 or 128, offs[-1] < M) of fresh random e4m3 operands and r
 columns and K blocks), against a float64 reference per group of the dequantized operands, with the output poisoned
 with NaN first: the groups' rows must match and the rows past offs[-1] stay NaN. Scales alternate between the
 layouts read in place and ones the op copies first.
-`... cudagraph row`: grouped_mm_fp8 captured in a CUDA graph and replayed with new offs, inputs and scales.
+`... ragged row bf16 dynamic`: the same under the dynamic schedule, its tile counter read back as 0 after the calls.
+`... cudagraph row [dynamic]`: grouped_mm_fp8 captured in a CUDA graph and replayed with new offs, inputs and scales.
 `... compile blockwise`: grouped_mm_fp8 under torch.compile(fullgraph=True).
 `... uniform grouped`: the bench's first blockwise row (DeepSeek-V3 EP8 gate-up: 32 experts of 1024 rows, N = 4096,
 K = 7168), which faulted on the H200 before the scale rows' fix (its fault was the dense call's or the grouped one's);
@@ -61,33 +62,43 @@ def problem(sizes: list[int], extra: int, N: int, K: int, scaling: str, in_place
     return a, w.transpose(1, 2), sa, sb, a_ref, b_ref
 
 
-def run_ragged(scaling: str, out_dtype: str) -> dict:
+def run_ragged(scaling: str, out_dtype: str, scheduler: str = "static") -> dict:
+    """SIZES[scaling] into a NaN-poisoned out and into a new D, under `scheduler` (dynamic: the tile counter must be
+    back at 0 after the calls)."""
     torch.manual_seed(0)
     failures = []
     for index, (sizes, extra, N, K) in enumerate(SIZES[scaling]):
         a, b, sa, sb, a_ref, b_ref = problem(sizes, extra, N, K, scaling, in_place=index % 2 == 0)
         out = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=OUT[out_dtype])
-        got = tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out=out)
+        got = tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out=out, scheduler=scheduler)
         torch.cuda.synchronize()
         found = check(out, a_ref, b_ref, sizes, TOLERANCE[scaling])
         if got is not out:
             found.append({"returned": "not out"})
         failures += [{"sizes": sizes[:10], "N": N, "K": K, **f} for f in found]
-        fresh = tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out_dtype=OUT[out_dtype])  # a new D
+        fresh = tilepipe.grouped_mm_fp8(a, b, sa, sb, offsets(sizes), out_dtype=OUT[out_dtype],
+                                        scheduler=scheduler)  # a new D
         torch.cuda.synchronize()
         found = [f for f in check(fresh, a_ref, b_ref, sizes, TOLERANCE[scaling]) if "rows_past_offs_written" not in f]
         failures += [{"sizes": sizes[:10], "N": N, "K": K, "new_out": True, **f} for f in found]
-    return {"case": f"grouped fp8 {scaling} ->{out_dtype}", "ok": not failures, "failures": failures[:10]}
+        if scheduler == "dynamic":
+            from tilepipe.host.choose import grouped_fp8_config
+            from tilepipe.host.launch import scheduler_workspace
+
+            cfg = grouped_fp8_config(scaling == "blockwise", OUT[out_dtype])
+            counter = int(scheduler_workspace(0, torch.cuda.current_stream().cuda_stream, cfg)[0])
+            failures += [{"sizes": sizes[:10], "tile_counter": counter}] if counter else []
+    return {"case": f"grouped fp8 {scaling} ->{out_dtype} {scheduler}", "ok": not failures, "failures": failures[:10]}
 
 
-def run_cudagraph(scaling: str) -> dict:
+def run_cudagraph(scaling: str, scheduler: str = "static") -> dict:
     """One capture, three replays with new offs (empty groups, a shorter total), inputs and scales."""
     torch.manual_seed(1)
     sizes, N, K = [100] * 6, 512, 384
     a, b, sa, sb, _, _ = problem(sizes, 100, N, K, scaling, in_place=True)
     offs = offsets(sizes)
     out = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    graph = warmed_graph(lambda: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=out))
+    graph = warmed_graph(lambda: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=out, scheduler=scheduler))
     failures = []
     for seed, new_sizes in enumerate(([0, 300, 1, 0, 129, 200], [700, 0, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5])):
         torch.manual_seed(10 + seed)
@@ -101,7 +112,7 @@ def run_cudagraph(scaling: str) -> dict:
         graph.replay()
         torch.cuda.synchronize()
         failures += [{"sizes": new_sizes, **f} for f in check(out, a_ref, b_ref, new_sizes, TOLERANCE[scaling])]
-    return {"case": f"grouped fp8 {scaling} cudagraph", "ok": not failures, "failures": failures}
+    return {"case": f"grouped fp8 {scaling} cudagraph {scheduler}", "ok": not failures, "failures": failures}
 
 
 def run_uniform(kernel: str) -> dict:

@@ -27,7 +27,7 @@ from tilepipe.kernels.spec import KernelSpec
 
 def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                    offs: torch.Tensor, *, out_dtype: torch.dtype = torch.bfloat16,
-                   out: torch.Tensor | None = None) -> torch.Tensor:
+                   out: torch.Tensor | None = None, scheduler: str | None = None) -> torch.Tensor:
     """out[offs[g-1]:offs[g]] = (a * scale_a) @ (b[g] * scale_b[g]) over the rows of each group g (offs[-1] taken as
     0), on a Hopper GPU without a host sync or a padding copy; the scales as the module's table says (per-row or
     DeepSeek-V3 blockwise).
@@ -37,16 +37,19 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     multiple of 16 (128 blockwise, where N is a multiple of 128 too). offs holds G int32 cumulative row ends on a's
     GPU, as grouped_mm takes them (groups may be empty and of any size; decreasing or too large ends are clamped,
     never read on the host). D is bf16, fp16 or fp32 (`out_dtype`), or written into `out` (of its own dtype) when
-    given; rows of D from offs[-1] on are left untouched. Raises TypeError / ValueError naming the argument for bad
-    input, before anything is written. Under torch.compile this calls the custom op tilepipe::grouped_mm_fp8; it
-    records into CUDA graphs, and a replay reads offs' (and the scales') new values.
+    given; rows of D from offs[-1] on are left untouched. `scheduler` is grouped_mm's ("static" or "dynamic": for a
+    GEMM beside kernels that hold SMs). Raises TypeError / ValueError naming the argument for bad input, before
+    anything is written. Under torch.compile this calls the custom op tilepipe::grouped_mm_fp8; it records into CUDA
+    graphs, and a replay reads offs' (and the scales') new values.
     """
     if torch.compiler.is_compiling():
         if out is None:
-            return torch.ops.tilepipe.grouped_mm_fp8(a, b, scale_a, scale_b, offs, out_dtype=out_dtype)
-        torch.ops.tilepipe.grouped_mm_fp8_out(out, a, b, scale_a, scale_b, offs, out_dtype=out_dtype)
+            return torch.ops.tilepipe.grouped_mm_fp8(a, b, scale_a, scale_b, offs, out_dtype=out_dtype,
+                                                     scheduler=scheduler)
+        torch.ops.tilepipe.grouped_mm_fp8_out(out, a, b, scale_a, scale_b, offs, out_dtype=out_dtype,
+                                              scheduler=scheduler)
         return out
-    G, M, N, K, blockwise, out_dtype = validate_grouped_fp8(a, b, scale_a, scale_b, offs, out, out_dtype)
+    G, M, N, K, blockwise, out_dtype = validate_grouped_fp8(a, b, scale_a, scale_b, offs, out, out_dtype, scheduler)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=out_dtype)
     if M == 0 or N == 0 or G == 0:
@@ -54,7 +57,7 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     if K == 0:  # zero in the groups' rows, the rest untouched: no launch, offs stays on the GPU
         return out.copy_(empty_k_result(out, offs, None, None))
     device = device_index(a)
-    choice = choose_grouped_fp8(blockwise, out_dtype, device)
+    choice = choose_grouped_fp8(blockwise, out_dtype, device, scheduler)
     if blockwise:  # the kernel reads scale_a^T in shifted copies and the experts' scale_b^T stacked, by TMA
         b_scales = scale_b.transpose(1, 2).reshape(G * N // SCALE_BLOCK, -1)
         scales = (shifted_scale_rows(scale_a, device), tma_ready(b_scales))
@@ -65,9 +68,9 @@ def grouped_mm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
 
 
 def fp8_variant_spec(options: dict) -> tuple[MatmulConfig, KernelSpec]:
-    """A grouped FP8 catalogue variant (kernels/catalogue.py GROUPED_FP8: blockwise, c_dtype) as grouped_mm_fp8
-    launches it: its configuration and its KernelSpec."""
+    """A grouped FP8 catalogue variant (kernels/catalogue.py GROUPED_FP8: blockwise, c_dtype, optional schedule) as
+    grouped_mm_fp8 launches it: its configuration and its KernelSpec."""
     from tilepipe.kernels.grouped_fp8 import grouped_fp8_spec
 
     cfg = grouped_fp8_config(options["blockwise"], torch.float32 if options["c_dtype"] == "fp32" else torch.bfloat16)
-    return cfg, grouped_fp8_spec(cfg, options["c_dtype"], options["blockwise"])
+    return cfg, grouped_fp8_spec(cfg, options["c_dtype"], options["blockwise"], options.get("schedule", "static"))

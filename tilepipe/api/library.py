@@ -220,13 +220,14 @@ GROUPED_MM_WGRAD = register("grouped_mm_wgrad", "Tensor a, Tensor b, Tensor offs
 
 def _grouped_mm_fp8_like(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                          offs: torch.Tensor, *, out_dtype: torch.dtype = torch.bfloat16,
-                         out: torch.Tensor | None = None) -> torch.Tensor:
+                         scheduler: str | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    check_grouped_scheduler(scheduler)
     _, M, N, _, _, out_dtype = check_grouped_mm_fp8(a, b, scale_a, scale_b, offs, out, out_dtype)
     return out if out is not None else a.new_empty((M, N), dtype=out_dtype)
 
 
 GROUPED_MM_FP8 = register("grouped_mm_fp8", "Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor offs",
-                          "ScalarType out_dtype=bfloat16", grouped_mm_fp8, _grouped_mm_fp8_like)
+                          "ScalarType out_dtype=bfloat16, str? scheduler=None", grouped_mm_fp8, _grouped_mm_fp8_like)
 
 
 def _linear_like(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *, activation: str | None = None,

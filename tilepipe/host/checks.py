@@ -743,10 +743,11 @@ def check_expected_m(expected_m: int | None) -> None:
 
 
 def validate_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-                         offs: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None
-                         ) -> tuple[int, int, int, int, bool, torch.dtype]:
-    """Every check of grouped_mm_fp8's arguments (check_grouped_mm_fp8's), the overlap of `out` with the inputs and
-    TMA's start addresses included: (G, M, N, K, blockwise, out dtype)."""
+                         offs: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype | None,
+                         scheduler: str | None = None) -> tuple[int, int, int, int, bool, torch.dtype]:
+    """Every check of grouped_mm_fp8's arguments (check_grouped_mm_fp8's and the scheduler's), the overlap of `out`
+    with the inputs and TMA's start addresses included: (G, M, N, K, blockwise, out dtype)."""
+    check_grouped_scheduler(scheduler)
     problem = check_grouped_mm_fp8(a, b, scale_a, scale_b, offs, out, out_dtype)
     check_grouped_addresses(a, b, out, scale_a=scale_a, scale_b=scale_b)
     return problem

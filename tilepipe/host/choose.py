@@ -219,11 +219,12 @@ def grouped_tile(small: bool, out_dtype: torch.dtype, gated: bool, row_major_k: 
     return replace(cfg, block_k=32 if row_major_k % 32 == 0 else 16)
 
 
-def choose_grouped_fp8(blockwise: bool, out_dtype: torch.dtype, device: int) -> GemmChoice:
+def choose_grouped_fp8(blockwise: bool, out_dtype: torch.dtype, device: int, scheduler: str | None = None
+                       ) -> GemmChoice:
     """The grouped FP8 GEMM (sm_90a only, B K-major): grouped_fp8_config's tile, the contiguous rows' schedule (offs'
-    row ends, as grouped_mm's)."""
-    return GemmChoice(hopper_target(device, "grouped_mm_fp8"), grouped_fp8_config(blockwise, out_dtype), CONTIGUOUS,
-                      True)
+    row ends, as grouped_mm's), or their dynamic one where the caller asked for it."""
+    return GemmChoice(hopper_target(device, "grouped_mm_fp8"), grouped_fp8_config(blockwise, out_dtype),
+                      "dynamic" if scheduler == "dynamic" else CONTIGUOUS, True)
 
 
 @cache

@@ -240,8 +240,9 @@ def plan_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scales: tuple[torch.Tenso
                      offs: torch.Tensor, G: int, N: int, K: int, blockwise: bool, device: int, cfg: MatmulConfig,
                      schedule: str) -> GroupedLaunch:
     """The launch of grouped_blockwise_kernel (the scales as TMA operands, before D's) or grouped_scaled_kernel (by
-    pointer, after offs) under the grouped scheduler `schedule` (the choice's: the rows' layout), b's (G, K, N)
-    K-major experts stacked as one TMA operand."""
+    pointer, after the workspace) under the grouped scheduler `schedule` (the choice's: the rows' layout, or
+    "dynamic" with the stream's scheduler workspace; D where none is read), b's (G, K, N) K-major experts stacked as
+    one TMA operand."""
     from tilepipe.kernels.grouped_fp8 import grouped_fp8_blocks
 
     M = out.shape[0]
@@ -249,7 +250,9 @@ def plan_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scales: tuple[torch.Tenso
     blocks = grouped_fp8_blocks(cfg, blockwise)
     names = ("a", "b", "sa", "sb", "c") if blockwise else ("a", "b", "c")
     tma = (a, b_rows, *scales, out) if blockwise else (a, b_rows, out)
-    pointers = (out, offs) if blockwise else (out, offs, *scales)
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    workspace = scheduler_workspace(device, stream, cfg) if schedule == "dynamic" else out
+    pointers = (out, offs, workspace) if blockwise else (out, offs, workspace, *scales)
     scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, schedule)
     kernel = "grouped_blockwise_kernel" if blockwise else "grouped_scaled_kernel"
     return _grouped_launch(f"tilepipe.kernels.grouped_fp8:{kernel}", (cfg, blockwise, out.dtype, device, schedule),

@@ -107,15 +107,14 @@ GROUPED = {
     "grouped_mm": dict(dtype="bf16", c_dtype="bf16"), "grouped_mm fp32": dict(dtype="bf16", c_dtype="fp32"),
     "grouped_mm +bias gelu": dict(dtype="bf16", c_dtype="bf16", bias=True, epilogue=f"{EPILOGUES}:gelu"),
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
-    "grouped_mm ring-fed": dict(dtype="bf16", c_dtype="bf16", schedule="dynamic"),  # for CTAs that start late
     "grouped_mm_masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),
     "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched"),
     "grouped_mm few rows": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16)}
-"""grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (a per-expert bias and GELU;
-SwiGLU over packed gate-up experts), over each layout of the groups' rows (contiguous: static and dynamic), and in
-the tile of few rows (decode)."""
+"""grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (bias and GELU; SwiGLU over
+packed gate-up experts), over each layout of the groups' rows (contiguous also dynamic), and its tile of few rows."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
+DYNAMIC_GROUPED = ("grouped_mm", "grouped_mm_fp8 per-row", "grouped_mm_fp8 blockwise")  # also under "dynamic"
 PIECED_SCHEDULES = ("static", "dynamic")  # a pieced tile's: stream-K's partial tiles are not built in pieces
 SM100_EPILOGUES = {
     "sm100 matmul": dict(dtype="bf16", c_dtype="bf16"),
@@ -150,7 +149,7 @@ def shipped_variants() -> list[Variant]:
     """Every variant the library ships: matmul's epilogues under each scheduler (split-K runs stream-K's), its
     clusters, swap-AB, pieced tiles, sub-tiles, ping-pong, activation, gated and quantizing epilogues (each under the
     schedulers it runs: the lists above), the sm_100a GEMMs (epilogues, two-CTA form, FP8, block-scaled), the FP8
-    kernels (stream-K, clusters, split), the grouped GEMMs (bf16 also dynamic, fp32 D, FP8), the tensor-parallel
+    kernels (stream-K, clusters, split), the grouped GEMMs (bf16 and FP8 also dynamic, fp32 D), the tensor-parallel
     kernels, the restaging copies and the demos."""
     variants = [Variant("matmul_kernel", f"{name} {schedule}", {**options, "schedule": schedule})
                 for schedule in SCHEDULERS for name, options in MATMUL_EPILOGUES.items()]
@@ -187,9 +186,10 @@ def shipped_variants() -> list[Variant]:
                  for kernel, (m, n) in FP8_SPLIT]
     variants += [Variant("matmul_fp8 scaled swap-AB", f"matmul_fp8 scaled swap-AB {schedule}", {"schedule": schedule})
                  for schedule in ("static", "streamk")]
-    variants += [Variant(kernel, f"{name} {options.get('schedule', 'static')}", {"schedule": "static", **options})
+    variants += [Variant(kernel, f"{name} {schedule}", {**options, "schedule": schedule})
                  for kernel, forms in (("grouped_matmul_kernel", GROUPED), ("grouped_wgrad_kernel", GROUPED_WGRAD),
-                                       ("grouped_mm_fp8", GROUPED_FP8)) for name, options in forms.items()]
+                                       ("grouped_mm_fp8", GROUPED_FP8)) for name, options in forms.items()
+                 for schedule in (options.get("schedule", "static"), "dynamic")[:1 + (name in DYNAMIC_GROUPED)]]
     variants += [Variant(kernel, f"tp {kernel}", {}) for kernel in TENSOR_PARALLEL]
     variants += [Variant("restage_rows_kernel", "restage", {}), Variant("shift_scale_rows_kernel", "shift scales", {})]
     variants += [Variant("pipeline_demo stress", f"stress stages={stages} consumers={consumers}",

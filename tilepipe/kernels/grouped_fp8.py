@@ -12,7 +12,7 @@ GEMMs' main loops:
                             A's in four copies shifted by a row each, so a group may start on any row
 
 Roles: load (1 warp), mma (8 warps: main loop, D's tile through the output stages or a masked register store),
-store (1 warp, grouped_store_role).
+store (1 warp, grouped_store_role); under SCHEDULE "dynamic" the scheduler (1 warp: schedulers/dynamic.py).
 """
 
 from functools import cache
@@ -25,31 +25,34 @@ from tilepipe.kernels.epilogue_functions import row_scaled
 from tilepipe.kernels.gemm_roles import WORKER_REGS, WORKER_WARPS, load_role, wgmma_unit
 from tilepipe.kernels.grouped_matmul import grouped_mma_role, grouped_store_role
 from tilepipe.kernels.matmul import matmul_plan
-from tilepipe.kernels.matmul_fp8 import allocate_roles, fp8_plan
+from tilepipe.kernels.matmul_fp8 import fp8_plan
 from tilepipe.kernels.matmul_fp8_blockwise import blockwise_blocks, blockwise_load_role, blockwise_unit
 from tilepipe.kernels.spec import KernelSpec, tile_desc
 from tilepipe.pipeline.epilogue import LoadOrderBarrier
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.tiles import InputTilePipeline
+from tilepipe.schedulers.dynamic import scheduler_role
 from tilepipe.schedulers.grouped import grouped_scheduler_class
 
 
-@gluon.jit(do_not_specialize=["offs", "scale_a", "scale_b", "G", "M", "N", "K", "ld_d"])
-def grouped_scaled_kernel(a_desc, b_desc, d_desc, d_ptr, offs, scale_a, scale_b, G, M, N, K, ld_d,
+@gluon.jit(do_not_specialize=["offs", "workspace", "scale_a", "scale_b", "G", "M", "N", "K", "ld_d"])
+def grouped_scaled_kernel(a_desc, b_desc, d_desc, d_ptr, offs, workspace, scale_a, scale_b, G, M, N, K, ld_d,
                           STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                           SCHEDULE: gl.constexpr):
     """Per-row scales: scale_a (M, fp32), scale_b (G x N, fp32: an expert's row per group). a_desc over A [M, K],
     b_desc over the experts stacked K-major [G * N, K], d_desc over D [M, N] in BM x EPILOGUE_N sub-tiles, d_ptr its
-    address (row stride ld_d) for masked stores; offs: G int32 row ends."""
+    address (row stride ld_d) for masked stores; offs: G int32 row ends. SCHEDULE "static" or "dynamic" (its tile
+    counter: `workspace`'s word 0; schedulers/grouped.py)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0]
+    DYNAMIC: gl.constexpr = SCHEDULE == "dynamic"
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, True,
-                                     epilogue_n=d_desc.block_type.shape[1])
+                                     dynamic=DYNAMIC, epilogue_n=d_desc.block_type.shape[1])
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate()
-    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M)
+    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M, smem.pipelines, workspace)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
@@ -57,11 +60,12 @@ def grouped_scaled_kernel(a_desc, b_desc, d_desc, d_ptr, offs, scale_a, scale_b,
                                          wgmma_unit, scale_a)),
                      (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, True, False), WORKER_WARPS,
                       WORKER_REGS),
-                     (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS)])
+                     (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS),
+                     (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if DYNAMIC else None])
 
 
-@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d"])
-def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d,
+@gluon.jit(do_not_specialize=["offs", "workspace", "G", "M", "N", "K", "ld_d"])
+def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, offs, workspace, G, M, N, K, ld_d,
                              STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                              SCHEDULE: gl.constexpr):
     """DeepSeek-V3 blockwise scales: sa_desc over SCALE_ALIGN copies of scale_a^T (K / 128 x M) stacked, copy j
@@ -73,15 +77,20 @@ def grouped_blockwise_kernel(a_desc, b_desc, sa_desc, sb_desc, d_desc, d_ptr, of
     BN: gl.constexpr = d_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     gl.static_assert(BN == SCALE_BLOCK and BK == SCALE_BLOCK, "one B scale per tile and one A scale column per K tile")
-    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True)
+    DYNAMIC: gl.constexpr = SCHEDULE == "dynamic"
+    PLAN: gl.constexpr = fp8_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, b_desc.dtype, d_desc.dtype, True,
+                                  dynamic=DYNAMIC)
     k_tiles = gl.cdiv(K, BK)
-    inputs, outputs, _, _ = allocate_roles(PLAN)
-    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M)
+    smem = PLAN.allocate()
+    inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
+    outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
+    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M, smem.pipelines, workspace)
     warp_specialize([(grouped_mma_role, (inputs, outputs, sched, k_tiles, d_ptr, ld_d, d_ptr, True, False, None,
                                          blockwise_unit, None, True)),  # N a multiple of BN: columns inside
                      (blockwise_load_role, (inputs, a_desc, b_desc, sa_desc, sb_desc, sched, k_tiles,
                                             shifted_a_scales_at), WORKER_WARPS, WORKER_REGS),
-                     (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS)])
+                     (grouped_store_role, (outputs, d_desc, sched, 1), WORKER_WARPS, WORKER_REGS),
+                     (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if DYNAMIC else None])
 
 
 @cache
@@ -96,14 +105,14 @@ def grouped_fp8_blocks(cfg, blockwise: bool) -> dict[str, tuple]:
 
 def grouped_fp8_spec(cfg, c_dtype: str, blockwise: bool, schedule: str = "static") -> KernelSpec:
     """grouped_blockwise_kernel, or grouped_scaled_kernel (per-row), for one configuration as a KernelSpec (sm_90a):
-    e4m3 operands, D of `c_dtype`."""
+    e4m3 operands, D of `c_dtype`, under `schedule` ("static" or "dynamic")."""
     blocks = grouped_fp8_blocks(cfg, blockwise)
     operands = {"a_desc": tile_desc("fp8e4nv", *blocks["a"]), "b_desc": tile_desc("fp8e4nv", *blocks["b"])}
     if blockwise:
         operands.update(sa_desc=tile_desc("fp32", *blocks["sa"]), sb_desc=tile_desc("fp32", *blocks["sb"]))
     scales = {} if blockwise else {"scale_a": "*fp32", "scale_b": "*fp32"}
     signature = {**operands, "d_desc": tile_desc(c_dtype, *blocks["c"]), "d_ptr": f"*{c_dtype}", "offs": "*i32",
-                 **scales, "G": "i32", "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr",
+                 "workspace": "*i32", **scales, "G": "i32", "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr",
                  "C_STAGES": "constexpr", "GROUP_M": "constexpr", "SCHEDULE": "constexpr"}
     kernel = "grouped_blockwise_kernel" if blockwise else "grouped_scaled_kernel"
     return KernelSpec(f"{__name__}:{kernel}", signature, {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages,

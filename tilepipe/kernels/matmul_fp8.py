@@ -8,10 +8,9 @@ each tile's loop (a stream-K finisher's after it). The wgmma accumulates in Hopp
 whole K (torch's `use_fast_accum=True`). The blockwise-scaled kernel is matmul_fp8_blockwise.py.
 
 Roles (one CTA per SM; the static grouped schedule, or stream-K's, whose partial tiles meet through a workspace as
-in matmul.py; tiles under 128x256 without a cluster or swap-AB, but split-K's 64-row ones, have their edge tiles
-moved inside D, schedulers/grid.py): load (1 warp, TMA), mma (8 warps: two wgmma warpgroups, epilogue into an output
-stage), store (1 warp, TMA store overlapped with the next tile's main loop), and under stream-K epilogue_load (1
-warp, TMA loads of the partial sums a finisher adds); all but mma are the shared GEMM roles (gemm_roles.py).
+in matmul.py; edge tiles moved inside D as schedulers/grid.py says): load (1 warp, TMA), mma (8 warps: two wgmma
+warpgroups, epilogue into an output stage), store (1 warp, TMA store overlapped with the next tile's main loop), and
+under stream-K epilogue_load (1 warp, the partial sums a finisher adds); all but mma are gemm_roles.py's.
 In a CLUSTER_M x CLUSTER_N cluster the blocks are the cluster's and the shared operand is multicast, as in matmul.py
 (matmul_fp8 launches clusters under the static schedule; the kernel's stream-K takes them too); with SWAP_AB (small
 M) the kernel computes D^T, as matmul.py does.
@@ -22,6 +21,7 @@ from triton.experimental.gluon import language as gl
 
 from tilepipe.kernels.gemm_roles import (WORKER_REGS, WORKER_WARPS, c_pipelines, epilogue_load_role, load_role,
                                         store_regs, store_role, wgmma_unit)
+from tilepipe.kernels.matmul import SCHEDULER_STAGES
 from tilepipe.kernels.read_ahead import scaled, tile_scales
 from tilepipe.kernels.spec import tile_desc
 from tilepipe.pipeline.cluster import Cluster, wgmma_accumulator
@@ -30,16 +30,16 @@ from tilepipe.pipeline.multicast import split_shared
 from tilepipe.pipeline.output import OutputTilePipeline
 from tilepipe.pipeline.partials import PartialTiles
 from tilepipe.pipeline.roles import warp_specialize
-from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, EpiLoadPipelineStorage, InputPipelineStorage,
-                                       OutputPipelineStorage, OutputTileStorage, SmemPipelineBundleNoClc, SmemPlan,
-                                       StandardTileStorage)
+from tilepipe.pipeline.storage import (BlockwiseFP8TileStorage, ClcPipelineStorage, EpiLoadPipelineStorage,
+                                       InputPipelineStorage, OutputPipelineStorage, OutputTileStorage,
+                                       SmemPipelineBundle, SmemPlan, StandardTileStorage)
 from tilepipe.pipeline.tiles import InputTilePipeline
 from tilepipe.schedulers import scheduler_class
 
 
 @gluon.constexpr_function
 def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dtype, blockwise=False, cluster_m=1,
-             cluster_n=1, swap_ab=False, streamk=False, split=False):
+             cluster_n=1, swap_ab=False, streamk=False, split=False, dynamic=False):
     """Shared memory: operand stages (plus the blockwise scales), output stages, and the pipelines between roles.
 
     Blockwise: the MMA role reads the scales with ordinary loads before it frees a stage, so the input pipeline's
@@ -48,7 +48,8 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
     kernel only): the output stages hold D's tile, the transpose of the block_m x block_n one the kernel computes.
     `streamk`: the epilogue-load ring that brings partial sums into the output stages (pipeline/partials.py).
     `split`: each CTA issues its half of the shared operand's tile (a split ring: pipeline/multicast.py); blockwise,
-    the shared operand's scales are still multicast by the first CTA (a few hundred bytes).
+    the shared operand's scales are still multicast by the first CTA (a few hundred bytes). `dynamic` (one CTA; the
+    grouped blockwise kernel's): the dynamic scheduler's tile-id ring for the load, mma and store roles.
     """
     cluster = Cluster(cluster_m, cluster_n)
     if blockwise and swap_ab:
@@ -62,11 +63,12 @@ def fp8_plan(block_m, block_n, block_k, stages, c_stages, a_dtype, b_dtype, c_dt
                                      a_cga=cluster.a, b_cga=cluster.b(True)),
                     c_tiles=OutputTileStorage(c_dtype, (block_n, block_m) if swap_ab else (block_m, block_n), c_stages,
                                               cga=cluster.c),
-                    pipelines=SmemPipelineBundleNoClc(
+                    pipelines=SmemPipelineBundle(
                         InputPipelineStorage(stages, consumer_proxy="generic" if blockwise else "async",
                                              multicast=cluster.num_ctas > 1 and not split, split=split),
                         OutputPipelineStorage(c_stages, consumer="store", producer_proxy="generic",
                                               consumer_proxy="async"),
+                        clc=ClcPipelineStorage(SCHEDULER_STAGES, ("load", "mma", "store")) if dynamic else None,
                         epi_load=EpiLoadPipelineStorage(c_stages, consumer="store") if streamk else None))
 
 

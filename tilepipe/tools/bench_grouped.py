@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -123,38 +124,46 @@ BUSY_SMS = 20
 
 def bench_busy(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
                ) -> list[Row]:
-    """grouped_mm's dynamic schedule against its static one on an idle GPU (do_bench), then each call (both schedules
-    and torch._grouped_mm) with BUSY_SMS SMs held for half the static call's idle time and alone, timed by CUDA events
-    (tools/busy_sms.py): the dynamic schedule against the static one and torch there, and each schedule's call with
-    the SMs held against itself alone. Medians of interleaved calls."""
-    from tilepipe.tools.busy_sms import timed_beside_holders
-
+    """grouped_mm's dynamic schedule against its static one and torch._grouped_mm, idle and beside held SMs
+    (busy_rows)."""
     sizes = expert_sizes(rows, G, distribution)
     offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
     a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-    outs = {scheduler: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for scheduler in ("static",
-                                                                                                      "dynamic")}
-    calls = {f"grouped_mm {scheduler}": (lambda s=scheduler: tilepipe.grouped_mm(a, b, offs, out=outs[s], scheduler=s))
-             for scheduler in outs}
-    calls["torch._grouped_mm"] = lambda: torch._grouped_mm(a, b, offs=offs)
-    for call in calls.values():
-        call()
+    outs = {scheduler: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for scheduler in SCHEDULERS}
+    calls = {s: (lambda s=s: tilepipe.grouped_mm(a, b, offs, out=outs[s], scheduler=s)) for s in SCHEDULERS}
+    calls["dynamic"]()
     err = _rel_err(outs["dynamic"], torch._grouped_mm(a, b, offs=offs))
-    flops = 2.0 * rows * N * K
-    shape = f"{name}: G={G} {rows}x{N}x{K} {distribution}"
-    idle = compare(calls["grouped_mm dynamic"], calls["grouped_mm static"], flops, pairs, rep_ms, settle=1)
-    found = [Row(f"{shape}, idle GPU", "grouped_mm dynamic", "grouped_mm static", *idle[:3], err, idle[3])]
+    return busy_rows(f"{name}: G={G} {rows}x{N}x{K} {distribution}", "grouped_mm", calls,
+                     {"torch._grouped_mm": lambda: torch._grouped_mm(a, b, offs=offs)}, 2.0 * rows * N * K, err, pairs,
+                     rep_ms)
+
+
+SCHEDULERS = ("static", "dynamic")
+
+
+def busy_rows(shape: str, op: str, calls: dict[str, Callable[[], object]], others: dict[str, Callable[[], object]],
+              flops: float, err: float, pairs: int, rep_ms: int) -> list[Row]:
+    """`op`'s dynamic schedule (calls["dynamic"]) against its static one (calls["static"]) on an idle GPU (do_bench),
+    then each call (and `others`, the baselines a user would call) with BUSY_SMS SMs held for half the static call's
+    idle time and alone, timed by CUDA events (tools/busy_sms.py): the dynamic schedule against the static one and
+    the others there, and each schedule's call with the SMs held against itself alone. Medians of interleaved calls."""
+    from tilepipe.tools.busy_sms import timed_beside_holders
+
+    everything = {f"{op} {scheduler}": call for scheduler, call in calls.items()} | others
+    for call in everything.values():
+        call()
+    dynamic, static = f"{op} dynamic", f"{op} static"
+    idle = compare(calls["dynamic"], calls["static"], flops, pairs, rep_ms, settle=1)
+    found = [Row(f"{shape}, idle GPU", dynamic, static, *idle[:3], err, idle[3])]
     hold_us = 0.5 * flops / idle[1] * 1e-6
-    times: dict[tuple[str, int], list[float]] = {(key, sms): [] for key in calls for sms in (BUSY_SMS, 0)}
+    times: dict[tuple[str, int], list[float]] = {(key, sms): [] for key in everything for sms in (BUSY_SMS, 0)}
     for _ in range(1 + 5 * pairs):  # the first round dropped, as compare's settle
         for (key, sms), found_times in times.items():
-            found_times.append(timed_beside_holders(calls[key], sms, hold_us))
+            found_times.append(timed_beside_holders(everything[key], sms, hold_us))
     held = f"{BUSY_SMS} SMs held for {hold_us:.0f} us"
-    pairs_timed = [(("grouped_mm dynamic", BUSY_SMS), ("grouped_mm static", BUSY_SMS), held),
-                   (("grouped_mm dynamic", BUSY_SMS), ("torch._grouped_mm", BUSY_SMS), held),
-                   (("grouped_mm dynamic", BUSY_SMS), ("grouped_mm dynamic", 0), f"{held} / alone"),
-                   (("grouped_mm static", BUSY_SMS), ("grouped_mm static", 0), f"{held} / alone")]
+    pairs_timed = [((dynamic, BUSY_SMS), (key, BUSY_SMS), held) for key in everything if key != dynamic]
+    pairs_timed += [((key, BUSY_SMS), (key, 0), f"{held} / alone") for key in (dynamic, static)]
     for ours, theirs, setting in pairs_timed:
         ratios = [t / o for o, t in zip(times[ours][1:], times[theirs][1:])]
         found.append(Row(f"{shape}, {setting}", ours[0], theirs[0] + ("" if theirs[1] else " alone (events)"),

@@ -7,6 +7,8 @@ sizes uniform and Zipf-skewed (s = 1.1); e4m3 operands, B K-major (a transposed 
 blockwise scales (1x128 for A, 128x128 per expert for B) against tilepipe.matmul_fp8 blockwise over all the rows
 with one expert's B and scales (the dense GEMM's pace: what the grouped kernel should keep), and per-row scales against
 torch._scaled_grouped_mm with use_fast_accum=True (where this torch has it: else the row records why not).
+`... NAME busy`: the dynamic schedule against the static one (and per-row against torch._scaled_grouped_mm), idle and
+with 20 SMs held by another kernel for half the call (tools/busy_sms.py, as bench_grouped's busy mode).
 """
 
 import sys
@@ -17,7 +19,7 @@ import torch
 
 import tilepipe
 from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, write_results
-from tilepipe.tools.bench_grouped import expert_sizes
+from tilepipe.tools.bench_grouped import SCHEDULERS, busy_rows, expert_sizes
 
 CASES = [("DeepSeek-V3 EP8 gate-up", 32, 4096, 7168, 32768), ("DeepSeek-V3 EP8 down", 32, 7168, 2048, 32768)]
 """(name, experts G, N, K, routed rows)."""
@@ -67,11 +69,38 @@ def bench_case(name: str, G: int, N: int, K: int, rows: int, distribution: str, 
                         result[3])]
 
 
-def run(name: str = "grouped-fp8-h200", pairs: int = 3, rep_ms: int = 50, out_dir: Path = RESULTS_DIR) -> Path:
-    """Every case in every distribution; prints the table and writes OUT_DIR/NAME.json."""
+def bench_busy(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
+               ) -> list[Row]:
+    """grouped_mm_fp8's dynamic schedule against its static one, idle and beside held SMs (bench_grouped.busy_rows),
+    blockwise, and per-row also against torch._scaled_grouped_mm."""
+    sizes = expert_sizes(rows, G, distribution)
+    offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+    a = torch.randn(rows, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(G, N, K, device="cuda").to(torch.float8_e4m3fn).transpose(1, 2)
+    shape, flops = f"{name}: G={G} {rows}x{N}x{K} {distribution}", 2.0 * rows * N * K
+    found = []
+    for scaling, sa, sb in (("blockwise", scales(K // 128, rows).t(), scales(G, N // 128, K // 128).transpose(1, 2)),
+                            ("per-row", scales(rows), scales(G, N))):
+        outs = {s: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for s in SCHEDULERS}
+        calls = {s: (lambda s=s, sa=sa, sb=sb: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=outs[s], scheduler=s))
+                 for s in SCHEDULERS}
+        others = {} if scaling == "blockwise" else {"torch._scaled_grouped_mm fast accum": lambda sa=sa, sb=sb: (
+            torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True))}
+        for call in calls.values():
+            call()
+        err = _rel_err(outs["dynamic"], outs["static"])
+        found += busy_rows(shape, f"grouped_mm_fp8 {scaling}", calls, others, flops, err, pairs, rep_ms)
+    return found
+
+
+def run(name: str = "grouped-fp8-h200", mode: str = "groups", pairs: int = 3, rep_ms: int = 50,
+        out_dir: Path = RESULTS_DIR) -> Path:
+    """Every case in every distribution (`mode` "groups"), or the dynamic schedule beside held SMs ("busy"); prints
+    the table and writes OUT_DIR/NAME.json."""
     start = time.time()
+    bench = bench_busy if mode == "busy" else bench_case
     rows = [row for case in CASES for distribution in DISTRIBUTIONS
-            for row in bench_case(*case, distribution, pairs, rep_ms)]
+            for row in bench(*case, distribution, pairs, rep_ms)]
     record = run_record(name, "e4m3 in, bf16 out", __doc__, pairs, rep_ms, start, rows)
     path = write_results(record, rows, out_dir)
     print(f"\n{record['gpu']}, torch {record['torch']}, triton {record['triton']}: wrote {path}")
@@ -79,4 +108,4 @@ def run(name: str = "grouped-fp8-h200", pairs: int = 3, rep_ms: int = 50, out_di
 
 
 if __name__ == "__main__":
-    run(*sys.argv[1:2])
+    run(*sys.argv[1:3])

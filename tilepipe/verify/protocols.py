@@ -15,11 +15,11 @@ import torch
 from tilepipe.examples import pipeline_demo
 from tilepipe.host import configs
 from tilepipe.host.configs import FP8_TILES, MatmulConfig, fp8_configs, sm100_fitted
-from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED, GROUPED_FP8,
-                                       GROUPED_WGRAD, MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES,
-                                       MATMUL_GATED, MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT,
-                                       MATMUL_SWAP, PIECED_SCHEDULES, SPLIT_SCHEDULES, STRESS_STAGES, TENSOR_PARALLEL,
-                                       WGMMA_STAGES, Variant)
+from tilepipe.kernels.catalogue import (ACTIVATION_SCHEDULES, FP8_SPLIT, GATED_SCHEDULES, GROUPED_WGRAD,
+                                       MATMUL_ACTIVATIONS, MATMUL_CLUSTERS, MATMUL_EPILOGUES, MATMUL_GATED,
+                                       MATMUL_PIECED, MATMUL_PINGPONG, MATMUL_QUANTIZING, MATMUL_SPLIT, MATMUL_SWAP,
+                                       PIECED_SCHEDULES, SPLIT_SCHEDULES, STRESS_STAGES, TENSOR_PARALLEL, WGMMA_STAGES,
+                                       Variant, shipped_variants)
 from tilepipe.kernels.epilogue_functions import columns_in
 from tilepipe.kernels.matmul import matmul_plan, matmul_spec
 from tilepipe.kernels.matmul_pingpong import pingpong_plan
@@ -90,6 +90,11 @@ def ring_fed(roles: tuple[Role, ...], cluster: bool = False) -> tuple[Role, ...]
     scheduler = Role("scheduler", "scheduler_role", (
         *publish, loop("tile", "tiles", *consume("clc_throttle"), *publish), Drain("clc")))
     return (*fed, scheduler)
+
+
+def shipped_forms(kernel: str) -> list[tuple[str, dict]]:
+    """The catalogue's variants of `kernel` (kernels/catalogue.py) as (name, options), each with its schedule."""
+    return [(variant.name, variant.options) for variant in shipped_variants() if variant.kernel == kernel]
 
 
 def streamk_roles(has_c: bool, mma_fn: str = "mma_role", load_fn: str = "load_role",
@@ -590,9 +595,9 @@ def grouped_protocols() -> list[Protocol]:
     from tilepipe.api.grouped import variant_spec
 
     protocols = []
-    for name, options in GROUPED.items():
+    for name, options in shipped_forms("grouped_matmul_kernel"):
         cfg, _ = variant_spec(options)
-        dynamic = options.get("schedule") == "dynamic"
+        dynamic = options["schedule"] == "dynamic"
         plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, options["dtype"],
                               options["c_dtype"], True, dynamic=dynamic, epilogue_n=cfg.epilogue_n)
         subtiles = d_subtiles(cfg, options.get("epilogue"))
@@ -630,25 +635,28 @@ def grouped_fp8_protocols() -> list[Protocol]:
     """kernels/grouped_fp8.py in its catalogue forms: the grouped GEMM's protocol (matmul's roles without C, a tile
     that spills past its group passing its stages through unwritten) with FP8's pipelines: per-row over matmul_plan's
     (D's sub-tiles a stage each), blockwise over fp8_plan's with matmul_fp8_blockwise's load role (the scales in the
-    operands' stage, the consumer side generic) and D's whole tile a stage."""
+    operands' stage, the consumer side generic) and D's whole tile a stage; under the dynamic schedule fed by the
+    scheduler ring (ring_fed)."""
     from tilepipe.api.grouped_fp8 import fp8_variant_spec
     from tilepipe.kernels.matmul_fp8 import fp8_plan
 
     protocols = []
-    for name, options in GROUPED_FP8.items():
+    for name, options in shipped_forms("grouped_mm_fp8"):
         cfg, _ = fp8_variant_spec(options)
+        dynamic = options["schedule"] == "dynamic"
         if options["blockwise"]:
             plan = fp8_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv", "fp8e4nv",
-                               options["c_dtype"], True)
+                               options["c_dtype"], True, dynamic=dynamic)
             roles = matmul_roles(False, "grouped_mma_role", "blockwise_load_role")
         else:
             plan = matmul_plan.fn(cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages, cfg.c_stages, "fp8e4nv",
-                                  options["c_dtype"], True, epilogue_n=cfg.epilogue_n)
+                                  options["c_dtype"], True, dynamic=dynamic, epilogue_n=cfg.epilogue_n)
             roles = matmul_roles(False, "grouped_mma_role", subtiles=d_subtiles(cfg))
         mma, load, store = roles
+        roles = (mma, load, replace(store, function="grouped_store_role"))
         protocols.append(Protocol("grouped_mm_fp8", f"{name} stages={cfg.stages} c_stages={cfg.c_stages}",
-                                  plan_storages(plan), (mma, load, replace(store, function="grouped_store_role")),
-                                  tile_cases(cfg.stages), lambda options=options: fp8_variant_spec(options)[1]))
+                                  plan_storages(plan), ring_fed(roles) if dynamic else roles, tile_cases(cfg.stages),
+                                  lambda options=options: fp8_variant_spec(options)[1]))
     return protocols
 
 

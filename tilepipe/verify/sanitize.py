@@ -276,8 +276,8 @@ def run_grouped_3d(options: dict) -> bool:
 
 def run_grouped_fp8(options: dict) -> bool:
     """kernels/grouped_fp8.py (tilepipe.grouped_mm_fp8, per-row or blockwise scales) over ragged groups (an empty one,
-    one under a tile, one past a tile) at N = 256, K = 384 (3 scale blocks), against the dequantized operands in
-    float64; the rows past the groups must stay NaN."""
+    one under a tile, one past a tile) at N = 256, K = 384 (3 scale blocks), under the variant's schedule, against
+    the dequantized operands in float64; the rows past the groups must stay NaN."""
     import torch
 
     import tilepipe
@@ -290,7 +290,8 @@ def run_grouped_fp8(options: dict) -> bool:
     sb = torch.rand(G, N // 128, K // 128, device="cuda") + 0.5 if blockwise else torch.rand(G, N, device="cuda") + 0.5
     offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-    tilepipe.grouped_mm_fp8(a, w.transpose(1, 2), sa, sb.transpose(1, 2) if blockwise else sb, offs, out=out)
+    tilepipe.grouped_mm_fp8(a, w.transpose(1, 2), sa, sb.transpose(1, 2) if blockwise else sb, offs, out=out,
+                            scheduler=options["schedule"])
     full_a = (sa.repeat_interleave(128, 1) if blockwise else sa).cpu().double() * a.cpu().double()
     full_w = (sb.repeat_interleave(128, 1).repeat_interleave(128, 2) if blockwise else sb[:, :, None]).cpu().double()
     ends = [0] + offs.tolist()
