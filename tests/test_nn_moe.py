@@ -97,9 +97,9 @@ def test_swap_experts_takes_gelu_experts():
     assert isinstance(swapped, tilepipe.nn.GroupedExperts) and swapped.activation == "gelu_tanh"
 
 
-def _gated_stand_in(a, b, offs, activation):
+def _gated_stand_in(a, b, offs, activation, scheduler=None):
     """grouped_gated_mm in float64 over b's packed gate-up columns (blocks of 64: gate, up), per group."""
-    assert offs.dtype == torch.int32 and activation == "silu" and b.shape[1] == a.shape[1]
+    assert offs.dtype == torch.int32 and activation == "silu" and b.shape[1] == a.shape[1] and scheduler is None
     blocks = b.shape[2] // (2 * GATE_COLUMNS)
     out = torch.full((a.shape[0], blocks * GATE_COLUMNS), float("nan"), dtype=torch.float64)
     start = 0
@@ -110,9 +110,9 @@ def _gated_stand_in(a, b, offs, activation):
     return out
 
 
-def _mm_stand_in(a, b, offs):
+def _mm_stand_in(a, b, offs, scheduler=None):
     """grouped_mm in float64, per group."""
-    assert offs.dtype == torch.int32 and b.shape[1] == a.shape[1]
+    assert offs.dtype == torch.int32 and b.shape[1] == a.shape[1] and scheduler is None
     out = torch.full((a.shape[0], b.shape[2]), float("nan"), dtype=torch.float64)
     start = 0
     for g, end in enumerate(offs.tolist()):
@@ -148,6 +148,22 @@ def test_bookkeeping_matches_the_stock_experts(mixtral, monkeypatch, tokens, avo
         got = swapped(hidden.double(), index, weights)
     assert got.dtype == torch.float64 and got.shape == (tokens, HIDDEN)
     assert float((got - reference).norm() / reference.norm()) < 1e-12
+
+
+def test_swapped_experts_pass_their_scheduler_to_both_grouped_gemms(monkeypatch):
+    """swap_experts(..., scheduler="dynamic") makes GroupedExperts that call both grouped GEMMs with it (for a layer
+    beside an all-to-all); a schedule the grouped GEMMs do not run is refused when swapping."""
+    seen = []
+    monkeypatch.setattr(tilepipe.nn, "grouped_gated_mm", lambda *args, scheduler: seen.append(scheduler) or
+                        _gated_stand_in(*args))
+    monkeypatch.setattr(tilepipe.nn, "grouped_mm", lambda *args, scheduler: seen.append(scheduler) or
+                        _mm_stand_in(*args))
+    experts = tilepipe.nn.swap_experts(_Experts(), scheduler="dynamic")
+    assert "scheduler=dynamic" in repr(experts)
+    experts(torch.randn(5, 64).double(), torch.tensor([[0, 1]] * 5), torch.ones(5, 2).double())
+    assert seen == ["dynamic", "dynamic"]
+    with pytest.raises(ValueError, match="^scheduler must be one of"):
+        tilepipe.nn.swap_experts(_Experts(), scheduler="streamk")
 
 
 def test_grouped_experts_needs_a_gpu():

@@ -10,12 +10,13 @@ weights (Llama's MLP: `GatedMLP.from_linears(mlp.gate_proj, mlp.up_proj, mlp.dow
 """
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
 from tilepipe.api.grouped import grouped_gated_mm, grouped_mm
 from tilepipe.api.linear import ACTIVATIONS, GATE_COLUMNS, GATED, gated_linear, linear, pack_gate_up
-from tilepipe.host.checks import INPUT_DTYPES, check_activation
+from tilepipe.host.checks import INPUT_DTYPES, check_activation, check_grouped_scheduler
 
 
 class Linear(torch.nn.Module):
@@ -82,7 +83,7 @@ class GatedMLP(torch.nn.Module):
                requires_grad: bool) -> None:
         """Hold pack_gate_up(w_gate, w_up) as the gate-up parameter, `down` as the down projection."""
         check_activation(activation, GATED, optional=False)
-        self.activation = activation
+        self.activation, self.scheduler = activation, scheduler
         self.gate_up_weight = torch.nn.Parameter(pack_gate_up(w_gate, w_up), requires_grad=requires_grad)
         self.down = down
 
@@ -104,12 +105,15 @@ class GroupedExperts(torch.nn.Module):
     transformers' experts modules do and returns sum_j w[t, j] * down(act(x_t Wg^T) * x_t Wu^T) of expert
     top_k_index[t, j] for each token t: the routed (token, expert) pairs sorted by expert on the GPU (no host sync),
     grouped_gated_mm then grouped_mm over them, each row scaled by its weight and added into its token's row.
-    The gate-up weight is held packed (pack_gate_up, a new tensor: I a multiple of 64), down_proj shared. It needs a
-    Hopper GPU: on other devices grouped_gated_mm's error is raised (under torch.compile, custom ops)."""
+    The gate-up weight is held packed (pack_gate_up, a new tensor: I a multiple of 64), down_proj shared; `scheduler`
+    is the grouped GEMMs' ("dynamic" where the layer runs beside an all-to-all that holds SMs). It needs a Hopper GPU:
+    on other devices grouped_gated_mm's error is raised (under torch.compile, custom ops)."""
 
-    def __init__(self, gate_up_proj: torch.Tensor, down_proj: torch.Tensor, activation: str = "silu") -> None:
+    def __init__(self, gate_up_proj: torch.Tensor, down_proj: torch.Tensor, activation: str = "silu",
+                 scheduler: str | None = None) -> None:
         super().__init__()
         check_activation(activation, GATED, optional=False)
+        check_grouped_scheduler(scheduler)
         for name, weight in (("gate_up_proj", gate_up_proj), ("down_proj", down_proj)):
             if not isinstance(weight, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(weight).__name__}")
@@ -119,7 +123,7 @@ class GroupedExperts(torch.nn.Module):
         if down_proj.shape != (E, H, I2 // 2):
             raise ValueError(f"down_proj must be (E, H, I) = {(E, H, I2 // 2)} for gate_up_proj "
                              f"{tuple(gate_up_proj.shape)}, got {tuple(down_proj.shape)}")
-        self.activation = activation
+        self.activation, self.scheduler = activation, scheduler
         self.gate_up_weight = torch.nn.Parameter(pack_gate_up(gate_up_proj.detach()),
                                                  requires_grad=gate_up_proj.requires_grad)
         self.down_proj = (down_proj if isinstance(down_proj, torch.nn.Parameter) else
@@ -135,14 +139,15 @@ class GroupedExperts(torch.nn.Module):
         ids = torch.arange(self.gate_up_weight.shape[0], device=expert.device, dtype=expert.dtype)
         offs = torch.searchsorted(expert, ids, right=True, out_int32=True)  # each expert's row end: cumsum(bincount)
         gated = grouped_gated_mm(hidden_states.index_select(0, token), self.gate_up_weight.transpose(1, 2), offs,
-                                 self.activation)
-        rows = grouped_mm(gated, self.down_proj.transpose(1, 2), offs)
+                                 self.activation, scheduler=self.scheduler)
+        rows = grouped_mm(gated, self.down_proj.transpose(1, 2), offs, scheduler=self.scheduler)
         rows = (rows * top_k_weights.reshape(-1).index_select(0, pair).unsqueeze(1)).to(hidden_states.dtype)
         return torch.zeros_like(hidden_states).index_add_(0, token, rows)
 
     def extra_repr(self) -> str:
         return (f"gate_up_weight={tuple(self.gate_up_weight.shape)} (packed), "
-                f"down_proj={tuple(self.down_proj.shape)}, activation={self.activation}")
+                f"down_proj={tuple(self.down_proj.shape)}, activation={self.activation}"
+                + (f", scheduler={self.scheduler}" if self.scheduler else ""))
 
 
 GATE_ACTIVATIONS = {"SiLU": "silu", "SiLUActivation": "silu", "ReLU": "relu", "GELUActivation": "gelu",
@@ -207,18 +212,19 @@ def act_fn_activation(act: object) -> str | None:
     return GATE_ACTIVATIONS.get(type(act).__name__)
 
 
-def swap_experts(model: torch.nn.Module) -> torch.nn.Module:
+def swap_experts(model: torch.nn.Module, scheduler: str | None = None) -> torch.nn.Module:
     """Swap a model's Mixture-of-Experts experts modules (experts_activation's rule: transformers' Mixtral,
-    Qwen2-MoE, Qwen3-MoE experts) for GroupedExperts, in place: the gate-up weights packed into new tensors, down_proj
-    shared. The router and everything else are kept (swap_linears swaps the other layers). The model must run on a
-    Hopper GPU afterwards. Returns the model (a replacement where `model` itself is swapped)."""
-    return _swap(model, _swapped_experts)
+    Qwen2-MoE, Qwen3-MoE experts) for GroupedExperts (with `scheduler`), in place: the gate-up weights packed into new
+    tensors, down_proj shared. The router and everything else are kept (swap_linears swaps the other layers). The
+    model must run on a Hopper GPU afterwards. Returns the model (a replacement where `model` itself is swapped)."""
+    check_grouped_scheduler(scheduler)
+    return _swap(model, partial(_swapped_experts, scheduler=scheduler))
 
 
-def _swapped_experts(module: torch.nn.Module) -> GroupedExperts | None:
+def _swapped_experts(module: torch.nn.Module, scheduler: str | None) -> GroupedExperts | None:
     """module's GroupedExperts (swap_experts' rule), or None to keep it and look inside."""
     activation = experts_activation(module)
-    return None if activation is None else GroupedExperts(module.gate_up_proj, module.down_proj, activation)
+    return None if activation is None else GroupedExperts(module.gate_up_proj, module.down_proj, activation, scheduler)
 
 
 def experts_activation(module: torch.nn.Module) -> str | None:
