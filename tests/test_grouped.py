@@ -408,10 +408,21 @@ def test_dynamic_schedule_launches_with_the_streams_workspace():
     assert args[5] == gated_args[5] == workspace.data_ptr() and static_args[5] == static_out.data_ptr()
 
 
+def test_forms_without_a_dynamic_schedule_refuse_it():
+    """grouped_mm's 2D x 2D (weight gradient) and 3D x 3D forms run the static schedule only: "dynamic" is refused,
+    not ignored."""
+    with FakeTensorMode():
+        wgrad = (empty(64, 100), empty(100, 32), empty(4, dtype=torch.int32))
+        batched = (empty(4, 25, 64), empty(4, 64, 32))
+        for args in (wgrad, batched):
+            with pytest.raises(ValueError, match="^scheduler: grouped_mm's 2D x 2D and 3D x 3D forms run the static"):
+                tilepipe.grouped_mm(*args, scheduler="dynamic")
+
+
 @pytest.mark.parametrize("op", [tilepipe.grouped_mm, torch.ops.tilepipe.grouped_mm])
 def test_bad_scheduler_names_the_argument(op):
-    """The eager function and the op torch.compile traces refuse a schedule they do not run; a non-str fails the
-    schema's or our type check."""
+    """The eager function and the op torch.compile traces refuse a schedule they do not run; a non-str gets a
+    TypeError naming the argument."""
     with FakeTensorMode(), pytest.raises(ValueError, match="^scheduler must be one of"):
         op(**valid(), scheduler="streamk")
     with FakeTensorMode(), pytest.raises(TypeError, match="^scheduler must be a str"):

@@ -39,8 +39,13 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = Non
 
     The other forms of torch._grouped_mm: a (K, M_sum) and b (K_sum, N) 2-D, offs splitting K, give the weight
     gradient (G, M, N) (grouped_mm_wgrad); a (G, M, K) and b (G, K, N) 3-D with offs None give the batched
-    (G, M, N), each group's rows of a following the last's (a (G * M, K) view), with the same bias and activation.
+    (G, M, N), each group's rows of a following the last's (a (G * M, K) view), with the same bias and activation;
+    both run the static schedule only.
     """
+    if scheduler not in (None, "static") and isinstance(a, torch.Tensor) and (a.dim() == 3 or (
+            isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2)):
+        raise ValueError(f"scheduler: grouped_mm's 2D x 2D and 3D x 3D forms run the static schedule only, got "
+                         f"{scheduler!r}")
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:  # the weight gradient
         if bias is not None or activation is not None:
             raise ValueError("grouped_mm's 2D x 2D (weight-gradient) form takes no bias or activation")

@@ -110,21 +110,6 @@ class DynamicGroupedScheduler(GroupedTileScheduler):
     response: gl.shared_memory_descriptor
     counter: gl.tensor
 
-    @gluon.constexpr_function
-    def __init__(self, offs, G, M, N, K, BM, BN, GROUP_M, ring, throttle, response, counter):
-        self.offs = offs
-        self.G = G
-        self.M = M
-        self.N = N
-        self.K = K
-        self.BM = gl.constexpr(BM)
-        self.BN = gl.constexpr(BN)
-        self.GROUP_M = gl.constexpr(GROUP_M)
-        self.ring = ring
-        self.throttle = throttle
-        self.response = response
-        self.counter = counter
-
     @gluon.jit
     def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
                workspace=None):
