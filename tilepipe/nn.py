@@ -83,7 +83,7 @@ class GatedMLP(torch.nn.Module):
                requires_grad: bool) -> None:
         """Hold pack_gate_up(w_gate, w_up) as the gate-up parameter, `down` as the down projection."""
         check_activation(activation, GATED, optional=False)
-        self.activation, self.scheduler = activation, scheduler
+        self.activation = activation
         self.gate_up_weight = torch.nn.Parameter(pack_gate_up(w_gate, w_up), requires_grad=requires_grad)
         self.down = down
 
