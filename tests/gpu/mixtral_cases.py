@@ -8,6 +8,7 @@ upcast, so that the bf16 stock model's distance to it sizes the tolerance.
 - `block eager|compile`: layer 1's sparse-MoE block alone (the model's router, then GroupedExperts) on 1, 154 and 999
   tokens (2 routed rows with 6 empty experts, ~38 rows an expert: the 64-row tile, ~250: the 128x256 tile), eager or
   under torch.compile(fullgraph=True), against the stock block (bf16) and its experts in fp32 on the same routing.
+- `block eager dynamic`: the same with swap_experts(..., scheduler="dynamic") (both grouped GEMMs ring-fed).
 - `block graph`: the swapped block captured in a CUDA graph once (no host sync: the routing's sort and offs stay on the
   GPU) and replayed on new tokens, so new routing and new offs, each replay against the stock block.
 - `logits eager|compile`: the whole model swapped (swap_experts, then swap_linears for attention and lm_head). A bf16
@@ -48,14 +49,14 @@ def skipped(case: str) -> dict:
     return {"case": case, "ok": True, "skipped": "transformers is not installed"}
 
 
-def run_block(mode: str) -> dict:
+def run_block(mode: str, scheduler: str = "static") -> dict:
     stock, config = stock_model()
     if stock is None:
         return skipped(f"mixtral block {mode}")
     block = stock.model.layers[1].mlp
     experts32 = copy.deepcopy(block.experts).float()
-    swapped = tilepipe.nn.swap_experts(copy.deepcopy(block))
-    ok = isinstance(swapped.experts, tilepipe.nn.GroupedExperts)
+    swapped = tilepipe.nn.swap_experts(copy.deepcopy(block), scheduler=scheduler)
+    ok = isinstance(swapped.experts, tilepipe.nn.GroupedExperts) and swapped.experts.scheduler == scheduler
     if mode == "graph":
         result = run_block_graph(block, swapped, config.hidden_size)
         return result | {"ok": ok and result["ok"]}
@@ -80,7 +81,7 @@ def run_block(mode: str) -> dict:
                             and got.dtype == torch.bfloat16 and result["rel_err_to_stock_bf16"] < BLOCK_TOLERANCE
                             and result["rel_err_to_fp32"] < 2 * result["stock_bf16_rel_err_to_fp32"] + 2e-3)
             results.append(result)
-    return {"case": f"mixtral block {mode}", "ok": ok and all(r["ok"] for r in results), "shapes": results}
+    return {"case": f"mixtral block {mode} {scheduler}", "ok": ok and all(r["ok"] for r in results), "shapes": results}
 
 
 def run_block_graph(block: torch.nn.Module, swapped: torch.nn.Module, hidden_size: int) -> dict:

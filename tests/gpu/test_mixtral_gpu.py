@@ -7,7 +7,8 @@ import pytest
 
 from tests.gpu.guarded import assert_ok, run_cases
 
-CASES = [("block", "eager"), ("block", "compile"), ("block", "graph"), ("logits", "eager"), ("logits", "compile")]
+CASES = [("block", "eager"), ("block", "compile"), ("block", "graph"), ("logits", "eager"), ("logits", "compile"),
+         ("block", "eager", "dynamic")]
 TIMEOUT_S = 300
 
 
