@@ -29,6 +29,7 @@ import torch
 import tilepipe
 from tests.gpu.guarded import unexpected_errors, warmed_graph
 from tilepipe.api.linear import TORCH_ACTIVATIONS
+from tilepipe.host.choose import grouped_config
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}  # relative Frobenius error, per group
@@ -88,20 +89,19 @@ def run_ragged(dtype: str, out_dtype: str, layout: str, scheduler: str = "static
             if got is not out:
                 found.append({"returned": "not out"})
             failures += [{"sizes": sizes[:10], "N": N, "K": K, "call": call, **f} for f in found]
-            failures += tile_counter_left_at_zero(scheduler, a.shape[0], len(sizes), DTYPES[out_dtype], layout)
+            cfg = grouped_config(K, DTYPES[out_dtype], layout == "kmajor", False, M / len(sizes))
+            failures += tile_counter_left_at_zero(scheduler, cfg)
     return {"case": f"grouped {dtype}->{out_dtype} b={layout} {scheduler}", "ok": not failures,
             "failures": failures[:10]}
 
 
-def tile_counter_left_at_zero(scheduler: str, M: int, G: int, out_dtype: torch.dtype, layout: str,
-                              gated: bool = False) -> list[dict]:
-    """A failure where the dynamic schedule's tile counter (word 0 of the stream's workspace) is not 0 after a call."""
+def tile_counter_left_at_zero(scheduler: str, cfg) -> list[dict]:
+    """A failure where the dynamic schedule's tile counter (word 0 of the stream's workspace for `cfg`, the call's
+    configuration) is not 0 after a call."""
     if scheduler != "dynamic":
         return []
-    from tilepipe.host.choose import grouped_config
     from tilepipe.host.launch import scheduler_workspace
 
-    cfg = grouped_config(64, out_dtype, layout == "kmajor", gated, M / G)
     counter = int(scheduler_workspace(0, torch.cuda.current_stream().cuda_stream, cfg)[0])
     return [{"tile_counter": counter}] if counter else []
 
@@ -165,7 +165,8 @@ def run_gated(activation: str, dtype: str, out_dtype: str, layout: str, schedule
         tilepipe.grouped_gated_mm(a, b, offsets(sizes), activation, out=out, scheduler=scheduler)
         torch.cuda.synchronize()
         found = check(out, a, b, sizes, TOLERANCE[DTYPES[out_dtype]], gated_reference(activation, w))
-        found += tile_counter_left_at_zero(scheduler, M, len(sizes), DTYPES[out_dtype], layout, gated=True)
+        found += tile_counter_left_at_zero(scheduler, grouped_config(K, DTYPES[out_dtype], layout == "kmajor", True,
+                                                                     M / len(sizes)))
         failures += [{"sizes": sizes[:10], "H": H, "K": K, **f} for f in found]
     return {"case": f"grouped gated {activation} {dtype}->{out_dtype} b={layout} {scheduler}", "ok": not failures,
             "failures": failures[:10]}

@@ -21,9 +21,10 @@ import sys
 import torch
 
 import tilepipe
+from tilepipe.host.choose import grouped_fp8_config
 from tilepipe.host.staging import shifted_scale_rows
 from tests.gpu.fp8_cases import expand_blocks, random_scales
-from tests.gpu.grouped_cases import check, offsets
+from tests.gpu.grouped_cases import check, offsets, tile_counter_left_at_zero
 from tests.gpu.guarded import unexpected_errors, warmed_graph
 
 E4M3 = torch.float8_e4m3fn
@@ -81,13 +82,8 @@ def run_ragged(scaling: str, out_dtype: str, scheduler: str = "static") -> dict:
         torch.cuda.synchronize()
         found = [f for f in check(fresh, a_ref, b_ref, sizes, TOLERANCE[scaling]) if "rows_past_offs_written" not in f]
         failures += [{"sizes": sizes[:10], "N": N, "K": K, "new_out": True, **f} for f in found]
-        if scheduler == "dynamic":
-            from tilepipe.host.choose import grouped_fp8_config
-            from tilepipe.host.launch import scheduler_workspace
-
-            cfg = grouped_fp8_config(scaling == "blockwise", OUT[out_dtype])
-            counter = int(scheduler_workspace(0, torch.cuda.current_stream().cuda_stream, cfg)[0])
-            failures += [{"sizes": sizes[:10], "tile_counter": counter}] if counter else []
+        found = tile_counter_left_at_zero(scheduler, grouped_fp8_config(scaling == "blockwise", OUT[out_dtype]))
+        failures += [{"sizes": sizes[:10], **f} for f in found]
     return {"case": f"grouped fp8 {scaling} ->{out_dtype} {scheduler}", "ok": not failures, "failures": failures[:10]}
 
 

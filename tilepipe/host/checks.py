@@ -686,8 +686,8 @@ def validate_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None
 
 
 GROUPED_SCHEDULERS = ("static", "dynamic")
-"""The schedules grouped_mm and grouped_gated_mm take (schedulers/grouped.py): each program's static share of the
-tiles, or tiles drawn at run time, for GEMMs whose CTAs may start late beside other kernels."""
+"""The schedules grouped_mm, grouped_gated_mm and grouped_mm_fp8 take (schedulers/grouped.py): each program's static
+share of the tiles, or tiles drawn at run time, for GEMMs whose CTAs may start late beside other kernels."""
 
 
 def check_grouped_scheduler(scheduler: str | None) -> None:

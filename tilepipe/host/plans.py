@@ -226,9 +226,8 @@ def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, 
     scalars = (G, M, N, problem.K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, b_kmajor, schedule,
                (cfg.block_m, cfg.block_n))
     fused = (bias is not None, epilogue)  # HAS_BIAS, EPILOGUE: after the bias pointer
-    stream = torch._C._cuda_getCurrentRawStream(device)
-    workspace = scheduler_workspace(device, stream, cfg) if schedule == "dynamic" else out
-    rest = (out, problem.offs, workspace, *scalars, out if bias is None else bias, *fused)
+    rest = (out, problem.offs, grouped_workspace(schedule, device, cfg, out), *scalars, out if bias is None else bias,
+            *fused)
     blocks = grouped_blocks(cfg, b_kmajor)
     return _grouped_launch("tilepipe.kernels.grouped_matmul:grouped_matmul_kernel",
                            (cfg, a.dtype, out.dtype, b_kmajor, device, schedule, *fused),
@@ -250,8 +249,7 @@ def plan_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scales: tuple[torch.Tenso
     blocks = grouped_fp8_blocks(cfg, blockwise)
     names = ("a", "b", "sa", "sb", "c") if blockwise else ("a", "b", "c")
     tma = (a, b_rows, *scales, out) if blockwise else (a, b_rows, out)
-    stream = torch._C._cuda_getCurrentRawStream(device)
-    workspace = scheduler_workspace(device, stream, cfg) if schedule == "dynamic" else out
+    workspace = grouped_workspace(schedule, device, cfg, out)
     pointers = (out, offs, workspace) if blockwise else (out, offs, workspace, *scales)
     scalars = (G, M, N, K, out.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, schedule)
     kernel = "grouped_blockwise_kernel" if blockwise else "grouped_scaled_kernel"
@@ -277,6 +275,14 @@ def plan_grouped_wgrad(a_rows: torch.Tensor, b_rows: torch.Tensor, d_rows: torch
                            (min(sm_count(device), tiles), 1, 1), device,
                            ((a_rows, blocks["a"]), (b_rows, blocks["b"]), (d_rows, blocks["d"])),
                            (d_rows, offs, *scalars), cfg.num_warps)
+
+
+def grouped_workspace(schedule: str, device: int, cfg: MatmulConfig, unread: torch.Tensor) -> torch.Tensor:
+    """A grouped kernel's workspace argument: the current stream's scheduler workspace under the dynamic schedule
+    (its tile counter), else `unread` (any tensor: the static schedules never read it; no stream lookup)."""
+    if schedule != "dynamic":
+        return unread
+    return scheduler_workspace(device, torch._C._cuda_getCurrentRawStream(device), cfg)
 
 
 def grouped_grid(M: int, N: int, G: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:

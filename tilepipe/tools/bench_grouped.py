@@ -24,6 +24,7 @@ from typing import Callable
 import torch
 
 import tilepipe
+from tilepipe.host.checks import GROUPED_SCHEDULERS
 from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, warmed_graph, write_results
 
 CASES = [("DeepSeek-V3 EP8 gate-up", 32, 4096, 7168, 32768), ("DeepSeek-V3 EP8 down", 32, 7168, 2048, 32768),
@@ -130,16 +131,13 @@ def bench_busy(name: str, G: int, N: int, K: int, rows: int, distribution: str, 
     offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
     a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-    outs = {scheduler: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for scheduler in SCHEDULERS}
-    calls = {s: (lambda s=s: tilepipe.grouped_mm(a, b, offs, out=outs[s], scheduler=s)) for s in SCHEDULERS}
+    outs = {s: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for s in GROUPED_SCHEDULERS}
+    calls = {s: (lambda s=s: tilepipe.grouped_mm(a, b, offs, out=outs[s], scheduler=s)) for s in GROUPED_SCHEDULERS}
     calls["dynamic"]()
     err = _rel_err(outs["dynamic"], torch._grouped_mm(a, b, offs=offs))
     return busy_rows(f"{name}: G={G} {rows}x{N}x{K} {distribution}", "grouped_mm", calls,
                      {"torch._grouped_mm": lambda: torch._grouped_mm(a, b, offs=offs)}, 2.0 * rows * N * K, err, pairs,
                      rep_ms)
-
-
-SCHEDULERS = ("static", "dynamic")
 
 
 def busy_rows(shape: str, op: str, calls: dict[str, Callable[[], object]], others: dict[str, Callable[[], object]],

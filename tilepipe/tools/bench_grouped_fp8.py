@@ -18,8 +18,9 @@ from pathlib import Path
 import torch
 
 import tilepipe
+from tilepipe.host.checks import GROUPED_SCHEDULERS
 from tilepipe.tools.bench import RESULTS_DIR, Row, _rel_err, compare, run_record, write_results
-from tilepipe.tools.bench_grouped import SCHEDULERS, busy_rows, expert_sizes
+from tilepipe.tools.bench_grouped import busy_rows, expert_sizes
 
 CASES = [("DeepSeek-V3 EP8 gate-up", 32, 4096, 7168, 32768), ("DeepSeek-V3 EP8 down", 32, 7168, 2048, 32768)]
 """(name, experts G, N, K, routed rows)."""
@@ -81,9 +82,9 @@ def bench_busy(name: str, G: int, N: int, K: int, rows: int, distribution: str, 
     found = []
     for scaling, sa, sb in (("blockwise", scales(K // 128, rows).t(), scales(G, N // 128, K // 128).transpose(1, 2)),
                             ("per-row", scales(rows), scales(G, N))):
-        outs = {s: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for s in SCHEDULERS}
+        outs = {s: torch.empty((rows, N), device="cuda", dtype=torch.bfloat16) for s in GROUPED_SCHEDULERS}
         calls = {s: (lambda s=s, sa=sa, sb=sb: tilepipe.grouped_mm_fp8(a, b, sa, sb, offs, out=outs[s], scheduler=s))
-                 for s in SCHEDULERS}
+                 for s in GROUPED_SCHEDULERS}
         others = {} if scaling == "blockwise" else {"torch._scaled_grouped_mm fast accum": lambda sa=sa, sb=sb: (
             torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True))}
         for call in calls.values():
