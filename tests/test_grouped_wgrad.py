@@ -127,8 +127,9 @@ def reports():
 @pytest.mark.parametrize("name", SPECS)
 def test_kernel_compiles_for_sm90_without_spills(reports, name):
     """wgmma main loop (MN-major operands transposed in the instruction), TMA loads and stores, the masked register
-    store of a tile past a group's M rows, the zeroing of a step's rows outside its group fenced for the wgmmas and
-    behind the MMA warps' barrier, no spills, and shared memory within the 227 KB a block may take."""
+    store of a tile past a group's M rows, descriptors re-cut at a group's K end on the device and fenced for TMA,
+    the zeroing of a first step's rows before its group (K-major operands) fenced for the wgmmas and behind the MMA
+    warps' barrier, no spills, and shared memory within the 227 KB a block may take."""
     report = reports[name]
     assert not isinstance(report, Exception), report
     assert report.target == "sm_90a" and report.spill_stores == report.spill_loads == 0
@@ -138,7 +139,9 @@ def test_kernel_compiles_for_sm90_without_spills(reports, name):
     assert all(line.rstrip(";").endswith(f"1, 1, {int(not a_kmajor)}, {int(not b_kmajor)}") for line in wgmmas)
     assert report.count("cp.async.bulk.tensor.2d.global.shared") >= 1  # D's TMA store
     assert report.count("st.global") >= 1  # a spilling tile's masked rows
-    assert report.count("fence.proxy.async.shared::cta") >= 1 and report.count("bar.sync \t0, 256") >= 1
+    assert report.count("tensormap.replace.tile.global_dim") >= 2 and report.count("fence.proxy.tensormap") >= 1
+    if a_kmajor or b_kmajor:
+        assert report.count("fence.proxy.async.shared::cta") >= 1 and report.count("bar.sync \t0, 256") >= 1
     assert report.count("setmaxnreg") >= 2
     assert report.shared <= 227 * 1024
 
@@ -168,3 +171,33 @@ def test_seeded_wrong_arrive_count_deadlocks_the_load_role(protocols):
     result = check(replace(with_pipeline(protocols[0], "input", consumer_arrivals=2), trace=None))
     assert not result.ok
     assert any(f.kind == "deadlock" and (f.role, f.pipeline) == ("load", "input") for f in result.findings)
+
+
+def test_a_kernel_with_global_scratch_keeps_the_fast_launcher():
+    """The weight-gradient kernel builds tensor maps in global scratch. Its fast launcher passes each stream's own
+    scratch (a program's share times the grid) in the C launcher's global-scratch slot, one buffer per stream kept
+    for the next launch; Triton's own launches inside jit_scratch take the same buffers, and a user's allocator is
+    back in place after them."""
+    from types import SimpleNamespace
+
+    from triton.runtime import _allocation
+
+    from tests.launch_record import fake_h200
+    from tilepipe.host import launch
+
+    calls = []
+    run = SimpleNamespace(launch_cooperative_grid=False, launch_pdl=False, arg_annotations=(), kernel_signature=b"",
+                          global_scratch_size=128, num_ctas=1)
+    fast = launch.FastLauncher(SimpleNamespace(function=1, packed_metadata=2, _run=run), lambda *a: calls.append(a),
+                               [])
+    with fake_h200():
+        for stream in (7, 9, 7):
+            fast((132, 1, 1), stream, (5, ))
+    scratch = [call[4 + 7] for call in calls]  # after the grid and stream, the prefix's global-scratch slot
+    assert [s.numel() for s in scratch] == [132 * 128] * 3 and [call[-1] for call in calls] == [(5, )] * 3
+    assert scratch[0] is scratch[2] and scratch[1] is not scratch[0]
+    mine = _allocation._allocator.get()
+    with launch.jit_scratch():
+        assert _allocation._allocator.get() is launch.global_scratch
+    assert _allocation._allocator.get() is mine
+    launch._SCRATCH.clear()  # CPU tensors made under the fake device

@@ -19,6 +19,7 @@ import torch
 
 import tilepipe
 from tests.gpu.guarded import unexpected_errors, warmed_graph
+from tilepipe.host import launch
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}  # relative Frobenius error, per group
@@ -83,6 +84,10 @@ def run_ragged(dtype: str, out_dtype: str, a_layout: str, b_layout: str) -> dict
         if got is not out:
             found.append({"returned": "not out"})
         failures += [{"sizes": sizes[:10], "M": M, "N": N, "K": K, **f} for f in found]
+    # the calls after the first took the fast launcher, which hands the kernel its global scratch (its tensor maps)
+    fast = list(launch._GROUPED["tilepipe.kernels.grouped_wgrad:grouped_wgrad_kernel"].values())
+    if not fast or any(launcher.scratch == 0 for launcher in fast):
+        failures.append({"fast launcher": "missing, or without global scratch"})
     return {"case": f"grouped wgrad {dtype}->{out_dtype} a={a_layout} b={b_layout}", "ok": not failures,
             "failures": failures[:10]}
 

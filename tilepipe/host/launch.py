@@ -16,6 +16,7 @@ use `kernel.run`.
 import os
 from importlib import import_module
 from collections import OrderedDict
+from contextlib import contextmanager
 from functools import cache
 from typing import NamedTuple
 
@@ -58,11 +59,13 @@ class FastLauncher:
         self.kernel, self.raw_launch, self.metas = kernel, raw_launch, metas
         self.maps: OrderedDict[tuple, object] = OrderedDict()
         launcher = kernel._run
-        # function, cooperative, pdl, metadata; no launch metadata or hooks (see launch_hooks_active); no global or
-        # profile scratch (create refuses kernels that need one); then how the C launcher reads the argument tuple
+        # function, cooperative, pdl, metadata; no launch metadata or hooks (see launch_hooks_active); the global
+        # scratch (device-built tensor maps: `scratch`) filled in per launch, no profile scratch (create refuses
+        # kernels that need one); then how the C launcher reads the argument tuple
         self.prefix = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
                        kernel.packed_metadata, None, None, None, None, None, launcher.arg_annotations,
                        launcher.kernel_signature)
+        self.scratch = launcher.global_scratch_size * launcher.num_ctas  # bytes a program
 
     @classmethod
     def create(cls, kernel) -> "FastLauncher | None":
@@ -75,17 +78,20 @@ class FastLauncher:
             raw_launch = driver.active.utils.launch  # the C launcher every kernel's CudaLauncher calls
             metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
             launcher.arg_annotations, launcher.kernel_signature  # the 3.9 ABI's per-kernel parts must exist
-            extras = (launcher.global_scratch_size, launcher.profile_scratch_size,
-                      getattr(launcher, "gsan_enabled", False))
+            extras = (launcher.profile_scratch_size, getattr(launcher, "gsan_enabled", False),
+                      launcher.global_scratch_size, launcher.num_ctas)
         except (AttributeError, ValueError, TypeError):
             return None
-        if extras != (0, 0, False) or not callable(raw_launch):  # scratch, sanitizer: kernel.run
+        if extras[:2] != (0, False) or not callable(raw_launch):  # profile scratch, sanitizer: kernel.run
             return None  # (a cluster launch needs nothing more: the C launcher reads num_ctas from the metadata)
         return cls(kernel, raw_launch, metas)
 
     def __call__(self, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
         """Launch with `args` in kernel order (TmaOperand entries for the descriptor parameters)."""
-        self.raw_launch(*grid, stream, *self.bind(args))
+        bound = self.bind(args)
+        if self.scratch:  # this stream's global scratch, a slice a program
+            bound = (*bound[:7], global_scratch(self.scratch * grid[0] * grid[1] * grid[2], 0, stream), *bound[8:])
+        self.raw_launch(*grid, stream, *bound)
 
     def bind(self, args: tuple) -> tuple:
         """The C launcher's arguments after grid and stream: the prefix, then the kernel arguments as one tuple, in
@@ -119,6 +125,34 @@ class FastLauncher:
             if len(self.maps) > _MAP_CACHE_SIZE:
                 self.maps.popitem(last=False)
         return tensor_map
+
+
+def global_scratch(nbytes: int, alignment: int, stream: int) -> torch.Tensor:
+    """`nbytes` of global scratch for launches on `stream` (on the current device; torch's blocks are aligned beyond
+    any `alignment` Triton asks): where a kernel builds its tensor maps (pipeline/descriptors.py). One per stream and
+    size, kept: launches that share it must not overlap, and CUDA graphs keep its address. Triton's allocator
+    signature, so its JIT launches take it too (jit_scratch)."""
+    key = (stream, nbytes)
+    buffer = _SCRATCH.get(key)
+    if buffer is None:
+        buffer = _SCRATCH[key] = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    return buffer
+
+
+_SCRATCH: dict[tuple[int, int], torch.Tensor] = {}
+
+
+@contextmanager
+def jit_scratch():
+    """Triton's launches inside take their global scratch from global_scratch (a user's allocator is left as it was
+    outside)."""
+    from triton.runtime import _allocation
+
+    token = _allocation._allocator.set(global_scratch)
+    try:
+        yield
+    finally:
+        _allocation._allocator.reset(token)
 
 
 class LaunchPlan:
@@ -310,8 +344,9 @@ def launch_grouped(plan: GroupedLaunch) -> None:
         return
     module, name = plan.kernel.split(":")
     kernel = getattr(import_module(module), name)
-    cache.remember(plan.key, kernel[plan.grid](*(tensor_descriptor(*operand) for operand in plan.tma), *plan.rest,
-                                               num_warps=plan.num_warps, **BUILD_OPTIONS))
+    with jit_scratch():
+        cache.remember(plan.key, kernel[plan.grid](*(tensor_descriptor(*operand) for operand in plan.tma),
+                                                   *plan.rest, num_warps=plan.num_warps, **BUILD_OPTIONS))
 
 
 _GROUPED: dict[str, LauncherCache] = {}

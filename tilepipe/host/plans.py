@@ -267,8 +267,8 @@ def plan_grouped_wgrad(a_rows: torch.Tensor, b_rows: torch.Tensor, d_rows: torch
     from tilepipe.kernels.grouped_wgrad import wgrad_blocks
 
     tiles = G * -(-M // cfg.block_m) * -(-N // cfg.block_n)
-    scalars = (G, M, N, K, d_rows.stride(0), cfg.stages, cfg.c_stages, cfg.group_m, a_kmajor, b_kmajor,
-               (cfg.block_m, cfg.block_n))
+    scalars = (G, M, N, K, d_rows.stride(0), a_rows, a_rows.stride(0), b_rows, b_rows.stride(0), cfg.stages,
+               cfg.c_stages, cfg.group_m, a_kmajor, b_kmajor, (cfg.block_m, cfg.block_n))
     blocks = wgrad_blocks(cfg, a_kmajor, b_kmajor)
     return _grouped_launch("tilepipe.kernels.grouped_wgrad:grouped_wgrad_kernel",
                            (cfg, a_rows.dtype, d_rows.dtype, a_kmajor, b_kmajor, device),

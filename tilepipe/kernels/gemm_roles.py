@@ -18,8 +18,7 @@ CLUSTER_STREAMK_STORE_REGS = 48
 
 @gluon.constexpr_function
 def store_regs(streamk, num_ctas):
-    """The store role's registers: WORKER_REGS, or 48 under stream-K in a cluster, where the boxes of its CTA's part
-    of the partial tiles spilled a few addresses at 40 (1x2); the MMA warps keep their 240 either way."""
+    """The store role's registers: WORKER_REGS, or 48 under stream-K in a cluster (1x2: at 40 its partials spilled)."""
     return CLUSTER_STREAMK_STORE_REGS if streamk and num_ctas > 1 else WORKER_REGS.value
 
 
@@ -44,10 +43,9 @@ def c_pipelines(smem, c_tiles, HAS_C: gl.constexpr, STREAMK: gl.constexpr = Fals
 def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b_desc, sched, k_tiles,
               B_KMAJOR: gl.constexpr, HAS_C: gl.constexpr, sfa_desc=None, sfb_desc=None, arrivals=None,
               A_KMAJOR: gl.constexpr = True):
-    """A and B tiles per k-step, in their descriptors' boxes (a pieced tile takes several), and, given scale
-    descriptors, the block scales of a block-scaled payload. The tile sizes are the payload's. Given `arrivals`
-    (pipeline/flags.py: ChunkFlags), a tile's loads wait until the chunk of A holding its rows arrived, and A's tiles
-    of this rank's own chunk come from its shard's descriptor. A_KMAJOR False: A's tiles are BK x BM (M-major A)."""
+    """A and B tiles per k-step through work.operands' descriptors, in their boxes (a pieced tile takes several); given
+    scale descriptors, a block-scaled payload's scales; given `arrivals` (flags.py ChunkFlags), each tile waits for
+    the chunk of A holding its rows, its rank's own from the shard's descriptor. A_KMAJOR False: A's tiles BK x BM."""
     BM: gl.constexpr = inputs.payload.a_tiles.shape[1] if A_KMAJOR else inputs.payload.a_tiles.shape[2]
     BK: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BN: gl.constexpr = inputs.payload.b_tiles.shape[1] if B_KMAJOR else inputs.payload.b_tiles.shape[2]
@@ -56,6 +54,7 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
     gl.static_assert(sfa_desc is None or not sched.grid.INWARD, "block scales are loaded at the tile's coordinates: "
                      "a block-scaled kernel takes no edge tiles moved inside D (TileGrid INWARD)")
     producer = inputs.producer()
+    a_from, b_from = a_desc, b_desc
     work = sched.work(paces=True)
     while work.valid:
         pid_m, pid_n = work.coords()
@@ -63,6 +62,7 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
         if arrivals is not None:
             arrivals = arrivals.wait_rows(row)
         k_begin, k_end = work.k_steps(k_tiles)
+        a_from, b_from = work.operands(a_from, b_from, a_desc, b_desc, A_KMAJOR, B_KMAJOR)
         for k in range(k_begin, k_end):
             with producer.produce() as tiles:
                 if sfa_desc is None:
@@ -72,11 +72,11 @@ def load_role(inputs: InputTilePipeline, load_order: LoadOrderBarrier, a_desc, b
                     tiles.load_scales(sfa_desc, sfb_desc, pid_m, pid_n, k)
                 if arrivals is None:
                     a_row, a_col = work.a_coords(row, k * BK, A_KMAJOR)
-                    tiles.load_a(a_desc, [a_row, a_col])
+                    tiles.load_a(a_from, [a_row, a_col])
                 else:  # this rank's own chunk from its shard, the others from the gathered A
-                    arrivals.load_a(tiles, a_desc, row, k * BK)
+                    arrivals.load_a(tiles, a_from, row, k * BK)
                 b_row, b_col = work.b_coords(col, k * BK, B_KMAJOR)
-                tiles.load_b(b_desc, [b_row, b_col])
+                tiles.load_b(b_from, [b_row, b_col])
         if HAS_C and work.finishes:
             load_order = load_order.signal()  # this tile's main-loop loads are on their way
         work = work.next()

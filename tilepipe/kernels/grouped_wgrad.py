@@ -6,9 +6,12 @@ and pipelines. A MoE backward gives A = X^T for X (tokens, D) row-major (M-major
 Roles (one CTA per SM; the G groups' M x N tiles, group after group):
   load   (1 warp)   the GEMM's load role (gemm_roles.py): A and B at the group's k-steps (KGroupedWork.a_coords,
                     b_coords), which start at the group's first K row: TMA boxes need no alignment along an outer
-                    dimension (a K-major operand's steps start on 16 bytes, one step earlier at most)
-  mma    (8 warps)  the GEMM's wgmma main loop; a step reaching outside the group's K has those rows of A and B zeroed
-                    in shared memory first (work.mask_k: pipeline/masking.py); D's tile in BM x SUB_N sub-tiles
+                    dimension (a K-major operand's steps start on 16 bytes, one step earlier at most); through
+                    descriptors re-cut at the group's K end on the device (KGroupedWork.operands), so the last step
+                    reads zeros past it
+  mma    (8 warps)  the GEMM's wgmma main loop; a first step rounded down to 16 bytes has the previous group's rows of
+                    A and B zeroed in shared memory first (work.mask_k: pipeline/masking.py); D's tile in BM x SUB_N
+                    sub-tiles
   store  (1 warp)   the grouped GEMM's store role (grouped_matmul.py): TMA-stores the sub-tiles into D, the groups
                     stacked as [G * M, N]
 
@@ -30,7 +33,7 @@ from tilepipe.pipeline.output import OutputTilePipeline, column_part
 from tilepipe.pipeline.roles import warp_specialize
 from tilepipe.pipeline.storage import SmemPlan, StandardTileStorage
 from tilepipe.pipeline.tiles import InputTilePipeline
-from tilepipe.schedulers.kgrouped import KGroupedTileScheduler
+from tilepipe.schedulers.kgrouped import KGroupedTileScheduler, KOperands
 
 K_ALIGN_BYTES = gl.constexpr(16)
 """A TMA box's innermost coordinate sits on 16 bytes (schedulers/grid.py COLUMN_STEP): where an operand is K-major a
@@ -78,13 +81,14 @@ def wgrad_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sched
     outputs.drain()
 
 
-@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d"])  # one binary per configuration
-def grouped_wgrad_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d, STAGES: gl.constexpr,
-                         C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, A_KMAJOR: gl.constexpr,
+@gluon.jit(do_not_specialize=["offs", "G", "M", "N", "K", "ld_d", "a_ptr", "lda", "b_ptr", "ldb"])  # a binary a config
+def grouped_wgrad_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d, a_ptr, lda, b_ptr, ldb,
+                         STAGES: gl.constexpr, C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, A_KMAJOR: gl.constexpr,
                          B_KMAJOR: gl.constexpr, TILE: gl.constexpr):
     """a_desc over A (M, K) K-major, else over its transpose (K, M); b_desc over B's transpose (N, K) K-major, else B
     (K, N); d_desc over D's G groups stacked, [G * M, N], in BM x SUB_N blocks, d_ptr its address (row stride ld_d)
-    for masked stores; offs: G int32 K ends. TILE: (BM, BN)."""
+    for masked stores; offs: G int32 K ends; a_ptr, b_ptr (row strides lda, ldb) what a_desc and b_desc cover, for
+    their copies re-cut at each group's K end (KGroupedWork.operands). TILE: (BM, BN)."""
     BM: gl.constexpr = TILE[0]
     BN: gl.constexpr = TILE[1]
     BK: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
@@ -92,7 +96,8 @@ def grouped_wgrad_kernel(a_desc, b_desc, d_desc, d_ptr, offs, G, M, N, K, ld_d, 
     PLAN: gl.constexpr = wgrad_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, A_KMAJOR, B_KMAJOR,
                                     d_desc.block_type.shape[1])
     smem = PLAN.allocate()
-    sched = KGroupedTileScheduler.create(offs, G, M, N, K, BM, BN, BK, GROUP_M, K_ALIGN)
+    sched = KGroupedTileScheduler.create(offs, G, M, N, K, BM, BN, BK, GROUP_M, K_ALIGN,
+                                         KOperands(a_ptr, lda, b_ptr, ldb))
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
@@ -115,7 +120,8 @@ def wgrad_spec(cfg, dtype: str, c_dtype: str, a_kmajor: bool, b_kmajor: bool) ->
     blocks = wgrad_blocks(cfg, a_kmajor, b_kmajor)
     signature = {"a_desc": tile_desc(dtype, blocks["a"]), "b_desc": tile_desc(dtype, blocks["b"]),
                  "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}", "offs": "*i32", "G": "i32",
-                 "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
+                 "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "a_ptr": f"*{dtype}", "lda": "i32",
+                 "b_ptr": f"*{dtype}", "ldb": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                  "GROUP_M": "constexpr", "A_KMAJOR": "constexpr", "B_KMAJOR": "constexpr", "TILE": "constexpr"}
     constexprs = {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "A_KMAJOR": a_kmajor,
                   "B_KMAJOR": b_kmajor, "TILE": [cfg.block_m, cfg.block_n]}

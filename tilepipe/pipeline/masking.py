@@ -1,6 +1,7 @@
-"""Consumer-side masking of an input stage along K: a k-step whose box reaches past its unit's K (a k-grouped GEMM's
-edge steps, schedulers/kgrouped.py, read the next group's rows) has those elements of A and B zeroed in shared memory
-before the wgmmas read the stage. Both operands: the other side's rows may hold Inf or NaN, and Inf * 0 is NaN."""
+"""Consumer-side masking of an input stage along K: a k-step whose box reaches outside its unit's K (a k-grouped GEMM's
+first step, rounded down to 16 bytes, holds the previous group's columns: schedulers/kgrouped.py) has those elements of
+A and B zeroed in shared memory before the wgmmas read the stage. Both operands: the other side's rows may hold Inf or
+NaN, and Inf * 0 is NaN."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl

@@ -114,6 +114,12 @@ class TileWork:
         pass
 
     @gluon.jit
+    def operands(self, a_from, b_from, a_desc, b_desc, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
+        """The descriptors the tile's loads read A and B through, given the previous tile's (a_from, b_from): the
+        kernel's own here (a k-grouped work re-cuts them at its group's K end: schedulers/kgrouped.py)."""
+        return a_desc, b_desc
+
+    @gluon.jit
     def adds_c(self):
         """Whether the tile's C holds values to add: every tile's here (the reduce-scatter ring's first chunk's holds
         none: schedulers/chunked.py)."""

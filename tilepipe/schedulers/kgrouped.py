@@ -6,40 +6,68 @@ after group; program p takes tiles p, p + P, ... (persistent, static), so each p
 groups and a skewed K splits evenly. A tile's group comes from its id (no walk), its K range [start, end) from two
 loads of offs: ends clamped to [0, K], a group ending before it starts is empty (its D[g] is zeros), so decreasing
 or too large offs never read outside A and B. Its k-steps start at `start` (rounded down to K_ALIGN elements, where an
-operand is K-major and TMA's inner coordinate must sit on 16 bytes) and the last one reaches past `end`: `mask_k`
-zeroes what a step holds outside [start, end) (pipeline/masking.py). D is the G groups stacked, [G * M, N]: a tile's
-origin is its group's rows; a group of fewer than BM rows spills into the next one's, and `spills` says so.
+operand is K-major and TMA's inner coordinate must sit on 16 bytes) and the last one reaches past `end`: the loads go
+through descriptors re-cut at `end` on the device (`operands`: TMA reads zeros from there), and `mask_k` zeroes the
+previous group's columns a first step rounded down holds (pipeline/masking.py). D is the G groups stacked, [G * M, N]:
+a tile's origin is its group's rows; a group of fewer than BM rows spills into the next one's, and `spills` says so.
+
+Re-cut descriptors against zeroing the last step in shared memory (the way before), on an H200 under Nsight Compute
+(bench/results/archive/grouped-wgrad-bounds-h200.json): equal cycles on Mixtral's uniform groups (no masked steps),
+1.6-2.6% fewer on Zipf and quarter-empty sizes, where every group's last step was masked.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import aggregate
 from triton.experimental.gluon import language as gl
 
+from tilepipe.pipeline.descriptors import bounded_like
 from tilepipe.pipeline.masking import zero_outside_k
 from tilepipe.schedulers.grid import TileGrid, TileWork
 
 
 @aggregate
+class KOperands:
+    """A's and B's addresses and row strides (elements), as the kernel's descriptors cover them: A (M, K) or its
+    transpose (K, M), B's transpose (N, K) or B (K, N); for descriptors re-cut at a group's K end."""
+    a_ptr: gl.tensor
+    lda: gl.tensor
+    b_ptr: gl.tensor
+    ldb: gl.tensor
+
+    @gluon.constexpr_function
+    def __init__(self, a_ptr, lda, b_ptr, ldb):
+        self.a_ptr = a_ptr
+        self.lda = lda
+        self.b_ptr = b_ptr
+        self.ldb = ldb
+
+
+@aggregate
 class KGroupedTileScheduler:
     """Persistent static schedule over G groups of M x N tiles (BM x BN, GROUP_M raster): `offs` (int32, G K ends on
-    the GPU) over K rows of A's columns and B's rows, in k-steps of BK starting on K_ALIGN elements."""
+    the GPU) over K rows of A's columns and B's rows (`ops`: where they lie), in k-steps of BK starting on K_ALIGN
+    elements."""
     offs: gl.tensor
     G: gl.tensor
     M: gl.tensor
+    N: gl.tensor
     K: gl.tensor
     grid: TileGrid
+    ops: KOperands
     BM: gl.constexpr
     BN: gl.constexpr
     BK: gl.constexpr
     K_ALIGN: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, offs, G, M, K, grid, BM, BN, BK, K_ALIGN):
+    def __init__(self, offs, G, M, N, K, grid, ops, BM, BN, BK, K_ALIGN):
         self.offs = offs
         self.G = G
         self.M = M
+        self.N = N
         self.K = K
         self.grid = grid
+        self.ops = ops
         self.BM = gl.constexpr(BM)
         self.BN = gl.constexpr(BN)
         self.BK = gl.constexpr(BK)
@@ -47,9 +75,9 @@ class KGroupedTileScheduler:
 
     @gluon.jit
     def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
-               K_ALIGN: gl.constexpr):
+               K_ALIGN: gl.constexpr, ops: KOperands):
         grid = TileGrid.create(M, N, BM, BN, GROUP_M, True)
-        return KGroupedTileScheduler(offs, G, M, K, grid, BM, BN, BK, K_ALIGN)
+        return KGroupedTileScheduler(offs, G, M, N, K, grid, ops, BM, BN, BK, K_ALIGN)
 
     @gluon.jit
     def work(self, paces: gl.constexpr = False):
@@ -139,13 +167,30 @@ class KGroupedWork(TileWork):
         return 0, gl.where(self.end > self.start, gl.cdiv(self.end - self.first, self.sched.BK), 0)
 
     @gluon.jit
+    def operands(self, a_from, b_from, a_desc, b_desc, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
+        """The kernel's descriptors re-cut at the group's K end, built on the device where the program's previous tile
+        (its tile id less the grid's programs) lay in another group (the first: none), else (a_from, b_from)."""
+        before = self.tile_id - gl.num_programs(0)
+        if (before < 0) | (before // self.grid.num_tiles != self.group):
+            ops = self.sched.ops
+            if A_KMAJOR:
+                a_from = bounded_like(a_desc, ops.a_ptr, self.sched.M, self.end, ops.lda)
+            else:
+                a_from = bounded_like(a_desc, ops.a_ptr, self.end, self.sched.M, ops.lda)
+            if B_KMAJOR:
+                b_from = bounded_like(b_desc, ops.b_ptr, self.sched.N, self.end, ops.ldb)
+            else:
+                b_from = bounded_like(b_desc, ops.b_ptr, self.end, self.sched.N, ops.ldb)
+        return a_from, b_from
+
+    @gluon.jit
     def mask_k(self, tiles, k, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
-        """Zero what k-step k's stage holds outside the group's K: the previous group's columns before `start` (the
-        first step, where `first` < `start`) and the next group's from `end` (the last step, unless it ends there)."""
-        lo = self.start - self.first - k * self.sched.BK
-        hi = self.end - self.first - k * self.sched.BK
-        if (lo > 0) | (hi < self.sched.BK):
-            zero_outside_k(tiles, lo, hi, A_KMAJOR, B_KMAJOR)
+        """Zero the previous group's columns before `start` that k-step k's stage holds (the first step, where `first`
+        < `start`: never with K_ALIGN 1); the next group's, from `end`, came in as zeros (`operands`)."""
+        if self.sched.K_ALIGN > 1:
+            lo = self.start - self.first - k * self.sched.BK
+            if lo > 0:
+                zero_outside_k(tiles, lo, self.sched.BK, A_KMAJOR, B_KMAJOR)
 
     @gluon.jit
     def spills(self):
