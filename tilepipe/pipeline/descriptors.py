@@ -3,7 +3,6 @@ k-grouped GEMM's group ends), so TMA fills zeros past them. Gluon 3.9's `tma.mak
 128-byte tensor map to the kernel's global scratch and fences it for the TMA proxy (`fence.proxy.tensormap`)."""
 
 from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
 

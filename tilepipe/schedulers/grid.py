@@ -110,7 +110,7 @@ class TileWork:
     @gluon.jit
     def mask_k(self, tiles, k, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
         """Zero what input stage `tiles` of k-step k holds outside the unit's K: nothing here, every k-step lies inside
-        it (a k-grouped work's edge steps reach into the next group's rows: schedulers/kgrouped.py)."""
+        it (a k-grouped work's first step may hold the previous group's columns: schedulers/kgrouped.py)."""
         pass
 
     @gluon.jit

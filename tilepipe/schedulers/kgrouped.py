@@ -13,7 +13,7 @@ a tile's origin is its group's rows; a group of fewer than BM rows spills into t
 
 Re-cut descriptors against zeroing the last step in shared memory (the way before), on an H200 under Nsight Compute
 (bench/results/archive/grouped-wgrad-bounds-h200.json): equal cycles on Mixtral's uniform groups (no masked steps),
-1.6-2.6% fewer on Zipf and quarter-empty sizes, where every group's last step was masked.
+1.7-2.6% fewer on Zipf and quarter-empty sizes, where every group's last step was masked.
 """
 
 from triton.experimental import gluon
