@@ -293,6 +293,8 @@ SPECS = {"bf16 kmajor": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True),
          "bf16 kmajor masked": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "masked"),
          "bf16 kmajor batched": grouped_spec(GROUPED_16BIT, "bf16", "bf16", True, "batched"),
          "bf16 kmajor few rows": grouped_spec(GROUPED_SMALL, "bf16", "bf16", True),
+         "bf16 kmajor few rows swap-AB": grouped_spec(grouped_config(4096, torch.bfloat16, True, rows_per_group=16,
+                                                                     plain=True), "bf16", "bf16", True),
          "fp16 fp32 rowmajor few rows swiglu": grouped_spec(GROUPED_SMALL, "fp16", "fp32", False,
                                                             epilogue=f"{EPILOGUES}:swiglu")}
 
@@ -304,16 +306,31 @@ def reports():
 
 @pytest.mark.parametrize("name", SPECS)
 def test_kernel_compiles_for_sm90_without_spills(reports, name):
-    """wgmma main loop, TMA loads and stores, the masked register store of a spilling tile, no spills, and shared
-    memory as the plan counts it (within the 227 KB a block may take)."""
+    """wgmma main loop, TMA loads and stores (none under swap-AB), the masked register store of a spilling tile, no
+    spills, and shared memory as the plan counts it (within the 227 KB a block may take)."""
     report = reports[name]
     assert not isinstance(report, Exception), report
     assert report.target == "sm_90a" and report.spill_stores == report.spill_loads == 0
-    assert report.count("wgmma.mma_async") >= 1 and report.count("cp.async.bulk.tensor") >= 3
-    assert report.count("cp.async.bulk.tensor.2d.global.shared") >= 1  # D's TMA store
+    assert report.count("wgmma.mma_async") >= 1 and report.count("cp.async.bulk.tensor") >= 2
+    stores = report.count("cp.async.bulk.tensor.2d.global.shared")  # D's TMA store
+    assert stores == 0 if SPECS[name].constexprs["SWAP_AB"] else stores >= 1
     assert report.count("st.global") >= 1  # a spilling tile's masked rows
     assert report.count("setmaxnreg") >= 2
     assert report.shared <= 227 * 1024
+
+
+def test_swap_ab_tile_is_b_rows_by_the_groups_rows(reports):
+    """Swap-AB for groups of few rows (no epilogue, B K-major): 128 of B's N by 32 of a group's rows, each wgmma 64 of
+    them by 32 (m64n32), both operands K-major, in a raster whose consecutive tiles share B's tile; the tile is stored
+    from registers, transposed."""
+    cfg = grouped_config(4096, torch.bfloat16, True, rows_per_group=16, plain=True)
+    assert cfg.swap_ab and (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.group_m) == (128, 32, 8, 1)
+    assert grouped_config(4096, torch.float32, True, rows_per_group=32, plain=True).swap_ab
+    assert grouped_config(4096, torch.bfloat16, True, rows_per_group=16) == GROUPED_SMALL  # an epilogue: 64 rows
+    assert grouped_config(4096, torch.bfloat16, False, rows_per_group=16, plain=True) == GROUPED_SMALL  # row-major B
+    assert grouped_config(4096, torch.bfloat16, True, rows_per_group=48, plain=True) == GROUPED_SMALL
+    wgmmas = [line for line in reports["bf16 kmajor few rows swap-AB"].ptx.splitlines() if "wgmma.mma_async" in line]
+    assert wgmmas and all("m64n32k16" in line and line.rstrip(";").endswith("1, 1, 0, 0") for line in wgmmas)
 
 
 def test_epilogues_read_the_bias_and_apply_their_function(reports):
@@ -359,7 +376,8 @@ def protocols():
 def test_protocol_passes_and_matches_the_traced_kernel(protocols):
     assert [p.config.split(" stages")[0] for p in protocols] == [
         "grouped_mm static", "grouped_mm dynamic", "grouped_mm fp32 static", "grouped_mm +bias gelu static",
-        "grouped_mm swiglu static", "grouped_mm_masked masked", "grouped_mm 3D batched", "grouped_mm few rows static"]
+        "grouped_mm swiglu static", "grouped_mm_masked masked", "grouped_mm 3D batched",
+        "grouped_mm few rows swap-AB static", "grouped_mm few rows +bias gelu static"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result

@@ -15,7 +15,8 @@ torch.compile(fullgraph=True), against float64.
 `... masked bf16 bf16 kmajor`: grouped_mm_masked over (G, C, K) capacities with counts of 0, 1, odd, C and past C
 (clamped), against float64 per group; each group's rows from its count on stay NaN. `... masked_epilogue`: with a
 bias and GELU, under torch.compile(fullgraph=True) too. `... masked_cudagraph`: one capture replayed with new
-masked_m values. `... masked bf16 bf16 kmajor 16`: the same with expected_m = 16 (the 64-row tile over every capacity).
+masked_m values (`... masked_cudagraph 16`: under expected_m = 16). `... masked bf16 bf16 kmajor 16`: the same with
+expected_m = 16 (swap-AB's tile over every capacity; row-major B: the 64-row tile).
 `... batched bf16 fp32 rowmajor`: grouped_mm's 3D x 3D form against float64 bmm, with a bias and SiLU.
 `... badargs`: invalid CUDA arguments (offs int64 or on the CPU, G disagreeing, K off 16 bytes, mixed dtypes, an out
 overlapping a) each raise an error naming the argument, with the NaN-poisoned out left untouched.
@@ -41,6 +42,7 @@ SIZES = [  # (group sizes, rows of A past the last group, N, K)
     ([129, 255, 2049, 0, 9, 333, 1, 127], 100, 520, 136),
     ([4096, 4096], 0, 2048, 2048),
     ([1] * 40, 3, 4096, 256),
+    ([5, 17, 0, 33, 2, 31, 16, 40], 7, 392, 264),  # few rows a group: swap-AB (B K-major), groups past its 32 rows
 ]
 
 
@@ -300,15 +302,17 @@ def run_masked_epilogue() -> dict:
     return {"case": "grouped masked epilogue", "ok": not failures, "failures": failures}
 
 
-def run_masked_cudagraph() -> dict:
-    """One capture of the decode form, three replays with new masked_m values and new inputs."""
+def run_masked_cudagraph(expected_m: str = "none") -> dict:
+    """One capture of the decode form (`expected_m` a number: that hint, 16 the swap-AB tile), three replays with new
+    masked_m values and new inputs."""
     torch.manual_seed(9)
     G, C, N, K = 8, 64, 512, 256
+    hint = None if expected_m == "none" else int(expected_m)
     a = torch.randn(G, C, K, device="cuda", dtype=torch.bfloat16)
     b = weights(G, K, N, torch.bfloat16, "kmajor")
     masked_m = torch.full((G, ), C, dtype=torch.int32, device="cuda")
     out = torch.full((G, C, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    graph = warmed_graph(lambda: tilepipe.grouped_mm_masked(a, b, masked_m, out=out))
+    graph = warmed_graph(lambda: tilepipe.grouped_mm_masked(a, b, masked_m, out=out, expected_m=hint))
     failures = []
     for counts in ([0, 64, 1, 0, 33, 17, 63, 2], [64] * 8, [5, 0, 0, 0, 0, 0, 0, 70]):
         a.copy_(torch.randn_like(a))
@@ -317,7 +321,7 @@ def run_masked_cudagraph() -> dict:
         graph.replay()
         torch.cuda.synchronize()
         failures += [{"counts": counts, **f} for f in check_masked(out, a, b, counts, TOLERANCE[torch.bfloat16])]
-    return {"case": "grouped masked cudagraph", "ok": not failures, "failures": failures}
+    return {"case": f"grouped masked cudagraph expected_m={expected_m}", "ok": not failures, "failures": failures}
 
 
 def run_batched(dtype: str, out_dtype: str, layout: str) -> dict:

@@ -13,7 +13,8 @@ CASES += [("ragged", "bf16", "bf16", "kmajor", "dynamic"), ("ragged", "fp16", "f
 CASES += [("cudagraph", ), ("cudagraph", "dynamic"), ("compile", ), ("badargs", )]
 CASES += [("masked", "bf16", "bf16", "kmajor"), ("masked", "fp16", "fp32", "rowmajor"), ("masked_epilogue", ),
           ("masked", "bf16", "bf16", "kmajor", "16"), ("masked", "fp16", "fp32", "rowmajor", "300"),
-          ("masked_cudagraph", ), ("batched", "bf16", "bf16", "kmajor"), ("batched", "bf16", "fp32", "rowmajor")]
+          ("masked_cudagraph", ), ("masked_cudagraph", "16"), ("batched", "bf16", "bf16", "kmajor"),
+          ("batched", "bf16", "fp32", "rowmajor")]
 TIMEOUT_S = 240
 
 

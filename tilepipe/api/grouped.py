@@ -75,7 +75,8 @@ def grouped_mm_masked(a: torch.Tensor, b: torch.Tensor, masked_m: torch.Tensor, 
     are clamped to [0, C]), so a CUDA graph captured once serves every replay's new counts. b, bias, activation,
     out_dtype are grouped_mm's; D is (G, C, N), written into `out` when given, its rows from masked_m[g] on left
     untouched. `expected_m`: the rows a group is expected to hold (default C), which chooses the tile (up to
-    SMALL_GROUP_ROWS a 64-row one): counts are not read on the host. The custom op is tilepipe::grouped_mm_masked."""
+    SWAP_GROUP_ROWS swap-AB's, without bias or activation and b K-major; up to SMALL_GROUP_ROWS a 64-row one): counts
+    are not read on the host. The custom op is tilepipe::grouped_mm_masked."""
     check_expected_m(expected_m)
     return _layout_call(a, b, masked_m, bias, out, out_dtype, activation, MASKED, expected_m)
 
@@ -137,7 +138,7 @@ def _grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, bias: 
     if problem.K == 0:  # the epilogue of a zero accumulator in the groups' rows, the rest untouched: no launch, offs
         out_rows.copy_(empty_k_result(out_rows, offs, bias, activation, layout=layout, G=problem.G))  # stays on the GPU
         return out
-    choice = choose_grouped(problem, expected_m)
+    choice = choose_grouped(problem, expected_m, plain=epilogue is None and bias is None)
     launch_grouped(plan_grouped(problem, choice.cfg, out_rows, epilogue, choice.schedule))
     return out
 
@@ -173,6 +174,7 @@ def variant_spec(options: dict) -> tuple[MatmulConfig, KernelSpec]:
 
     epilogue = options.get("epilogue")
     cfg = grouped_config(4096, torch.float32 if options["c_dtype"] == "fp32" else torch.bfloat16, True,
-                         columns_in(epilogue) == 2, options.get("rows_per_group", float("inf")))  # B K-major
+                         columns_in(epilogue) == 2, options.get("rows_per_group", float("inf")),
+                         plain=epilogue is None and not options.get("bias"))  # B K-major
     return cfg, grouped_spec(cfg, options["dtype"], options["c_dtype"], True, options.get("schedule", CONTIGUOUS),
                              bias=options.get("bias", False), epilogue=epilogue)

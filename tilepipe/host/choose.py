@@ -174,15 +174,19 @@ Zipf, quarter-empty) it ran 1.024-1.175x the 128x256 tile (perf-log row 112)."""
 SMALL_GROUP_ROWS = 64
 """Rows per group (mean, or grouped_mm_masked's expected_m) up to which the grouped GEMM takes GROUPED_SMALL: the
 measured decode rows had 16-32; above 64 a group fills a 128-row tile's rows on average."""
+SWAP_GROUP_ROWS = 32
+"""Rows per group up to which a grouped GEMM without an epilogue, B K-major, takes swap-AB's tile (grouped_swap_tile),
+which holds that many of a group's rows: on perf-log row 112's 12 decode rows (16 and 32 rows a group; uniform, Zipf,
+quarter-empty) it ran 0.974-1.035x GROUPED_SMALL, geomean 1.017 (bench/results/archive/grouped-swap-ab-h200.json)."""
 
 
-def choose_grouped(problem: GroupedProblem, expected_m: int | None) -> GemmChoice:
+def choose_grouped(problem: GroupedProblem, expected_m: int | None, plain: bool = False) -> GemmChoice:
     """The grouped GEMM for a problem with work (grouped_matmul_kernel, sm_90a only): grouped_config's tile for the
-    rows a group holds (`expected_m`, the masked form's hint, else the mean M / G), the layout's schedule (the
-    dynamic one where the caller asked for it)."""
+    rows a group holds (`expected_m`, the masked form's hint, else the mean M / G; `plain`: D = A @ B, no epilogue),
+    the layout's schedule (the dynamic one where the caller asked for it)."""
     arch = hopper_target(problem.device, "grouped_mm")
     per_group = expected_m if expected_m is not None else problem.M / max(problem.G, 1)
-    cfg = grouped_config(problem.K, problem.out_dtype, problem.b_kmajor, problem.columns_in == 2, per_group)
+    cfg = grouped_config(problem.K, problem.out_dtype, problem.b_kmajor, problem.columns_in == 2, per_group, plain)
     return GemmChoice(arch, cfg, "dynamic" if problem.scheduler == "dynamic" else problem.layout, problem.b_kmajor)
 
 
@@ -195,13 +199,27 @@ def hopper_target(device: int, op: str) -> str:
 
 
 def grouped_config(K: int, out_dtype: torch.dtype, b_kmajor: bool, gated: bool = False,
-                   rows_per_group: float = float("inf")) -> MatmulConfig:
-    """GROUPED_SMALL where groups hold at most SMALL_GROUP_ROWS rows on average (`rows_per_group`), else the 128x256
+                   rows_per_group: float = float("inf"), plain: bool = False) -> MatmulConfig:
+    """Swap-AB's tile (grouped_swap_tile) where groups hold at most SWAP_GROUP_ROWS rows and the call is `plain` (no
+    bias or epilogue) with b K-major; else GROUPED_SMALL where they hold at most SMALL_GROUP_ROWS, else the 128x256
     tile with D in sub-tiles (matmul's LARGE_SUBTILED forms), both in bands of GROUPED_GROUP_M rows of tiles; its BK
     halved where a row-major b's K is not a multiple of it (B's experts are stacked along K there, so a k-step must
     not reach into the next one; K is a multiple of 16, checks.py check_grouped). A gated fp32 D takes 64-column
     sub-tiles (a gate-up pair: 128 accumulator columns) beside three operand stages."""
+    if plain and b_kmajor and rows_per_group <= SWAP_GROUP_ROWS:
+        return grouped_swap_tile(out_dtype)
     return grouped_tile(rows_per_group <= SMALL_GROUP_ROWS, out_dtype, gated, None if b_kmajor else K)
+
+
+@cache
+def grouped_swap_tile(out_dtype: torch.dtype) -> MatmulConfig:
+    """Swap-AB's grouped tile: 128 of B's N (two MMA warpgroups) by SWAP_GROUP_ROWS of a group's rows (matmul's
+    swap_config), its raster in bands of one row of B's tiles, so the tiles of a group's rows that share a B tile
+    have consecutive ids, run side by side and read it once from DRAM. Measured before it: 64 of B's N ran 0.93-0.97x
+    the 64-row tile on Zipf sizes (its B tiles taken by twice as many tiles), and bands of 16 rows of B's tiles
+    0.67-0.87x wherever a group passed one tile's rows (B read again from DRAM): docs/gpu-runs/
+    2026-11-30p-h200-wgrad-bounds.txt, calls 6-9."""
+    return replace(swap_config(SWAP_GROUP_ROWS, out_dtype, 128), group_m=1)
 
 
 @lru_cache(maxsize=256)

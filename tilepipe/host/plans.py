@@ -217,7 +217,8 @@ def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, 
     """The launch of grouped_matmul_kernel over `problem`'s rows, D's rows `out` (N: the GEMM's columns, D's times the
     epilogue's COLUMNS_IN; `schedule` its SCHEDULE: the layout's, offs its ends or counts, none batched, or "dynamic"
     with the stream's scheduler workspace) through `epilogue` (None: D = A @ B): B's experts stacked as one TMA
-    operand, the bias pointer D's where there is no bias (never read), D the workspace where none is read."""
+    operand (the kernel's first under swap-AB), the bias pointer D's where there is no bias (never read), D the
+    workspace where none is read."""
     from tilepipe.kernels.grouped_matmul import grouped_blocks
 
     a, bias, G, M, N, b_kmajor, device = (problem.a, problem.bias, problem.G, problem.M, problem.N, problem.b_kmajor,
@@ -227,12 +228,14 @@ def plan_grouped(problem: GroupedProblem, cfg: MatmulConfig, out: torch.Tensor, 
                (cfg.block_m, cfg.block_n))
     fused = (bias is not None, epilogue)  # HAS_BIAS, EPILOGUE: after the bias pointer
     rest = (out, problem.offs, grouped_workspace(schedule, device, cfg, out), *scalars, out if bias is None else bias,
-            *fused)
+            *fused, cfg.swap_ab)
     blocks = grouped_blocks(cfg, b_kmajor)
+    operands = (b_rows, a) if cfg.swap_ab else (a, b_rows)  # swap-AB: D^T = B^T A^T, the experts' rows first
     return _grouped_launch("tilepipe.kernels.grouped_matmul:grouped_matmul_kernel",
                            (cfg, a.dtype, out.dtype, b_kmajor, device, schedule, *fused),
                            grouped_grid(M, N, G, cfg, device), device,
-                           ((a, blocks["a"]), (b_rows, blocks["b"]), (out, blocks["d"])), rest, cfg.num_warps)
+                           ((operands[0], blocks["a"]), (operands[1], blocks["b"]), (out, blocks["d"])), rest,
+                           cfg.num_warps)
 
 
 def plan_grouped_fp8(a: torch.Tensor, b: torch.Tensor, scales: tuple[torch.Tensor, torch.Tensor], out: torch.Tensor,
@@ -288,7 +291,8 @@ def grouped_workspace(schedule: str, device: int, cfg: MatmulConfig, unread: tor
 def grouped_grid(M: int, N: int, G: int, cfg: MatmulConfig, device: int) -> tuple[int, int, int]:
     """A grouped GEMM's persistent grid over M rows in G groups: one program per SM, or per tile where the bound on the
     tile count (each group adds at most one row of tiles) is smaller."""
-    most_tiles = (-(-M // cfg.block_m) + G) * -(-N // cfg.block_n)
+    rows, cols = (cfg.block_n, cfg.block_m) if cfg.swap_ab else (cfg.block_m, cfg.block_n)  # swap-AB: tiles of D^T
+    most_tiles = (-(-M // rows) + G) * -(-N // cols)
     return min(sm_count(device), most_tiles), 1, 1
 
 

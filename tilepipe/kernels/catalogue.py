@@ -18,8 +18,7 @@ MATMUL_EPILOGUES = {
     "matmul": dict(dtype="fp16", c_dtype="fp16"),
     "matmul +C": dict(dtype="fp16", c_dtype="fp16", has_c=True),  # C in the output stage it is stored from
     "matmul +C fp32": dict(dtype="bf16", c_dtype="bf16", has_c=True, source_dtype="fp32"),  # C in its own stages
-    "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16"),
-}
+    "matmul +bias": dict(dtype="fp16", c_dtype="fp16", bias_dtype="fp16")}
 """matmul_kernel's epilogues, as matmul_spec arguments (the B layout does not change the protocol)."""
 MATMUL_CLUSTERS = {
     "matmul cluster 1x2": dict(dtype="bf16", c_dtype="bf16", cluster=(1, 2)),  # A multicast
@@ -109,9 +108,11 @@ GROUPED = {
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
     "grouped_mm_masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),
     "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched"),
-    "grouped_mm few rows": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16)}
+    "grouped_mm few rows swap-AB": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16),
+    "grouped_mm few rows +bias gelu": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16, bias=True,
+                                           epilogue=f"{EPILOGUES}:gelu")}
 """grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (bias and GELU; SwiGLU over
-packed gate-up experts), over each layout of the groups' rows (contiguous also dynamic), and its tile of few rows."""
+packed gate-up experts), over each layout of the groups' rows (contiguous also dynamic), its tiles of few rows."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
 GROUPED_FP8 = {f"grouped_mm_fp8 {k}": dict(blockwise=k != "per-row", c_dtype="bf16") for k in ("per-row", "blockwise")}
 DYNAMIC_GROUPED = ("grouped_mm", "grouped_mm_fp8 per-row", "grouped_mm_fp8 blockwise")  # also under "dynamic"

@@ -64,7 +64,8 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
     output stage) at a time, each through the EPILOGUE function (COLUMNS_IN accumulator columns per column of D; its
     bias row the group's, bias_ptr + group * N, a tile's read before its main loop; `row_scale`: row_scaled's, else
     None) unless the kernel has none; a tile that spills past its group's rows is stored from registers under a row
-    mask instead (and a column mask, unless COLUMNS_INSIDE: N a multiple of BN), its stages handed on unwritten."""
+    mask instead (and a column mask, unless COLUMNS_INSIDE: N a multiple of BN), its stages handed on unwritten, as
+    is every tile of a swap-AB schedule (sched.SWAP: D^T's tile, stored transposed; no epilogue)."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
@@ -74,6 +75,7 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
     epilogue: gl.constexpr = epilogue_function(EPILOGUE)
     acc_layout: gl.constexpr = wgmma_accumulator(gl.num_warps(), BN, outputs.tiles.type.layout.cga_layout)
     BIAS: gl.constexpr = reads_bias(EPILOGUE, HAS_BIAS)  # a tile's at once (tile_bias)
+    gl.static_assert(not (sched.SWAP and FUSED), "the swap-AB grouped tile takes no epilogue")
     consumer = inputs.consumer().with_release_lag(1)
     one = gl.to_tensor(1.0)
     work = sched.work()
@@ -90,7 +92,9 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
                     args = EpilogueArgs(one, one, group_bias, sched.N, HAS_BIAS, row_scale, sched.M, bias_part(bias, j))
                     part = epilogue(part, None, args, row, col + j * SUB_N * RATIO)
                 part = part.to(outputs.tiles.dtype)
-                if spills:
+                if sched.SWAP:  # (row, col) is D^T's: a column of D, a row of the group's
+                    masked_store(d_ptr, ld_d, gl.permute(part, (1, 0)), col + j * SUB_N, row, work.end, sched.N)
+                elif spills:
                     masked_store(d_ptr, ld_d, part, row, col // RATIO + j * SUB_N, work.end,
                                  None if COLUMNS_INSIDE else sched.N // RATIO)
                 else:
@@ -101,9 +105,9 @@ def grouped_mma_role(inputs: InputTilePipeline, outputs: OutputTilePipeline, sch
 
 
 @gluon.jit
-def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched, RATIO: gl.constexpr):
+def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched, RATIO: gl.constexpr, SWAP_AB: gl.constexpr = False):
     """TMA-stores each output stage of a tile inside its group (RATIO accumulator columns per column of D); frees a
-    spilling tile's stages unread."""
+    spilling tile's stages unread (every tile's under SWAP_AB, stored by the MMA warps)."""
     BM: gl.constexpr = outputs.tiles.shape[1]
     SUB_N: gl.constexpr = outputs.tiles.shape[2]
     BN: gl.constexpr = sched.BN
@@ -113,8 +117,9 @@ def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched, RATIO: gl.con
         spills = work.spills()
         for j in gl.static_range(BN // (SUB_N * RATIO)):
             with outputs.consume() as out:
-                if not spills:
-                    out.store(d_desc, [row, col // RATIO + j * SUB_N])
+                if not SWAP_AB:
+                    if not spills:
+                        out.store(d_desc, [row, col // RATIO + j * SUB_N])
         work = work.next()
 
 
@@ -122,8 +127,9 @@ def grouped_store_role(outputs: OutputTilePipeline, d_desc, sched, RATIO: gl.con
 def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, workspace, G, M, N, K, ld_d, STAGES: gl.constexpr,
                           C_STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr,
                           SCHEDULE: gl.constexpr, TILE: gl.constexpr, bias_ptr, HAS_BIAS: gl.constexpr,
-                          EPILOGUE: gl.constexpr):
-    """a_desc over A [M, K]; b_desc over the G experts stacked, [G * N, K] K-major or [G * K, N] row-major; d_desc
+                          EPILOGUE: gl.constexpr, SWAP_AB: gl.constexpr = False):
+    """a_desc over A [M, K]; b_desc over the G experts stacked, [G * N, K] K-major or [G * K, N] row-major (SWAP_AB:
+    the two exchanged, B K-major, TILE BM of N by BN rows, every tile stored from registers); d_desc
     over D [M, N / COLUMNS_IN] in BM x EPILOGUE_N blocks, d_ptr its address (row stride ld_d) for masked stores;
     offs: G int32 row ends, or counts (SCHEDULE "masked"), or None ("batched": every row). TILE: (BM, BN).
     SCHEDULE: a grouped scheduler's name (schedulers/grouped.py; "dynamic": its tile counter is `workspace`'s word 0,
@@ -135,10 +141,11 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, workspace, G, M, 
     BK: gl.constexpr = a_desc.block_type.shape[1]
     DYNAMIC: gl.constexpr = SCHEDULE == "dynamic"
     PLAN: gl.constexpr = matmul_plan(BM, BN, BK, STAGES, C_STAGES, a_desc.dtype, d_desc.dtype, B_KMAJOR,
-                                     dynamic=DYNAMIC, epilogue_n=d_desc.block_type.shape[1])
+                                     dynamic=DYNAMIC, epilogue_n=BN if SWAP_AB else d_desc.block_type.shape[1])
     k_tiles = gl.cdiv(K, BK)
     smem = PLAN.allocate()
-    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M, smem.pipelines, workspace)
+    sched = grouped_scheduler_class(SCHEDULE).create(offs, G, M, N, K, BM, BN, GROUP_M, smem.pipelines, workspace,
+                                                     SWAP_AB)
     inputs = InputTilePipeline(smem.pipelines.input, smem.operands, 1)
     outputs = OutputTilePipeline(smem.pipelines.output, smem.c_tiles)
     no_c = LoadOrderBarrier(smem.pipelines.output)  # the load role's load order, never signalled without C
@@ -146,12 +153,16 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, workspace, G, M, 
                                          EPILOGUE, wgmma_unit, None)),
                      (load_role, (inputs, no_c, a_desc, b_desc, sched, k_tiles, B_KMAJOR, False), WORKER_WARPS,
                       WORKER_REGS),
-                     (grouped_store_role, (outputs, d_desc, sched, columns_in(EPILOGUE)), WORKER_WARPS, WORKER_REGS),
+                     (grouped_store_role, (outputs, d_desc, sched, columns_in(EPILOGUE), SWAP_AB), WORKER_WARPS,
+                      WORKER_REGS),
                      (scheduler_role, (sched, ), WORKER_WARPS, WORKER_REGS) if DYNAMIC else None])
 
 
 def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
-    """The TMA blocks of A, the stacked B and D's sub-tiles for configuration `cfg` (a MatmulConfig)."""
+    """The TMA blocks of the kernel's a_desc, b_desc and d_desc for configuration `cfg` (a MatmulConfig): A, the
+    stacked B and D's sub-tiles; under swap-AB the stacked B, A and D's tile (unused: its stores are masked)."""
+    if cfg.swap_ab:
+        return {"a": (cfg.block_m, cfg.block_k), "b": (cfg.block_n, cfg.block_k), "d": (cfg.block_n, cfg.block_m)}
     return {"a": (cfg.block_m, cfg.block_k),
             "b": (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n),
             "d": (cfg.block_m, cfg.epilogue_cols)}
@@ -159,18 +170,18 @@ def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
 
 def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = "static", bias: bool = False,
                  epilogue: str | None = None) -> KernelSpec:
-    """grouped_matmul_kernel for one configuration (no cluster, swap-AB or pieces) as a KernelSpec (sm_90a): inputs
-    of `dtype`, D of `c_dtype`, with the experts' biases (of `dtype`) where `bias`, through `epilogue` ("module:name":
-    kernels/epilogue_functions.py)."""
+    """grouped_matmul_kernel for one configuration (no cluster or pieces; swap-AB where `cfg` has it) as a KernelSpec
+    (sm_90a): inputs of `dtype`, D of `c_dtype`, with the experts' biases (of `dtype`) where `bias`, through
+    `epilogue` ("module:name": kernels/epilogue_functions.py)."""
     blocks = grouped_blocks(cfg, b_kmajor)
     signature = {"a_desc": tile_desc(dtype, blocks["a"]), "b_desc": tile_desc(dtype, blocks["b"]),
                  "d_desc": tile_desc(c_dtype, blocks["d"]), "d_ptr": f"*{c_dtype}",
                  "offs": "constexpr" if schedule == "batched" else "*i32", "workspace": "*i32", "G": "i32",
                  "M": "i32", "N": "i32", "K": "i32", "ld_d": "i32", "STAGES": "constexpr", "C_STAGES": "constexpr",
                  "GROUP_M": "constexpr", "B_KMAJOR": "constexpr", "SCHEDULE": "constexpr", "TILE": "constexpr",
-                 "bias_ptr": f"*{dtype}", "HAS_BIAS": "constexpr", "EPILOGUE": "constexpr"}
+                 "bias_ptr": f"*{dtype}", "HAS_BIAS": "constexpr", "EPILOGUE": "constexpr", "SWAP_AB": "constexpr"}
     constexprs = {"STAGES": cfg.stages, "C_STAGES": cfg.c_stages, "GROUP_M": cfg.group_m, "B_KMAJOR": b_kmajor,
                   "SCHEDULE": schedule, "TILE": [cfg.block_m, cfg.block_n], "HAS_BIAS": bias, "EPILOGUE": epilogue,
-                  **({"offs": None} if schedule == "batched" else {})}  # the batched layout reads no counts
+                  "SWAP_AB": cfg.swap_ab, **({"offs": None} if schedule == "batched" else {})}  # batched: no counts
     return KernelSpec(f"{__name__}:grouped_matmul_kernel", signature, constexprs, num_warps=cfg.num_warps,
                       divisible_by_16=("d_ptr", ))

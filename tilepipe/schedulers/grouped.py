@@ -15,6 +15,9 @@ load of offs per group: a program's ids only grow), so no host sync and no table
 A group with at least BM rows has its last row of tiles moved up inside it (TileGrid INWARD: the overlapped rows
 are written twice with the same values), so only groups smaller than BM leave a tile that reaches past their end:
 `work.spills` says so, and the kernel masks that tile's store.
+SWAP (swap-AB, for groups of a few rows): the kernel computes each group's D^T = B_g^T A_g^T, so a tile is BM of
+B's N columns by BN of the group's rows (its TileGrid over N x rows), A's operand the expert's rows of B and B's
+the group's rows of A; every tile's store is masked (it lands transposed).
 """
 
 from triton.experimental import gluon
@@ -41,9 +44,10 @@ class GroupedTileScheduler:
     BM: gl.constexpr
     BN: gl.constexpr
     GROUP_M: gl.constexpr
+    SWAP: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, offs, G, M, N, K, BM, BN, GROUP_M):
+    def __init__(self, offs, G, M, N, K, BM, BN, GROUP_M, SWAP=False):
         self.offs = gl.constexpr(None) if offs is None else offs
         self.G = G
         self.M = M
@@ -52,12 +56,20 @@ class GroupedTileScheduler:
         self.BM = gl.constexpr(BM)
         self.BN = gl.constexpr(BN)
         self.GROUP_M = gl.constexpr(GROUP_M)
+        self.SWAP = gl.constexpr(SWAP)
 
     @gluon.jit
     def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
-               workspace=None):
+               workspace=None, SWAP: gl.constexpr = False):
         """`pipelines` and `workspace`: the kernel's (DynamicGroupedScheduler's ring and counter; unused here)."""
-        return GroupedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
+        return GroupedTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M, SWAP)
+
+    @gluon.jit
+    def grid(self, rows):
+        """The TileGrid of a group of `rows` rows: rows x N, or N x rows under SWAP."""
+        if self.SWAP:
+            return TileGrid.create(self.N, rows, self.BM, self.BN, self.GROUP_M, True)
+        return TileGrid.create(rows, self.N, self.BM, self.BN, self.GROUP_M, True)
 
     @gluon.jit
     def rows(self, group, end):
@@ -68,8 +80,7 @@ class GroupedTileScheduler:
     def cursor(self, tile_id):
         """The work of `tile_id`, the groups walked from the first."""
         none = gl.to_tensor(0)
-        return GroupedWork.seek(tile_id, none - 1, none, none, none,
-                                TileGrid.create(none, self.N, self.BM, self.BN, self.GROUP_M, True), self)
+        return GroupedWork.seek(tile_id, none - 1, none, none, none, self.grid(none), self)
 
     @gluon.jit
     def work(self, paces: gl.constexpr = False):
@@ -84,8 +95,8 @@ class CapacityTileScheduler(GroupedTileScheduler):
 
     @gluon.jit
     def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
-               workspace=None):
-        return CapacityTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M)
+               workspace=None, SWAP: gl.constexpr = False):
+        return CapacityTileScheduler(offs, G, M, N, K, BM, BN, GROUP_M, SWAP)
 
     @gluon.jit
     def rows(self, group, end):
@@ -112,10 +123,10 @@ class DynamicGroupedScheduler(GroupedTileScheduler):
 
     @gluon.jit
     def create(offs, G, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, pipelines=None,
-               workspace=None):
+               workspace=None, SWAP: gl.constexpr = False):
         clc = pipelines.clc
-        return DynamicGroupedScheduler(offs, G, M, N, K, BM, BN, GROUP_M, clc.pipeline, clc.throttle, clc.response,
-                                       workspace)
+        return DynamicGroupedScheduler(offs, G, M, N, K, BM, BN, GROUP_M, SWAP, clc.pipeline, clc.throttle,
+                                       clc.response, workspace)
 
     @builtin
     def work(self, paces=False, _semantic=None, _generator=None):
@@ -158,7 +169,7 @@ class GroupedWork(TileWork):
             group += 1
             base += grid.num_tiles
             start, end = sched.rows(group, end)
-            grid = TileGrid.create(end - start, sched.N, sched.BM, sched.BN, sched.GROUP_M, True)
+            grid = sched.grid(end - start)
         return GroupedWork(tile_id, tile_id < base + grid.num_tiles, group, base, start, end, grid, sched)
 
     @gluon.must_use_result("Rebind it: `work = work.next()`.")
@@ -184,22 +195,39 @@ class GroupedWork(TileWork):
 
     @gluon.jit
     def origin(self, BM: gl.constexpr, BN: gl.constexpr):
-        """(row, col) of D where the current BM x BN tile starts: inside its group's rows where the group has BM."""
+        """(row, col) of D where the current BM x BN tile starts: inside its group's rows where the group has BM;
+        under SWAP (row, col) of D^T (a column of B's N, a row of the group's)."""
         row, col = self.grid.origin(self.tile_id - self.base, BM, BN)
+        if self.sched.SWAP:
+            return row, self.start + col
         return self.start + row, col
+
+    @gluon.jit
+    def a_coords(self, row, k, A_KMAJOR: gl.constexpr = True):
+        """Where the tile's A operand starts: A's [row, k] (TileWork's), or under SWAP the expert's rows of B [G * N,
+        K]."""
+        if self.sched.SWAP:
+            return self.group * self.sched.N + row, k
+        if A_KMAJOR:
+            return row, k
+        return k, row
 
     @gluon.jit
     def b_coords(self, col, k, B_KMAJOR: gl.constexpr):
         """Where the group's B tile starts in B's descriptor over the G experts stacked: [G * N, K] K-major (columns
-        past N read the next expert's, which only D's clipped columns see), else [G * K, N] (K a multiple of BK)."""
+        past N read the next expert's, which only D's clipped columns see), else [G * K, N] (K a multiple of BK);
+        under SWAP the group's rows of A, [col, k]."""
+        if self.sched.SWAP:
+            return col, k
         if B_KMAJOR:
             return self.group * self.sched.N + col, k
         return self.group * self.sched.K + k, col
 
     @gluon.jit
     def spills(self):
-        """Whether the tile's rows reach past its group's end (a group of fewer than BM rows): its store is masked."""
-        return self.end - self.start < self.sched.BM
+        """Whether the tile's rows reach past its group's end (a group of fewer than BM rows, or any tile under
+        SWAP): its store is masked."""
+        return (self.end - self.start < self.sched.BM) | self.sched.SWAP
 
 
 @aggregate
