@@ -4,7 +4,7 @@
 # (compute-sanitizer memcheck, racecheck and synccheck over the catalogue's grouped variants, every report judged
 # against scripts/sanitize-allow.json: tilepipe.verify.sanitize --only), `bench` (tools/bench_grouped.py: BENCH_NAME,
 # default grouped-h200, copied to $OUT), `one-group` (its one-group mode, grouped-one-group-h200) and `masked` (its masked
-# mode: the decode case as grouped_mm_masked under CUDA-graph replay, grouped-masked-h200-v2).
+# mode: the decode case as grouped_mm_masked under CUDA-graph replay, grouped-masked-h200-v3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_env.sh
@@ -26,8 +26,8 @@ for part in ${PARTS:-tests bench}; do
         timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped grouped-one-group-h200 one-group > "$out/one-group.log" 2>&1
         cp bench/results/grouped-one-group-h200.json "$out/" 2>/dev/null ;;
     masked)
-        timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped grouped-masked-h200-v2 masked > "$out/masked.log" 2>&1
-        cp bench/results/grouped-masked-h200-v2.json "$out/" 2>/dev/null ;;
+        timeout "${BENCH_S:-240}" python3 -m tilepipe.tools.bench_grouped grouped-masked-h200-v3 masked > "$out/masked.log" 2>&1
+        cp bench/results/grouped-masked-h200-v3.json "$out/" 2>/dev/null ;;
     esac
     code=$?
     [ -f "$out/$part.log" ] && grep -v "nanobind\|^ - \|See https" "$out/$part.log" | tail -n 40

@@ -90,7 +90,8 @@ def bench_one_group(name: str, G: int, N: int, K: int, rows: int, pairs: int, re
 
 def bench_masked(name: str, G: int, N: int, K: int, rows: int, distribution: str, pairs: int, rep_ms: int
                  ) -> list[Row]:
-    """The masked form under CUDA-graph replay against the contiguous calls over the same rows, replayed too."""
+    """The masked form under CUDA-graph replay, given the mean rows a group holds as expected_m (the hint a decode
+    step knows), against the contiguous calls over the same rows, replayed too."""
     sizes = expert_sizes(rows, G, distribution)
     capacity = 4 * -(-rows // G)
     sizes = [min(size, capacity) for size in sizes]  # a capacity drops the tokens past it, as a MoE layer's does
@@ -102,7 +103,8 @@ def bench_masked(name: str, G: int, N: int, K: int, rows: int, distribution: str
     b = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
     ours = torch.full((G, capacity, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     packed = torch.empty((rows, N), device="cuda", dtype=torch.bfloat16)
-    calls = {"masked": lambda: tilepipe.grouped_mm_masked(a3, b, masked_m, out=ours),
+    expected_m = -(-rows // G)
+    calls = {"masked": lambda: tilepipe.grouped_mm_masked(a3, b, masked_m, out=ours, expected_m=expected_m),
              "torch._grouped_mm": lambda: torch._grouped_mm(a, b, offs=offs, out_dtype=torch.bfloat16),
              "tilepipe.grouped_mm": lambda: tilepipe.grouped_mm(a, b, offs, out=packed)}
     replays = {key: warmed_graph(call).replay for key, call in calls.items()}
