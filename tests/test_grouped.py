@@ -377,7 +377,7 @@ def test_protocol_passes_and_matches_the_traced_kernel(protocols):
     assert [p.config.split(" stages")[0] for p in protocols] == [
         "grouped_mm static", "grouped_mm dynamic", "grouped_mm fp32 static", "grouped_mm +bias gelu static",
         "grouped_mm swiglu static", "grouped_mm_masked masked", "grouped_mm 3D batched",
-        "grouped_mm few rows swap-AB static", "grouped_mm few rows +bias gelu static"]
+        "grouped_mm swap-AB static", "grouped_mm 64-row +bias gelu static"]
     for protocol in protocols:
         result = check(protocol, trace=True)
         assert result.ok and result.traced and result.cases >= 2 and result.states > 0, result

@@ -108,9 +108,9 @@ GROUPED = {
     "grouped_mm swiglu": dict(dtype="bf16", c_dtype="bf16", epilogue=f"{EPILOGUES}:swiglu"),  # grouped_gated_mm
     "grouped_mm_masked": dict(dtype="bf16", c_dtype="bf16", schedule="masked"),
     "grouped_mm 3D": dict(dtype="bf16", c_dtype="bf16", schedule="batched"),
-    "grouped_mm few rows swap-AB": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16),
-    "grouped_mm few rows +bias gelu": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16, bias=True,
-                                           epilogue=f"{EPILOGUES}:gelu")}
+    "grouped_mm swap-AB": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16),
+    "grouped_mm 64-row +bias gelu": dict(dtype="bf16", c_dtype="bf16", rows_per_group=16, bias=True,
+                                         epilogue=f"{EPILOGUES}:gelu")}
 """grouped_matmul_kernel (kernels/grouped_matmul.py) in its two D forms, with an epilogue (bias and GELU; SwiGLU over
 packed gate-up experts), over each layout of the groups' rows (contiguous also dynamic), its tiles of few rows."""
 GROUPED_WGRAD = {"grouped_mm wgrad": dict(dtype="bf16", c_dtype="bf16", a_kmajor=False, b_kmajor=False)}  # 2D x 2D
