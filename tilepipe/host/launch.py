@@ -78,11 +78,11 @@ class FastLauncher:
             raw_launch = driver.active.utils.launch  # the C launcher every kernel's CudaLauncher calls
             metas = list(getattr(kernel.metadata, "tensordesc_meta", None) or ())  # none without TMA descriptors
             launcher.arg_annotations, launcher.kernel_signature  # the 3.9 ABI's per-kernel parts must exist
-            extras = (launcher.profile_scratch_size, getattr(launcher, "gsan_enabled", False),
-                      launcher.global_scratch_size, launcher.num_ctas)
+            launcher.global_scratch_size, launcher.num_ctas  # the global scratch a program takes (__init__)
+            extras = (launcher.profile_scratch_size, getattr(launcher, "gsan_enabled", False))
         except (AttributeError, ValueError, TypeError):
             return None
-        if extras[:2] != (0, False) or not callable(raw_launch):  # profile scratch, sanitizer: kernel.run
+        if extras != (0, False) or not callable(raw_launch):  # profile scratch, sanitizer: kernel.run
             return None  # (a cluster launch needs nothing more: the C launcher reads num_ctas from the metadata)
         return cls(kernel, raw_launch, metas)
 

@@ -160,12 +160,10 @@ def grouped_matmul_kernel(a_desc, b_desc, d_desc, d_ptr, offs, workspace, G, M, 
 
 def grouped_blocks(cfg, b_kmajor: bool) -> dict[str, tuple[int, int]]:
     """The TMA blocks of the kernel's a_desc, b_desc and d_desc for configuration `cfg` (a MatmulConfig): A, the
-    stacked B and D's sub-tiles; under swap-AB the stacked B, A and D's tile (unused: its stores are masked)."""
-    if cfg.swap_ab:
-        return {"a": (cfg.block_m, cfg.block_k), "b": (cfg.block_n, cfg.block_k), "d": (cfg.block_n, cfg.block_m)}
+    stacked B and D's sub-tiles; under swap-AB (B K-major) the stacked B, A and D's tile (unused: stores are masked)."""
     return {"a": (cfg.block_m, cfg.block_k),
             "b": (cfg.block_n, cfg.block_k) if b_kmajor else (cfg.block_k, cfg.block_n),
-            "d": (cfg.block_m, cfg.epilogue_cols)}
+            "d": (cfg.block_n, cfg.block_m) if cfg.swap_ab else (cfg.block_m, cfg.epilogue_cols)}
 
 
 def grouped_spec(cfg, dtype: str, c_dtype: str, b_kmajor: bool, schedule: str = "static", bias: bool = False,
